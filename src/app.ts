@@ -1,0 +1,28 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import { AppModule } from './app.module.js';
+import { Clock, SystemClock } from './common/clock.js';
+import { validationPipe } from './common/validation.js';
+import type { Config } from './config/config.js';
+
+export interface AppOptions {
+  /** Replaces the service clock (tests). */
+  clock?: Clock;
+  logger?: false | ('log' | 'error' | 'warn' | 'debug' | 'verbose' | 'fatal')[];
+}
+
+/** Builds the service: runs pending migrations, bootstraps the admin token, ready to `listen`. */
+export async function createApp(config: Config, options: AppOptions = {}): Promise<NestFastifyApplication> {
+  // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the limit.
+  const bodyLimit = config.maxPlanBytes * 6 + 64 * 1024;
+  const app = await NestFactory.create<NestFastifyApplication>(
+    AppModule.forRoot(config, options.clock ?? new SystemClock()),
+    new FastifyAdapter({ bodyLimit }),
+    { logger: options.logger ?? ['log', 'error', 'warn'], abortOnError: false },
+  );
+  app.useGlobalPipes(validationPipe);
+  app.enableShutdownHooks();
+  await app.init();
+  return app;
+}

@@ -1,0 +1,51 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database.js';
+import { Environment } from '../environments/environment.entity.js';
+import { EnvironmentError } from '../environments/environment.errors.js';
+import { AuditEvent, AuditOutcome } from './audit-event.entity.js';
+
+export interface AuditEntry {
+  environment: string;
+  actor: string;
+  action: string;
+  generation?: number | null;
+  planId?: string | null;
+  outcome: AuditOutcome;
+  code?: string | null;
+  detail?: string | null;
+}
+
+@Injectable()
+export class AuditService {
+  constructor(private readonly db: Database) {}
+
+  /** Written in the transaction of the decision it describes. */
+  async record(m: EntityManager, at: number, entry: AuditEntry): Promise<void> {
+    await m.insert(AuditEvent, {
+      at: new Date(at),
+      environment: entry.environment,
+      actor: entry.actor,
+      action: entry.action,
+      generation: entry.generation ?? null,
+      planId: entry.planId ?? null,
+      outcome: entry.outcome,
+      code: entry.code ?? null,
+      detail: entry.detail ?? null,
+    });
+  }
+
+  /** Newest first; NOT_FOUND for an unknown environment; `after` is the id of the last event of the previous page. */
+  list(environment: string, first: number, after: number | null): Promise<AuditEvent[]> {
+    return this.db.read(async (m) => {
+      if (!(await m.existsBy(Environment, { name: environment }))) throw EnvironmentError.notFound(environment);
+      const query = m
+        .createQueryBuilder(AuditEvent, 'a')
+        .where('a.environment = :environment', { environment })
+        .orderBy('a.id', 'DESC')
+        .limit(first);
+      if (after != null) query.andWhere('a.id < :after', { after });
+      return query.getMany();
+    });
+  }
+}

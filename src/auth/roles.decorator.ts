@@ -1,0 +1,22 @@
+import { createParamDecorator, type ExecutionContext, SetMetadata } from '@nestjs/common';
+import { GqlExecutionContext } from '@nestjs/graphql';
+import type { Principal, Role } from './principal.entity.js';
+
+export const ROLES_KEY = 'planfence:roles';
+
+/** Roles allowed besides ADMIN, which may do everything. Without it, every authenticated role may. */
+export const Roles = (...roles: Role[]) => SetMetadata(ROLES_KEY, roles);
+
+export interface RequestWithPrincipal {
+  headers: Record<string, string | string[] | undefined>;
+  principal?: Principal;
+}
+
+export function gqlRequest(context: ExecutionContext): RequestWithPrincipal {
+  return GqlExecutionContext.create(context).getContext<{ req: RequestWithPrincipal }>().req;
+}
+
+/** The authenticated caller of this operation. */
+export const CurrentPrincipal = createParamDecorator(
+  (_: unknown, context: ExecutionContext): Principal => gqlRequest(context).principal!,
+);

@@ -1,0 +1,27 @@
+/**
+ * The service's one clock (R11). Lease liveness (acquire, renew, STRICT submit)
+ * is judged by it and never by a timestamp an agent sends. Tests replace it.
+ */
+export abstract class Clock {
+  /** Milliseconds since the epoch. */
+  abstract now(): Promise<number>;
+}
+
+export class SystemClock extends Clock {
+  now(): Promise<number> {
+    return Promise.resolve(Date.now());
+  }
+}
+
+/** A clock that moves only when told to: lets tests expire leases without sleeping. */
+export class ManualClock extends Clock {
+  constructor(private current = Date.UTC(2026, 0, 1)) {
+    super();
+  }
+  now(): Promise<number> {
+    return Promise.resolve(this.current);
+  }
+  advance(ms: number): void {
+    this.current += ms;
+  }
+}

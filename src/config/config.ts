@@ -1,0 +1,89 @@
+import { dirname, resolve } from 'node:path';
+
+export type SqliteSynchronous = 'FULL' | 'NORMAL';
+
+export type DatabaseConfig =
+  | { kind: 'sqlite'; path: string; synchronous: SqliteSynchronous }
+  | { kind: 'postgres'; url: string; poolSize: number };
+
+export interface Config {
+  port: number;
+  host: string;
+  database: DatabaseConfig;
+  /** When set, the bearer token of the principal `admin`. */
+  adminToken: string | undefined;
+  /** Where the first start writes a generated admin token (mode 0600). */
+  adminTokenFile: string;
+  maxPlanBytes: number;
+  idempotencyTtlMs: number;
+}
+
+/** A bad configuration value: the message names the variable, and the start stops. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) {
+    throw new ConfigError(name, `must be an integer between ${min} and ${max} (got "${raw}")`);
+  }
+  const value = Number(raw.trim());
+  if (value < min || value > max) {
+    throw new ConfigError(name, `must be between ${min} and ${max} (got ${value})`);
+  }
+  return value;
+}
+
+function database(env: Env): DatabaseConfig {
+  const url = env.DATABASE_URL || 'sqlite:./data/planfence.db';
+  const syncRaw = (env.PLANFENCE_SQLITE_SYNCHRONOUS || 'FULL').toUpperCase();
+  if (syncRaw !== 'FULL' && syncRaw !== 'NORMAL') {
+    throw new ConfigError(
+      'PLANFENCE_SQLITE_SYNCHRONOUS',
+      `must be FULL or NORMAL (got "${env.PLANFENCE_SQLITE_SYNCHRONOUS}")`,
+    );
+  }
+  if (url.startsWith('sqlite:')) {
+    const path = url.slice('sqlite:'.length);
+    if (path === '') throw new ConfigError('DATABASE_URL', 'names no SQLite file (sqlite:PATH or sqlite::memory:)');
+    return { kind: 'sqlite', path: path === ':memory:' ? path : resolve(path), synchronous: syncRaw };
+  }
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    try {
+      new URL(url);
+    } catch {
+      throw new ConfigError('DATABASE_URL', 'is not a valid postgres:// URL');
+    }
+    return { kind: 'postgres', url, poolSize: integer(env, 'PLANFENCE_PG_POOL_SIZE', 10, 1, 1000) };
+  }
+  throw new ConfigError('DATABASE_URL', `must start with sqlite: or postgres:// (got "${url}")`);
+}
+
+/** Reads and validates the whole configuration once, at start. */
+export function loadConfig(env: Env = process.env): Config {
+  const db = database(env);
+  const adminToken = env.PLANFENCE_ADMIN_TOKEN;
+  if (adminToken !== undefined && adminToken !== '' && adminToken.length < 16) {
+    throw new ConfigError('PLANFENCE_ADMIN_TOKEN', 'must be at least 16 characters');
+  }
+  const dataDir = db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
+  return {
+    port: integer(env, 'PORT', 4000, 0, 65535),
+    host: env.HOST || '127.0.0.1',
+    database: db,
+    adminToken: adminToken || undefined,
+    adminTokenFile: resolve(env.PLANFENCE_ADMIN_TOKEN_FILE || `${dataDir}/admin-token`),
+    maxPlanBytes: integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024),
+    idempotencyTtlMs: integer(env, 'PLANFENCE_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365) * 3600_000,
+  };
+}

@@ -1,0 +1,90 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { DataSource, type EntityManager, QueryFailedError } from 'typeorm';
+
+/** Thrown inside a write transaction to roll it back and run it again (a lost race, not a client error). */
+export class RetryTransaction extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'RetryTransaction';
+  }
+}
+
+const MAX_ATTEMPTS = 5;
+
+/** Unique violations, serialization failures and deadlocks: the transaction lost a race and can run again. */
+function isConflict(error: unknown): boolean {
+  if (error instanceof RetryTransaction) return true;
+  if (!(error instanceof QueryFailedError)) return false;
+  const driverError = (error as QueryFailedError & { driverError?: { code?: string } }).driverError;
+  const code = driverError?.code ?? '';
+  return ['23505', '40001', '40P01', 'SQLITE_CONSTRAINT_PRIMARYKEY', 'SQLITE_CONSTRAINT_UNIQUE'].includes(code);
+}
+
+/**
+ * The one way the service reaches its database.
+ *
+ * On SQLite every transaction and every read runs alone, one after the other, on the
+ * driver's single connection: TypeORM shares that connection, so concurrent transactions
+ * would nest or lose updates, and a read in between would see uncommitted rows.
+ * On PostgreSQL each transaction has its own pooled connection and row locks order writers.
+ */
+@Injectable()
+export class Database {
+  private readonly logger = new Logger(Database.name);
+  private readonly serialized: boolean;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly dataSource: DataSource) {
+    this.serialized = dataSource.options.type === 'better-sqlite3';
+  }
+
+  get dialect(): 'sqlite' | 'postgres' {
+    return this.serialized ? 'sqlite' : 'postgres';
+  }
+
+  /** Runs `work` in one transaction; commits when it resolves, rolls back when it throws. */
+  async write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.exclusive(() => this.dataSource.transaction(work));
+      } catch (error) {
+        if (!isConflict(error) || attempt >= MAX_ATTEMPTS) throw error;
+        this.logger.debug(`transaction conflict, attempt ${attempt}: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  /** Reads committed state only. */
+  read<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.exclusive(() => work(this.dataSource.manager));
+  }
+
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    if (!this.serialized) return work();
+    const run = this.tail.then(work, work);
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+}
+
+/** Runs a conditional statement (named `:parameters`); the affected-row count is the decision. */
+export async function execute(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown> = {},
+): Promise<number> {
+  const [query, values] = manager.connection.driver.escapeQueryWithParameters(sql, parameters);
+  if (!manager.queryRunner) throw new Error('execute() needs a transaction manager');
+  const result = await manager.queryRunner.query(query, values, true);
+  return result.affected ?? 0;
+}
+
+/** Runs a query (named `:parameters`) and returns its rows. */
+export async function select<R>(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown> = {},
+): Promise<R[]> {
+  const [query, values] = manager.connection.driver.escapeQueryWithParameters(sql, parameters);
+  return (await manager.query(query, values)) as R[];
+}

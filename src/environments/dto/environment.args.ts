@@ -1,0 +1,16 @@
+import { ArgsType, Field } from '@nestjs/graphql';
+import { IsName } from '../../common/validation.js';
+
+@ArgsType()
+export class EnvironmentNameArgs {
+  @Field()
+  @IsName()
+  name: string;
+}
+
+@ArgsType()
+export class EnvironmentArgs {
+  @Field()
+  @IsName()
+  environment: string;
+}

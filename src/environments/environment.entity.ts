@@ -1,0 +1,81 @@
+import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { bigintNumber, millis } from '../common/date.transformer.js';
+
+export enum FencingMode {
+  MONOTONIC = 'MONOTONIC',
+  STRICT = 'STRICT',
+}
+
+registerEnumType(FencingMode, {
+  name: 'FencingMode',
+  valuesMap: {
+    MONOTONIC: {
+      description:
+        'Reject a generation lower than the highest this environment has accepted (high-watermark).',
+    },
+    STRICT: {
+      description:
+        'Raise the fence when a lease is granted: only the current holder\'s generation is accepted.',
+    },
+  },
+});
+
+/**
+ * The ownership domain. Its fence, generation counter, lease and pointer columns
+ * are written only by the fencing module.
+ */
+@ObjectType()
+@Entity('environments')
+export class Environment {
+  @Field(() => ID)
+  @PrimaryColumn({ type: 'varchar', length: 63 })
+  name: string;
+
+  @Field(() => FencingMode)
+  @Column({ type: 'varchar', length: 16 })
+  mode: FencingMode;
+
+  @Field()
+  @Column({ name: 'require_approval', type: 'boolean' })
+  requireApproval: boolean;
+
+  @Field(() => Int, {
+    description:
+      'Lowest generation that may still write (MONOTONIC: highest accepted; STRICT: current grant).',
+  })
+  @Column({ type: 'integer' })
+  fence: number;
+
+  @Field(() => Int)
+  @Column({ name: 'last_issued_generation', type: 'integer' })
+  lastIssuedGeneration: number;
+
+  @Column({ name: 'lease_holder', type: 'varchar', length: 320, nullable: true })
+  leaseHolder: string | null;
+
+  @Column({ name: 'lease_principal', type: 'varchar', length: 63, nullable: true })
+  leasePrincipal: string | null;
+
+  @Column({ name: 'lease_generation', type: 'integer', nullable: true })
+  leaseGeneration: number | null;
+
+  @Column({ name: 'lease_acquired_at', type: 'bigint', nullable: true, transformer: bigintNumber })
+  leaseAcquiredAt: number | null;
+
+  @Column({ name: 'lease_expires_at', type: 'bigint', nullable: true, transformer: bigintNumber })
+  leaseExpiresAt: number | null;
+
+  @Column({ name: 'current_plan_id', type: 'varchar', length: 100, nullable: true })
+  currentPlanId: string | null;
+
+  @Column({ name: 'current_generation', type: 'integer' })
+  currentGeneration: number;
+
+  @Column({ name: 'current_sequence', type: 'integer' })
+  currentSequence: number;
+
+  @Field(() => GraphQLISODateTime)
+  @Column({ name: 'created_at', type: 'bigint', transformer: millis })
+  createdAt: Date;
+}

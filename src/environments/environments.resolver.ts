@@ -1,0 +1,53 @@
+import { Args, Mutation, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
+import { Principal } from '../auth/principal.entity.js';
+import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
+import { Lease } from '../leases/lease.model.js';
+import { Plan } from '../plans/plan.entity.js';
+import { CreateEnvironmentInput } from './dto/create-environment.input.js';
+import { EnvironmentArgs, EnvironmentNameArgs } from './dto/environment.args.js';
+import { Environment } from './environment.entity.js';
+import { EnvironmentsService } from './environments.service.js';
+
+@Resolver(() => Environment)
+export class EnvironmentsResolver {
+  constructor(private readonly service: EnvironmentsService) {}
+
+  @Query(() => [Environment])
+  environments(): Promise<Environment[]> {
+    return this.service.list();
+  }
+
+  @Query(() => Environment, { nullable: true })
+  environment(@Args() { name }: EnvironmentNameArgs): Promise<Environment | null> {
+    return this.service.find(name);
+  }
+
+  /** NOT_FOUND for an unknown environment; null while nothing is published. */
+  @Query(() => Plan, { nullable: true })
+  currentPlan(@Args() { environment }: EnvironmentArgs): Promise<Plan | null> {
+    return this.service.currentPlan(environment);
+  }
+
+  /** ADMIN only. ALREADY_EXISTS when the name is taken (environments are never deleted). */
+  @Roles()
+  @Mutation(() => Environment)
+  createEnvironment(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: CreateEnvironmentInput,
+  ): Promise<Environment> {
+    return this.service.create(principal.name, input);
+  }
+
+  @ResolveField('lease', () => Lease, { nullable: true, description: 'The live lease, if any (expired leases are null).' })
+  lease(@Parent() env: Environment): Promise<Lease | null> {
+    return this.service.lease(env);
+  }
+
+  @ResolveField('currentPlan', () => Plan, {
+    nullable: true,
+    description: 'The published plan: the one pointer that dashboards and deployers read.',
+  })
+  currentPlanOf(@Parent() env: Environment): Promise<Plan | null> {
+    return this.service.plan(env.currentPlanId);
+  }
+}

@@ -1,0 +1,111 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditService } from '../audit/audit.service.js';
+import { Clock } from '../common/clock.js';
+import { DomainError } from '../common/errors.js';
+import { Database } from '../database/database.js';
+import { type IdempotentCall, IdempotencyService } from '../idempotency/idempotency.service.js';
+import { Plan } from '../plans/plan.entity.js';
+
+export interface Decision {
+  action: string;
+  environment: string;
+  actor: string;
+  generation?: number | null;
+  planId?: string | null;
+}
+
+/** What the audit log keeps of an accepted decision. */
+type Summary = Pick<Decision, 'generation' | 'planId'> & { detail?: string };
+
+type Outcome<T> = { result: T } | { error: DomainError };
+
+/**
+ * Runs a protected write as one transaction: the decision, its audit event (R12) and, with
+ * an idempotency key, its remembered outcome (R9) commit together. A rejection commits its
+ * audit event (and remembered error) and is thrown after the commit.
+ */
+@Injectable()
+export class DecisionRunner {
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly audit: AuditService,
+    private readonly idempotency: IdempotencyService,
+  ) {}
+
+  async decide<T>(
+    decision: Decision,
+    work: (m: EntityManager, now: number) => Promise<T>,
+    summarize: (result: T) => Summary = () => ({}),
+  ): Promise<T> {
+    return this.settle(await this.db.write((m) => this.attempt(m, decision, work, summarize)));
+  }
+
+  /** A decision that yields a plan and may carry an idempotency key: a repeated call replays the first outcome. */
+  async decidePlan(
+    decision: Decision,
+    call: IdempotentCall | null,
+    work: (m: EntityManager, now: number) => Promise<Plan>,
+  ): Promise<Plan> {
+    const summarize = (plan: Plan): Summary => ({ planId: plan.id, generation: plan.generation });
+    const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {
+      if (!call) return this.attempt(m, decision, work, summarize);
+      const now = await this.clock.now();
+      let remembered;
+      try {
+        remembered = await this.idempotency.recall(m, call, now);
+      } catch (error) {
+        return this.rejected(m, now, decision, error);
+      }
+      if (remembered) {
+        if ('error' in remembered) return remembered;
+        return { result: await m.findOneByOrFail(Plan, { id: remembered.planId }) };
+      }
+      const first = await this.attempt(m, decision, work, summarize, now);
+      await this.idempotency.remember(
+        m,
+        call,
+        now,
+        'result' in first ? { planId: first.result.id } : { error: first.error },
+      );
+      return first;
+    });
+    return this.settle(outcome);
+  }
+
+  private async attempt<T>(
+    m: EntityManager,
+    decision: Decision,
+    work: (m: EntityManager, now: number) => Promise<T>,
+    summarize: (result: T) => Summary,
+    at?: number,
+  ): Promise<Outcome<T>> {
+    const now = at ?? (await this.clock.now());
+    try {
+      const result = await work(m, now);
+      const { detail, ...summary } = summarize(result);
+      await this.audit.record(m, now, { ...decision, ...summary, detail, outcome: AuditOutcome.ACCEPTED });
+      return { result };
+    } catch (error) {
+      return this.rejected(m, now, decision, error);
+    }
+  }
+
+  private async rejected(m: EntityManager, now: number, decision: Decision, error: unknown): Promise<{ error: DomainError }> {
+    if (!(error instanceof DomainError)) throw error;
+    await this.audit.record(m, now, {
+      ...decision,
+      outcome: AuditOutcome.REJECTED,
+      code: error.code,
+      detail: error.message,
+    });
+    return { error };
+  }
+
+  private settle<T>(outcome: Outcome<T>): T {
+    if ('error' in outcome) throw outcome.error;
+    return outcome.result;
+  }
+}

@@ -1,0 +1,16 @@
+import { DomainError } from '../common/errors.js';
+
+/** The rejections the guard decides (DESIGN §3, §6). */
+export const FenceErrorCode = {
+  NOT_FOUND: 'NOT_FOUND',
+  LEASE_HELD: 'LEASE_HELD',
+  LEASE_NOT_HELD: 'LEASE_NOT_HELD',
+  STALE_GENERATION: 'STALE_GENERATION',
+  UNKNOWN_GENERATION: 'UNKNOWN_GENERATION',
+  INVALID_PLAN_STATE: 'INVALID_PLAN_STATE',
+  PRECONDITION_FAILED: 'PRECONDITION_FAILED',
+  SELF_APPROVAL: 'SELF_APPROVAL',
+} as const;
+export type FenceErrorCode = (typeof FenceErrorCode)[keyof typeof FenceErrorCode];
+
+export class FenceError extends DomainError<FenceErrorCode> {}

@@ -1,0 +1,387 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { execute, RetryTransaction, select } from '../database/database.js';
+import { Environment, FencingMode } from '../environments/environment.entity.js';
+import { EnvironmentError } from '../environments/environment.errors.js';
+import { LeaseGrant } from '../leases/lease-grant.entity.js';
+import { Lease } from '../leases/lease.model.js';
+import { Plan, PlanStatus } from '../plans/plan.entity.js';
+import { FenceError } from './fence.errors.js';
+
+/** The live lease of an environment row at `now`, or null. */
+export function liveLease(env: Environment, now: number): Lease | null {
+  if (env.leaseHolder == null || env.leaseExpiresAt == null || env.leaseExpiresAt <= now) return null;
+  return {
+    environment: env.name,
+    holder: env.leaseHolder,
+    generation: env.leaseGeneration ?? 0,
+    acquiredAt: new Date(env.leaseAcquiredAt ?? 0),
+    expiresAt: new Date(env.leaseExpiresAt),
+  };
+}
+
+export function planId(environment: string, generation: number, sequence: number): string {
+  return `${environment}@${generation}.${sequence}`;
+}
+
+/**
+ * The guard. Every statement that writes an environment's generation counter, lease,
+ * fence or pointer, or a plan's row or status, is in this class, and each decision is
+ * one conditional statement whose affected-row count decides (R2). When it affects
+ * nothing, the rows are read only to name the rejection.
+ *
+ * Every method runs inside the caller's write transaction (`manager`), and throws a
+ * rejection only before it has written anything.
+ */
+@Injectable()
+export class FenceService {
+  async createEnvironment(
+    m: EntityManager,
+    p: { name: string; mode: FencingMode; requireApproval: boolean; now: number },
+  ): Promise<Environment> {
+    if (await m.existsBy(Environment, { name: p.name })) {
+      throw new EnvironmentError('ALREADY_EXISTS', `environment "${p.name}" already exists`);
+    }
+    await execute(
+      m,
+      `INSERT INTO environments (name, mode, require_approval, fence, last_issued_generation,
+         current_generation, current_sequence, created_at)
+       VALUES (:name, :mode, :requireApproval, 0, 0, 0, 0, :now)`,
+      p,
+    );
+    return m.findOneByOrFail(Environment, { name: p.name });
+  }
+
+  /** R1, R10: a new generation per grant; STRICT raises the fence to it in the same statement. */
+  async grantLease(
+    m: EntityManager,
+    p: { environment: string; principal: string; holder: string; ttlMs: number; now: number },
+  ): Promise<Lease> {
+    const granted = await execute(
+      m,
+      `UPDATE environments SET
+         last_issued_generation = last_issued_generation + 1,
+         fence = CASE WHEN mode = 'STRICT' THEN last_issued_generation + 1 ELSE fence END,
+         lease_generation = last_issued_generation + 1,
+         lease_holder = :holder, lease_principal = :principal,
+         lease_acquired_at = :now, lease_expires_at = :expiresAt
+       WHERE name = :environment
+         AND (lease_holder IS NULL OR lease_expires_at <= :now OR lease_holder = :holder)`,
+      { ...p, expiresAt: p.now + p.ttlMs },
+    );
+    const env = await this.environment(m, p.environment);
+    if (!granted) {
+      const lease = liveLease(env, p.now);
+      throw new FenceError('LEASE_HELD', `environment "${env.name}" is leased to ${lease?.holder}`, {
+        holder: lease?.holder ?? null,
+        expiresAt: lease ? lease.expiresAt.toISOString() : null,
+      });
+    }
+    const generation = env.lastIssuedGeneration;
+    await m.insert(LeaseGrant, {
+      environment: env.name,
+      generation,
+      principal: p.principal,
+      holder: p.holder,
+      acquiredAt: p.now,
+    });
+    if (env.mode === FencingMode.STRICT) await this.markObsolete(m, env.name);
+    return liveLease(env, p.now)!;
+  }
+
+  /** R10: keeps the generation; only the caller's own live lease can be renewed. */
+  async renewLease(
+    m: EntityManager,
+    p: { environment: string; principal: string; generation: number; ttlMs: number; now: number },
+  ): Promise<Lease> {
+    const renewed = await execute(
+      m,
+      `UPDATE environments SET lease_expires_at = :expiresAt
+       WHERE name = :environment AND ${LIVE_LEASE_OF_CALLER}`,
+      { ...p, expiresAt: p.now + p.ttlMs },
+    );
+    if (!renewed) throw await this.leaseNotHeld(m, p);
+    return liveLease(await this.environment(m, p.environment), p.now)!;
+  }
+
+  async releaseLease(
+    m: EntityManager,
+    p: { environment: string; principal: string; generation: number; now: number },
+  ): Promise<void> {
+    const released = await execute(
+      m,
+      `UPDATE environments SET lease_holder = NULL, lease_principal = NULL, lease_generation = NULL,
+         lease_acquired_at = NULL, lease_expires_at = NULL
+       WHERE name = :environment AND ${LIVE_LEASE_OF_CALLER}`,
+      p,
+    );
+    if (!released) throw await this.leaseNotHeld(m, p);
+  }
+
+  /**
+   * R3, R4, R5: stores a plan made under `generation` if the fence admits it (MONOTONIC:
+   * generation >= fence, raising the fence; STRICT: generation == fence and the caller's
+   * lease of it is live). Where the environment needs no approval, the same statement
+   * also demands `basedOnPlanId` be current, and the plan is published in this transaction.
+   */
+  async admitPlan(
+    m: EntityManager,
+    p: {
+      environment: string;
+      principal: string;
+      generation: number;
+      content: string;
+      contentHash: string;
+      title: string | null;
+      basedOnPlanId: string | null;
+      now: number;
+    },
+  ): Promise<Plan> {
+    const publish = !(await this.environment(m, p.environment)).requireApproval;
+    const casOnPointer = publish && p.basedOnPlanId != null;
+    const admitted = await execute(
+      m,
+      `UPDATE environments SET fence = :generation
+       WHERE name = :environment
+         AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
+                     AND g.generation = :generation AND g.principal = :principal)
+         AND ((mode = 'MONOTONIC' AND fence <= :generation)
+           OR (mode = 'STRICT' AND fence = :generation AND lease_generation = :generation
+               AND lease_principal = :principal AND lease_expires_at > :now))
+         ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}`,
+      p,
+    );
+    if (!admitted) throw await this.whySubmitRejected(m, p, casOnPointer);
+
+    const [{ next }] = await select<{ next: number | string }>(
+      m,
+      `SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM plans
+       WHERE environment = :environment AND generation = :generation`,
+      p,
+    );
+    const sequence = Number(next);
+    const id = planId(p.environment, p.generation, sequence);
+    const at = new Date(p.now);
+    await m.insert(Plan, {
+      id,
+      environment: p.environment,
+      generation: p.generation,
+      sequence,
+      status: publish ? PlanStatus.PUBLISHED : PlanStatus.PROPOSED,
+      title: p.title,
+      content: p.content,
+      contentHash: p.contentHash,
+      submittedBy: p.principal,
+      submittedAt: at,
+      basedOnPlanId: p.basedOnPlanId,
+      reviewedBy: null,
+      reviewedAt: null,
+      rejectionReason: null,
+      publishedAt: publish ? at : null,
+    });
+    if (publish) {
+      const moved = await execute(
+        m,
+        `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
+           current_sequence = :sequence
+         WHERE name = :environment AND ${POINTER_MOVES_FORWARD}`,
+        { id, environment: p.environment, generation: p.generation, sequence },
+      );
+      // Admission above already implies this; a failure here is a broken invariant, not a rejection.
+      if (moved !== 1) throw new Error(`pointer of ${p.environment} would not move forward to ${id}`);
+      await this.afterPublication(m, p.environment, id);
+    } else {
+      await this.markObsolete(m, p.environment);
+    }
+    return m.findOneByOrFail(Plan, { id });
+  }
+
+  /** R5, R6, R7, R13: approval is the publication step; it moves the pointer in this transaction. */
+  async publishPlan(
+    m: EntityManager,
+    p: { planId: string; reviewer: string; contentHash: string | null; now: number },
+  ): Promise<Plan> {
+    const plan = await this.plan(m, p.planId);
+    const params = { ...p, id: plan.id, environment: plan.environment, generation: plan.generation,
+      sequence: plan.sequence, basedOnPlanId: plan.basedOnPlanId };
+    const published = await execute(
+      m,
+      `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
+         current_sequence = :sequence
+       WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
+         ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
+         AND EXISTS (SELECT 1 FROM plans p WHERE p.id = :id AND p.status = 'PROPOSED'
+                     AND p.submitted_by <> :reviewer
+                     ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''})`,
+      params,
+    );
+    if (!published) throw await this.whyApprovalRejected(m, plan, p);
+    const marked = await execute(
+      m,
+      `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
+         published_at = :now
+       WHERE id = :id AND status = 'PROPOSED'`,
+      params,
+    );
+    // Another transaction changed the plan after our pointer statement read it: run again.
+    if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
+    await this.afterPublication(m, plan.environment, plan.id);
+    return m.findOneByOrFail(Plan, { id: plan.id });
+  }
+
+  async rejectPlan(
+    m: EntityManager,
+    p: { planId: string; reviewer: string; reason: string; now: number },
+  ): Promise<Plan> {
+    const rejected = await execute(
+      m,
+      `UPDATE plans SET status = 'REJECTED', reviewed_by = :reviewer, reviewed_at = :now,
+         rejection_reason = :reason
+       WHERE id = :planId AND status = 'PROPOSED'`,
+      p,
+    );
+    const plan = await this.plan(m, p.planId);
+    if (!rejected) {
+      throw new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is ${plan.status}, not PROPOSED`, {
+        status: plan.status,
+      });
+    }
+    return plan;
+  }
+
+  /** R8: the previously published plan reads SUPERSEDED; proposals passed over read OBSOLETE. */
+  private async afterPublication(m: EntityManager, environment: string, id: string): Promise<void> {
+    await execute(
+      m,
+      `UPDATE plans SET status = 'SUPERSEDED'
+       WHERE environment = :environment AND status = 'PUBLISHED' AND id <> :id`,
+      { environment, id },
+    );
+    await this.markObsolete(m, environment);
+  }
+
+  /** R8: a proposal below the fence or older than the current plan can never be published. */
+  private async markObsolete(m: EntityManager, environment: string): Promise<void> {
+    await execute(
+      m,
+      `UPDATE plans SET status = 'OBSOLETE'
+       WHERE environment = :environment AND status = 'PROPOSED'
+         AND EXISTS (SELECT 1 FROM environments e WHERE e.name = :environment
+           AND (plans.generation < e.fence OR plans.generation < e.current_generation
+             OR (plans.generation = e.current_generation AND plans.sequence < e.current_sequence)))`,
+      { environment },
+    );
+  }
+
+  private async environment(m: EntityManager, name: string): Promise<Environment> {
+    const env = await m.findOneBy(Environment, { name });
+    if (!env) throw EnvironmentError.notFound(name);
+    return env;
+  }
+
+  private async plan(m: EntityManager, id: string): Promise<Plan> {
+    const plan = await m.findOneBy(Plan, { id });
+    if (!plan) throw new FenceError('NOT_FOUND', `plan ${id} does not exist`);
+    return plan;
+  }
+
+  /** R4: a generation never issued, or issued to someone else, is not a token the caller holds. */
+  private async unknownGeneration(
+    m: EntityManager,
+    p: { environment: string; principal: string; generation: number },
+  ): Promise<FenceError | null> {
+    const grant = await m.findOneBy(LeaseGrant, { environment: p.environment, generation: p.generation });
+    if (grant && grant.principal === p.principal) return null;
+    return new FenceError(
+      'UNKNOWN_GENERATION',
+      `generation ${p.generation} of environment "${p.environment}" was not issued to ${p.principal}`,
+    );
+  }
+
+  private async leaseNotHeld(
+    m: EntityManager,
+    p: { environment: string; principal: string; generation: number },
+  ): Promise<FenceError> {
+    await this.environment(m, p.environment);
+    return (
+      (await this.unknownGeneration(m, p)) ??
+      new FenceError(
+        'LEASE_NOT_HELD',
+        `the lease of generation ${p.generation} on "${p.environment}" has expired, was released or was superseded`,
+      )
+    );
+  }
+
+  private stale(generation: number, fence: number, what: string): FenceError {
+    return new FenceError(
+      'STALE_GENERATION',
+      `${what} generation ${generation} is below the fence ${fence}`,
+      { generation, fence },
+    );
+  }
+
+  private preconditionFailed(message: string, env: Environment): FenceError {
+    return new FenceError('PRECONDITION_FAILED', message, { currentPlanId: env.currentPlanId });
+  }
+
+  private async whySubmitRejected(
+    m: EntityManager,
+    p: { environment: string; principal: string; generation: number; basedOnPlanId: string | null },
+    casOnPointer: boolean,
+  ): Promise<Error> {
+    const env = await this.environment(m, p.environment);
+    const unknown = await this.unknownGeneration(m, p);
+    if (unknown) return unknown;
+    if (p.generation < env.fence) return this.stale(p.generation, env.fence, 'the plan\'s');
+    if (env.mode === FencingMode.STRICT) {
+      return new FenceError(
+        'LEASE_NOT_HELD',
+        `STRICT environment "${env.name}" accepts generation ${p.generation} only under its live lease`,
+      );
+    }
+    if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
+      return this.preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
+    }
+    return new Error(`submit to ${p.environment} at generation ${p.generation} rejected for no known reason`);
+  }
+
+  private async whyApprovalRejected(
+    m: EntityManager,
+    plan: Plan,
+    p: { reviewer: string; contentHash: string | null },
+  ): Promise<Error> {
+    const env = await this.environment(m, plan.environment);
+    if (plan.submittedBy === p.reviewer) {
+      return new FenceError('SELF_APPROVAL', `${p.reviewer} submitted ${plan.id} and cannot also approve it`);
+    }
+    if (p.contentHash != null && p.contentHash !== plan.contentHash) {
+      return this.preconditionFailed(`plan ${plan.id} does not have the content hash that was reviewed`, env);
+    }
+    if (plan.generation < env.fence) return this.stale(plan.generation, env.fence, `plan ${plan.id}'s`);
+    if (plan.status !== PlanStatus.PROPOSED) {
+      return new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is ${plan.status}, not PROPOSED`, {
+        status: plan.status,
+      });
+    }
+    if (
+      env.currentGeneration > plan.generation ||
+      (env.currentGeneration === plan.generation && env.currentSequence >= plan.sequence)
+    ) {
+      return new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is older than the current plan`, {
+        status: PlanStatus.OBSOLETE,
+      });
+    }
+    if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
+      return this.preconditionFailed(`plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`, env);
+    }
+    return new Error(`approval of ${plan.id} rejected for no known reason`);
+  }
+}
+
+/** The caller's own lease of :generation is the environment's live lease at :now. */
+const LIVE_LEASE_OF_CALLER = `lease_holder IS NOT NULL AND lease_generation = :generation
+  AND lease_principal = :principal AND lease_expires_at > :now`;
+
+/** R6: (generation, sequence) strictly after the current plan's. */
+const POINTER_MOVES_FORWARD = `(current_generation < :generation
+  OR (current_generation = :generation AND current_sequence < :sequence))`;

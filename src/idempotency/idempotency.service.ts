@@ -1,0 +1,77 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { DomainError, type ErrorCode, type ErrorDetails, ReplayedError } from '../common/errors.js';
+import { canonicalJson, sha256 } from '../common/hash.js';
+import { CONFIG } from '../config/config.module.js';
+import type { Config } from '../config/config.js';
+import { execute } from '../database/database.js';
+import { IdempotencyRecord } from './idempotency-record.entity.js';
+import { IdempotencyError } from './idempotency.errors.js';
+
+export interface IdempotentCall {
+  principal: string;
+  key: string;
+  operation: string;
+  /** Hash of the operation and its canonical input. */
+  fingerprint: string;
+}
+
+export function idempotentCall(principal: string, key: string, operation: string, input: object): IdempotentCall {
+  return { principal, key, operation, fingerprint: sha256(canonicalJson({ operation, input })) };
+}
+
+/** The first outcome of a call, as it is replayed. */
+export type RememberedOutcome = { planId: string } | { error: DomainError };
+
+/**
+ * R9. Records live in the decision's own transaction: the record and the effect commit
+ * together or not at all, and the (principal, key) primary key lets only one of several
+ * concurrent duplicates commit; the others run again and replay it.
+ */
+@Injectable()
+export class IdempotencyService {
+  constructor(@Inject(CONFIG) private readonly config: Config) {}
+
+  /** The first outcome of this call, or null when the key is new (or its record expired). */
+  async recall(m: EntityManager, call: IdempotentCall, now: number): Promise<RememberedOutcome | null> {
+    const record = await m.findOneBy(IdempotencyRecord, { principal: call.principal, key: call.key });
+    if (!record) return null;
+    if (record.expiresAt <= now) {
+      await execute(m, 'DELETE FROM idempotency_records WHERE principal = :principal AND idempotency_key = :key AND expires_at <= :now', {
+        ...call,
+        now,
+      });
+      return null;
+    }
+    if (record.fingerprint !== call.fingerprint) {
+      throw new IdempotencyError(
+        'IDEMPOTENCY_KEY_REUSED',
+        record.operation === call.operation
+          ? `idempotency key "${call.key}" was already used for a different ${call.operation} input`
+          : `idempotency key "${call.key}" was already used for ${record.operation}`,
+      );
+    }
+    if (record.planId != null) return { planId: record.planId };
+    if (record.errorCode != null) {
+      const details = JSON.parse(record.errorDetails ?? '{}') as ErrorDetails;
+      return { error: new ReplayedError(record.errorCode as ErrorCode, record.errorMessage ?? '', details) };
+    }
+    throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `a call with idempotency key "${call.key}" is still in progress`);
+  }
+
+  async remember(m: EntityManager, call: IdempotentCall, now: number, outcome: RememberedOutcome): Promise<void> {
+    const error = 'error' in outcome ? outcome.error : null;
+    await m.insert(IdempotencyRecord, {
+      principal: call.principal,
+      key: call.key,
+      operation: call.operation,
+      fingerprint: call.fingerprint,
+      planId: 'planId' in outcome ? outcome.planId : null,
+      errorCode: error?.code ?? null,
+      errorMessage: error?.message ?? null,
+      errorDetails: error ? JSON.stringify(error.details) : null,
+      createdAt: now,
+      expiresAt: now + this.config.idempotencyTtlMs,
+    });
+  }
+}

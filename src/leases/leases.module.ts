@@ -1,0 +1,7 @@
+import { Module } from '@nestjs/common';
+import { FencingModule } from '../fencing/fencing.module.js';
+import { LeasesResolver } from './leases.resolver.js';
+import { LeasesService } from './leases.service.js';
+
+@Module({ imports: [FencingModule], providers: [LeasesService, LeasesResolver] })
+export class LeasesModule {}

@@ -1,0 +1,47 @@
+import { Injectable } from '@nestjs/common';
+import type { Principal } from '../auth/principal.entity.js';
+import { DecisionRunner } from '../fencing/decision.runner.js';
+import { FenceService } from '../fencing/fence.service.js';
+import type { AcquireLeaseInput, ReleaseLeaseInput, RenewLeaseInput } from './dto/lease.inputs.js';
+import type { Lease } from './lease.model.js';
+
+@Injectable()
+export class LeasesService {
+  constructor(
+    private readonly decisions: DecisionRunner,
+    private readonly fence: FenceService,
+  ) {}
+
+  acquire(principal: Principal, input: AcquireLeaseInput): Promise<Lease> {
+    const holder = input.instance ? `${principal.name}/${input.instance}` : principal.name;
+    return this.decisions.decide(
+      { action: 'ACQUIRE_LEASE', environment: input.environment, actor: holder },
+      (m, now) =>
+        this.fence.grantLease(m, {
+          environment: input.environment,
+          principal: principal.name,
+          holder,
+          ttlMs: input.ttlSeconds * 1000,
+          now,
+        }),
+      (lease) => ({ generation: lease.generation, detail: `expires ${lease.expiresAt.toISOString()}` }),
+    );
+  }
+
+  renew(principal: Principal, input: RenewLeaseInput): Promise<Lease> {
+    return this.decisions.decide(
+      { action: 'RENEW_LEASE', environment: input.environment, actor: principal.name, generation: input.generation },
+      (m, now) =>
+        this.fence.renewLease(m, { ...input, principal: principal.name, ttlMs: input.ttlSeconds * 1000, now }),
+      (lease) => ({ detail: `expires ${lease.expiresAt.toISOString()}` }),
+    );
+  }
+
+  async release(principal: Principal, input: ReleaseLeaseInput): Promise<boolean> {
+    await this.decisions.decide(
+      { action: 'RELEASE_LEASE', environment: input.environment, actor: principal.name, generation: input.generation },
+      (m, now) => this.fence.releaseLease(m, { ...input, principal: principal.name, now }),
+    );
+    return true;
+  }
+}

@@ -1,0 +1,105 @@
+import { ArgsType, Field, ID, InputType, Int } from '@nestjs/graphql';
+import { IsEnum, IsOptional, Length, Matches } from 'class-validator';
+import {
+  IsGeneration,
+  IsName,
+  IsOptionalShortText,
+  IsPageSize,
+  IsPlanId,
+  IsShortText,
+} from '../../common/validation.js';
+import { PlanStatus } from '../plan.entity.js';
+
+@InputType()
+export class SubmitPlanInput {
+  @Field()
+  @IsName()
+  environment: string;
+
+  @Field(() => Int, { description: 'The fencing token of the lease the plan was produced under.' })
+  @IsGeneration()
+  generation: number;
+
+  @Field()
+  @IsShortText()
+  idempotencyKey: string;
+
+  /** Limited by PLANFENCE_MAX_PLAN_BYTES (PAYLOAD_TOO_LARGE), checked by the service. */
+  @Field()
+  @Length(1, undefined, { message: 'content must not be empty' })
+  content: string;
+
+  @Field(() => String, { nullable: true })
+  @IsOptionalShortText()
+  title?: string | null;
+
+  @Field(() => ID, {
+    nullable: true,
+    description: 'Publish only if the current plan is still this one (compare-and-swap on the pointer).',
+  })
+  @IsOptional()
+  @IsPlanId()
+  basedOnPlanId?: string | null;
+}
+
+@InputType()
+export class ApprovePlanInput {
+  @Field(() => ID)
+  @IsPlanId()
+  planId: string;
+
+  @Field(() => String, {
+    nullable: true,
+    description: "When given, approval fails with PRECONDITION_FAILED unless the plan's contentHash matches.",
+  })
+  @IsOptional()
+  @Matches(/^[0-9a-f]{64}$/, { message: 'contentHash must be 64 lowercase hex characters (sha256)' })
+  contentHash?: string | null;
+
+  @Field(() => String, { nullable: true })
+  @IsOptionalShortText()
+  idempotencyKey?: string | null;
+}
+
+@InputType()
+export class RejectPlanInput {
+  @Field(() => ID)
+  @IsPlanId()
+  planId: string;
+
+  @Field()
+  @IsShortText()
+  reason: string;
+
+  @Field(() => String, { nullable: true })
+  @IsOptionalShortText()
+  idempotencyKey?: string | null;
+}
+
+@ArgsType()
+export class PlanArgs {
+  @Field(() => ID)
+  @Length(1, 255)
+  id: string;
+}
+
+@ArgsType()
+export class PlansArgs {
+  @Field()
+  @IsName()
+  environment: string;
+
+  @Field(() => PlanStatus, { nullable: true })
+  @IsOptional()
+  @IsEnum(PlanStatus)
+  status?: PlanStatus | null;
+
+  @Field(() => Int, { defaultValue: 50 })
+  @IsPageSize()
+  first: number;
+
+  @Field(() => ID, { nullable: true, description: 'the id of the last plan of the previous page' })
+  @IsOptional()
+  @IsPlanId()
+  after?: string | null;
+}

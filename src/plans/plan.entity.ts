@@ -1,0 +1,80 @@
+import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import { millis } from '../common/date.transformer.js';
+
+export enum PlanStatus {
+  PROPOSED = 'PROPOSED',
+  PUBLISHED = 'PUBLISHED',
+  SUPERSEDED = 'SUPERSEDED',
+  OBSOLETE = 'OBSOLETE',
+  REJECTED = 'REJECTED',
+}
+
+registerEnumType(PlanStatus, { name: 'PlanStatus' });
+
+/** An immutable staged version. Only `status` and the review fields ever change, in the fencing module. */
+@ObjectType()
+@Entity('plans')
+@Index('plans_environment_generation_sequence', ['environment', 'generation', 'sequence'], { unique: true })
+@Index('plans_environment_status', ['environment', 'status'])
+export class Plan {
+  @Field(() => ID, { description: 'Generation-specific and immutable: <environment>@<generation>.<sequence>' })
+  @PrimaryColumn({ type: 'varchar', length: 100 })
+  id: string;
+
+  @Field()
+  @Column({ type: 'varchar', length: 63 })
+  environment: string;
+
+  @Field(() => Int)
+  @Column({ type: 'integer' })
+  generation: number;
+
+  @Field(() => Int)
+  @Column({ type: 'integer' })
+  sequence: number;
+
+  @Field(() => PlanStatus)
+  @Column({ type: 'varchar', length: 16 })
+  status: PlanStatus;
+
+  @Field(() => String, { nullable: true })
+  @Column({ type: 'varchar', length: 255, nullable: true })
+  title: string | null;
+
+  @Field()
+  @Column({ type: 'text' })
+  content: string;
+
+  @Field({ description: 'sha256 of content, lowercase hex' })
+  @Column({ name: 'content_hash', type: 'varchar', length: 64 })
+  contentHash: string;
+
+  @Field()
+  @Column({ name: 'submitted_by', type: 'varchar', length: 63 })
+  submittedBy: string;
+
+  @Field(() => GraphQLISODateTime)
+  @Column({ name: 'submitted_at', type: 'bigint', transformer: millis })
+  submittedAt: Date;
+
+  @Field(() => ID, { nullable: true })
+  @Column({ name: 'based_on_plan_id', type: 'varchar', length: 100, nullable: true })
+  basedOnPlanId: string | null;
+
+  @Field(() => String, { nullable: true })
+  @Column({ name: 'reviewed_by', type: 'varchar', length: 63, nullable: true })
+  reviewedBy: string | null;
+
+  @Field(() => GraphQLISODateTime, { nullable: true })
+  @Column({ name: 'reviewed_at', type: 'bigint', nullable: true, transformer: millis })
+  reviewedAt: Date | null;
+
+  @Field(() => String, { nullable: true })
+  @Column({ name: 'rejection_reason', type: 'varchar', length: 255, nullable: true })
+  rejectionReason: string | null;
+
+  @Field(() => GraphQLISODateTime, { nullable: true })
+  @Column({ name: 'published_at', type: 'bigint', nullable: true, transformer: millis })
+  publishedAt: Date | null;
+}

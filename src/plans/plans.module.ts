@@ -1,0 +1,8 @@
+import { Module } from '@nestjs/common';
+import { EnvironmentsModule } from '../environments/environments.module.js';
+import { FencingModule } from '../fencing/fencing.module.js';
+import { PlansResolver } from './plans.resolver.js';
+import { PlansService } from './plans.service.js';
+
+@Module({ imports: [FencingModule, EnvironmentsModule], providers: [PlansService, PlansResolver] })
+export class PlansModule {}

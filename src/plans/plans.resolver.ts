@@ -1,0 +1,49 @@
+import { Args, Mutation, Query, Resolver } from '@nestjs/graphql';
+import { Principal, Role } from '../auth/principal.entity.js';
+import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
+import { ApprovePlanInput, PlanArgs, PlansArgs, RejectPlanInput, SubmitPlanInput } from './dto/plan.inputs.js';
+import { Plan } from './plan.entity.js';
+import { PlansService } from './plans.service.js';
+
+@Resolver(() => Plan)
+export class PlansResolver {
+  constructor(private readonly service: PlansService) {}
+
+  @Query(() => Plan, { nullable: true })
+  plan(@Args() { id }: PlanArgs): Promise<Plan | null> {
+    return this.service.find(id);
+  }
+
+  @Query(() => [Plan], { description: 'Newest first; after = the id of the last plan of the previous page.' })
+  plans(@Args() args: PlansArgs): Promise<Plan[]> {
+    return this.service.list(args);
+  }
+
+  /**
+   * Stores a plan made under `generation`; publishes it at once where the environment
+   * needs no approval. Rejections: STALE_GENERATION {generation, fence},
+   * UNKNOWN_GENERATION, LEASE_NOT_HELD (STRICT), PRECONDITION_FAILED {currentPlanId},
+   * IDEMPOTENCY_KEY_REUSED, PAYLOAD_TOO_LARGE, NOT_FOUND.
+   */
+  @Roles(Role.AGENT)
+  @Mutation(() => Plan)
+  submitPlan(@CurrentPrincipal() principal: Principal, @Args('input') input: SubmitPlanInput): Promise<Plan> {
+    return this.service.submit(principal, input);
+  }
+
+  /**
+   * The publication step. Rejections: SELF_APPROVAL, STALE_GENERATION,
+   * INVALID_PLAN_STATE {status}, PRECONDITION_FAILED {currentPlanId}, NOT_FOUND.
+   */
+  @Roles(Role.REVIEWER)
+  @Mutation(() => Plan)
+  approvePlan(@CurrentPrincipal() principal: Principal, @Args('input') input: ApprovePlanInput): Promise<Plan> {
+    return this.service.approve(principal, input);
+  }
+
+  @Roles(Role.REVIEWER)
+  @Mutation(() => Plan)
+  rejectPlan(@CurrentPrincipal() principal: Principal, @Args('input') input: RejectPlanInput): Promise<Plan> {
+    return this.service.reject(principal, input);
+  }
+}
