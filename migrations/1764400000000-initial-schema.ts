@@ -1,7 +1,11 @@
 import { type MigrationInterface, type QueryRunner, Table, type TableColumnOptions } from 'typeorm';
 
 /** Written once with TypeORM's dialect-neutral Table API: the same file serves SQLite and PostgreSQL. */
-const name = (column: string, length = 63, extra: Partial<TableColumnOptions> = {}): TableColumnOptions => ({
+const name = (
+  column: string,
+  length = 63,
+  extra: Partial<TableColumnOptions> = {},
+): TableColumnOptions => ({
   name: column,
   type: 'varchar',
   length: String(length),

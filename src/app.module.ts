@@ -20,7 +20,11 @@ import { PlansModule } from './plans/plans.module.js';
 @Module({})
 class ClockModule {
   static forRoot(clock: Clock): DynamicModule {
-    return { module: ClockModule, providers: [{ provide: Clock, useValue: clock }], exports: [Clock] };
+    return {
+      module: ClockModule,
+      providers: [{ provide: Clock, useValue: clock }],
+      exports: [Clock],
+    };
   }
 }
 
@@ -40,7 +44,7 @@ export class AppModule {
           sortSchema: true,
           graphiql: true,
           path: '/graphql',
-          errorFormatter: formatGraphQLErrors as MercuriusDriverConfig['errorFormatter'],
+          errorFormatter: formatGraphQLErrors,
         }),
         AuthModule,
         AuditModule,

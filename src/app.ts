@@ -13,7 +13,10 @@ export interface AppOptions {
 }
 
 /** Builds the service: runs pending migrations, bootstraps the admin token, ready to `listen`. */
-export async function createApp(config: Config, options: AppOptions = {}): Promise<NestFastifyApplication> {
+export async function createApp(
+  config: Config,
+  options: AppOptions = {},
+): Promise<NestFastifyApplication> {
   // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the limit.
   const bodyLimit = config.maxPlanBytes * 6 + 64 * 1024;
   const app = await NestFactory.create<NestFastifyApplication>(

@@ -15,8 +15,13 @@ async function main(): Promise<void> {
   }
   const app = await createApp(config);
   await app.listen(config.port, config.host);
-  const where = config.database.kind === 'sqlite' ? `SQLite ${config.database.path} (synchronous=${config.database.synchronous})` : 'PostgreSQL';
-  new Logger('planfence').log(`listening on http://${config.host}:${config.port}/graphql, storage: ${where}`);
+  const where =
+    config.database.kind === 'sqlite'
+      ? `SQLite ${config.database.path} (synchronous=${config.database.synchronous})`
+      : 'PostgreSQL';
+  new Logger('planfence').log(
+    `listening on http://${config.host}:${config.port}/graphql, storage: ${where}`,
+  );
 }
 
 main().catch((error: unknown) => {

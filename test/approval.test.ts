@@ -17,7 +17,10 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-async function leasedEnvironment(requireApproval = true, mode: 'MONOTONIC' | 'STRICT' = 'MONOTONIC') {
+async function leasedEnvironment(
+  requireApproval = true,
+  mode: 'MONOTONIC' | 'STRICT' = 'MONOTONIC',
+) {
   const env = `env-${++envs}`;
   await world.createEnvironment(env, mode, requireApproval);
   return { env, generation: await world.acquire(agent, env, 600) };
@@ -25,8 +28,15 @@ async function leasedEnvironment(requireApproval = true, mode: 'MONOTONIC' | 'ST
 
 test('approving publishes: the plan reads PUBLISHED and the pointer names it', async () => {
   const { env, generation } = await leasedEnvironment();
-  const plan = await world.submitOk(agent, env, generation, 'apply: 3 changes', { title: 'rollout' });
-  expect(plan).toMatchObject({ id: `${env}@${generation}.1`, status: 'PROPOSED', title: 'rollout', submittedBy: 'agent' });
+  const plan = await world.submitOk(agent, env, generation, 'apply: 3 changes', {
+    title: 'rollout',
+  });
+  expect(plan).toMatchObject({
+    id: `${env}@${generation}.1`,
+    status: 'PROPOSED',
+    title: 'rollout',
+    submittedBy: 'agent',
+  });
   expect(plan.contentHash).toBe(createHash('sha256').update('apply: 3 changes').digest('hex'));
 
   const approved = ok(await world.approve(reviewer, plan.id)).approvePlan;
@@ -34,7 +44,11 @@ test('approving publishes: the plan reads PUBLISHED and the pointer names it', a
   expect(approved).toMatchObject({ status: 'PUBLISHED', reviewedBy: 'reviewer' });
   expect(approved.publishedAt).not.toBeNull();
   expect((await world.environment(env)).currentPlan?.id).toBe(plan.id);
-  const current = ok(await world.gql(reviewer, 'query($e: String!) { currentPlan(environment: $e) { id } }', { e: env }));
+  const current = ok(
+    await world.gql(reviewer, 'query($e: String!) { currentPlan(environment: $e) { id } }', {
+      e: env,
+    }),
+  );
   expect(current.currentPlan.id).toBe(plan.id);
 });
 
@@ -70,16 +84,25 @@ test('basedOnPlanId makes publication a compare-and-swap on the pointer', async 
   const { env, generation } = await leasedEnvironment();
   const base = await world.submitOk(agent, env, generation, 'base');
   ok(await world.approve(reviewer, base.id));
-  const onBase = await world.submitOk(agent, env, generation, 'change on base', { basedOnPlanId: base.id });
-  const alsoOnBase = await world.submitOk(agent, env, generation, 'other change on base', { basedOnPlanId: base.id });
+  const onBase = await world.submitOk(agent, env, generation, 'change on base', {
+    basedOnPlanId: base.id,
+  });
+  const alsoOnBase = await world.submitOk(agent, env, generation, 'other change on base', {
+    basedOnPlanId: base.id,
+  });
 
   ok(await world.approve(reviewer, alsoOnBase.id));
   // onBase is older than the current plan now; a fresh one on the old base is refused by CAS.
-  const stale = await world.submitOk(agent, env, generation, 'third on base', { basedOnPlanId: base.id });
+  const stale = await world.submitOk(agent, env, generation, 'third on base', {
+    basedOnPlanId: base.id,
+  });
   const refused = await world.approve(reviewer, stale.id);
 
   expect(codeOf(refused)).toBe('PRECONDITION_FAILED');
-  expect(refused.errors![0].extensions).toEqual({ code: 'PRECONDITION_FAILED', currentPlanId: alsoOnBase.id });
+  expect(refused.errors![0].extensions).toEqual({
+    code: 'PRECONDITION_FAILED',
+    currentPlanId: alsoOnBase.id,
+  });
   expect((await world.plan(stale.id))?.status).toBe('PROPOSED');
   expect((await world.plan(onBase.id))?.status).toBe('OBSOLETE');
   expect((await world.environment(env)).currentPlan?.id).toBe(alsoOnBase.id);
@@ -110,7 +133,11 @@ test('rejecting a proposal records who and why; a rejected plan cannot be approv
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'risky');
   const rejected = ok(await world.reject(reviewer, plan.id, 'drops the users table')).rejectPlan;
-  expect(rejected).toMatchObject({ status: 'REJECTED', reviewedBy: 'reviewer', rejectionReason: 'drops the users table' });
+  expect(rejected).toMatchObject({
+    status: 'REJECTED',
+    reviewedBy: 'reviewer',
+    rejectionReason: 'drops the users table',
+  });
   const approve = await world.approve(reviewer, plan.id);
   expect(codeOf(approve)).toBe('INVALID_PLAN_STATE');
   expect(approve.errors![0].extensions).toMatchObject({ status: 'REJECTED' });
@@ -161,7 +188,11 @@ test('plans page newest first by (generation, sequence), filtered by status', as
   for (let i = 0; i < 5; i++) made.push(await world.submitOk(agent, env, generation, `v${i}`));
   ok(await world.reject(reviewer, made[1].id, 'no'));
   const page = (after?: string) =>
-    world.gql<{ plans: { id: string }[] }>(reviewer, 'query($e: String!, $after: ID) { plans(environment: $e, first: 2, after: $after) { id } }', { e: env, after });
+    world.gql<{ plans: { id: string }[] }>(
+      reviewer,
+      'query($e: String!, $after: ID) { plans(environment: $e, first: 2, after: $after) { id } }',
+      { e: env, after },
+    );
   const first = ok(await page()).plans.map((p) => p.id);
   const second = ok(await page(first[1])).plans.map((p) => p.id);
   const third = ok(await page(second[1])).plans.map((p) => p.id);

@@ -15,10 +15,20 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-const DOMAIN_CODES = new Set(['STALE_GENERATION', 'LEASE_NOT_HELD', 'INVALID_PLAN_STATE', 'NOT_FOUND', 'PRECONDITION_FAILED']);
+const DOMAIN_CODES = new Set([
+  'STALE_GENERATION',
+  'LEASE_NOT_HELD',
+  'INVALID_PLAN_STATE',
+  'NOT_FOUND',
+  'PRECONDITION_FAILED',
+]);
 
 test('200 concurrent submits and approvals leave a state the rules allow', async () => {
-  const agents = { a: await world.issue('agent-a', 'AGENT'), b: await world.issue('agent-b', 'AGENT'), c: await world.issue('agent-c', 'AGENT') };
+  const agents = {
+    a: await world.issue('agent-a', 'AGENT'),
+    b: await world.issue('agent-b', 'AGENT'),
+    c: await world.issue('agent-c', 'AGENT'),
+  };
   const reviewer = await world.issue('reviewer', 'REVIEWER');
   await world.createEnvironment('mono', 'MONOTONIC');
   await world.createEnvironment('strict', 'STRICT');
@@ -36,9 +46,14 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
     seed = (seed + 0x6d2b79f5) | 0;
     let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return (((t ^ (t >>> 14)) >>> 0) / 4294967296) * n | 0;
+    return ((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n) | 0;
   };
-  type Call = { kind: 'submit' | 'approve'; env: string; agent?: 'a' | 'b' | 'c'; result?: GqlResult };
+  type Call = {
+    kind: 'submit' | 'approve';
+    env: string;
+    agent?: 'a' | 'b' | 'c';
+    result?: GqlResult;
+  };
   const calls: Call[] = [];
   for (let i = 0; i < 200; i++) {
     const env = random(2) ? 'mono' : 'strict';
@@ -52,7 +67,12 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
     calls.map(async (call, i) => {
       if (call.kind === 'submit') {
         const agent = call.agent!;
-        call.result = await world.submit(agents[agent], call.env, generations[call.env][agent], `plan ${i}`);
+        call.result = await world.submit(
+          agents[agent],
+          call.env,
+          generations[call.env][agent],
+          `plan ${i}`,
+        );
       } else {
         // Reviewers click on whatever they see: some plans exist already, some not yet.
         const generation = [1, 2, 3][random(3)];
@@ -63,7 +83,14 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
 
   const outcomes = new Set(calls.map((c) => `${c.env} ${c.kind} ${codeOf(c.result!)}`));
   // The mix really exercised both outcomes of both decisions in both environments.
-  for (const expected of ['mono submit OK', 'mono approve OK', 'strict submit OK', 'strict approve OK', 'strict submit STALE_GENERATION', 'mono approve NOT_FOUND']) {
+  for (const expected of [
+    'mono submit OK',
+    'mono approve OK',
+    'strict submit OK',
+    'strict approve OK',
+    'strict submit STALE_GENERATION',
+    'mono approve NOT_FOUND',
+  ]) {
     expect(outcomes).toContain(expected);
   }
   // Every answer is a success or a documented rejection: no INTERNAL, no transaction error.
@@ -75,13 +102,20 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
   for (const env of ['mono', 'strict']) {
     const state = await world.environment(env);
     const plans = await world.plans(env);
-    const accepted = calls.filter((c) => c.env === env && c.kind === 'submit' && codeOf(c.result!) === 'OK');
-    const approved = calls.filter((c) => c.env === env && c.kind === 'approve' && codeOf(c.result!) === 'OK');
+    const accepted = calls.filter(
+      (c) => c.env === env && c.kind === 'submit' && codeOf(c.result!) === 'OK',
+    );
+    const approved = calls.filter(
+      (c) => c.env === env && c.kind === 'approve' && codeOf(c.result!) === 'OK',
+    );
 
     // No lost update: every accepted submit is stored, sequences are contiguous per generation.
     expect(plans).toHaveLength(accepted.length);
     for (const generation of new Set(plans.map((p) => p.generation))) {
-      const sequences = plans.filter((p) => p.generation === generation).map((p) => p.sequence).sort((x, y) => x - y);
+      const sequences = plans
+        .filter((p) => p.generation === generation)
+        .map((p) => p.sequence)
+        .sort((x, y) => x - y);
       expect(sequences).toEqual(sequences.map((_, i) => i + 1));
     }
     // The fence is the highest accepted generation (MONOTONIC) or the last grant (STRICT).
@@ -94,7 +128,9 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
     expect(published.length).toBe(approved.length ? 1 : 0);
     if (approved.length) {
       expect(state.currentPlan?.id).toBe(published[0].id);
-      const newestApproved = approved.map((c) => (c.result!.data as any).approvePlan).sort((x, y) => y.generation - x.generation || y.sequence - x.sequence)[0];
+      const newestApproved = approved
+        .map((c) => (c.result!.data as any).approvePlan)
+        .sort((x, y) => y.generation - x.generation || y.sequence - x.sequence)[0];
       expect(state.currentPlan?.id).toBe(newestApproved.id);
       // Approvals succeeded in strictly increasing (generation, sequence) order.
       const superseded = plans.filter((p) => p.status === 'SUPERSEDED');
@@ -102,16 +138,25 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
     }
     // Statuses read as R8 says.
     for (const plan of plans) {
-      const olderThanCurrent = state.currentPlan != null && (plan.generation < state.currentPlan.generation || (plan.generation === state.currentPlan.generation && plan.sequence < state.currentPlan.sequence));
+      const olderThanCurrent =
+        state.currentPlan != null &&
+        (plan.generation < state.currentPlan.generation ||
+          (plan.generation === state.currentPlan.generation &&
+            plan.sequence < state.currentPlan.sequence));
       if (plan.status === 'PROPOSED') {
         expect(plan.generation >= state.fence && !olderThanCurrent).toBe(true);
       }
-      if (plan.status === 'OBSOLETE') expect(plan.generation < state.fence || olderThanCurrent).toBe(true);
+      if (plan.status === 'OBSOLETE')
+        expect(plan.generation < state.fence || olderThanCurrent).toBe(true);
     }
     // The audit log holds one event per decision.
-    const events = (await world.auditEvents(env)).filter((e) => e.action === 'SUBMIT_PLAN' || e.action === 'APPROVE_PLAN');
+    const events = (await world.auditEvents(env)).filter(
+      (e) => e.action === 'SUBMIT_PLAN' || e.action === 'APPROVE_PLAN',
+    );
     const decided = calls.filter((c) => c.env === env);
     expect(events).toHaveLength(decided.length);
-    expect(events.filter((e) => e.outcome === 'ACCEPTED')).toHaveLength(accepted.length + approved.length);
+    expect(events.filter((e) => e.outcome === 'ACCEPTED')).toHaveLength(
+      accepted.length + approved.length,
+    );
   }
 });

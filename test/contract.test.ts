@@ -35,7 +35,9 @@ test('no breaking change from the contract to the generated schema', () => {
 });
 
 test('no changed default value of an argument', () => {
-  expect(findDangerousChanges(contract, generated).filter((c) => c.type === 'ARG_DEFAULT_VALUE_CHANGE')).toEqual([]);
+  expect(
+    findDangerousChanges(contract, generated).filter((c) => c.type === 'ARG_DEFAULT_VALUE_CHANGE'),
+  ).toEqual([]);
 });
 
 test('every field, argument and input field has the contract type and default', () => {
@@ -50,11 +52,17 @@ test('every field, argument and input field has the contract type and default', 
     if (isObjectType(type) && isObjectType(mine)) {
       for (const field of Object.values(type.getFields())) {
         const other = mine.getFields()[field.name];
-        if (String(other?.type) !== String(field.type)) differences.push(`${type.name}.${field.name}: ${other?.type} != ${field.type}`);
+        if (String(other?.type) !== String(field.type))
+          differences.push(`${type.name}.${field.name}: ${other?.type} != ${field.type}`);
         for (const arg of field.args) {
           const otherArg = other?.args.find((a) => a.name === arg.name);
-          if (String(otherArg?.type) !== String(arg.type) || JSON.stringify(otherArg?.defaultValue) !== JSON.stringify(arg.defaultValue)) {
-            differences.push(`${type.name}.${field.name}(${arg.name}): ${otherArg?.type} = ${otherArg?.defaultValue}`);
+          if (
+            String(otherArg?.type) !== String(arg.type) ||
+            JSON.stringify(otherArg?.defaultValue) !== JSON.stringify(arg.defaultValue)
+          ) {
+            differences.push(
+              `${type.name}.${field.name}(${arg.name}): ${otherArg?.type} = ${otherArg?.defaultValue}`,
+            );
           }
         }
       }
@@ -62,12 +70,18 @@ test('every field, argument and input field has the contract type and default', 
     if (isInputObjectType(type) && isInputObjectType(mine)) {
       for (const field of Object.values(type.getFields())) {
         const other = mine.getFields()[field.name];
-        if (String(other?.type) !== String(field.type) || JSON.stringify(other?.defaultValue) !== JSON.stringify(field.defaultValue)) {
-          differences.push(`${type.name}.${field.name}: ${other?.type} = ${other?.defaultValue}, want ${field.type} = ${field.defaultValue}`);
+        if (
+          String(other?.type) !== String(field.type) ||
+          JSON.stringify(other?.defaultValue) !== JSON.stringify(field.defaultValue)
+        ) {
+          differences.push(
+            `${type.name}.${field.name}: ${other?.type} = ${other?.defaultValue}, want ${field.type} = ${field.defaultValue}`,
+          );
         }
       }
       for (const name of Object.keys(mine.getFields())) {
-        if (!type.getFields()[name]) differences.push(`${type.name}.${name} is not in the contract`);
+        if (!type.getFields()[name])
+          differences.push(`${type.name}.${name} is not in the contract`);
       }
     }
   }

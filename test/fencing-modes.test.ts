@@ -75,7 +75,11 @@ describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
 
     if (mode === 'MONOTONIC') {
       expect(codeOf(late)).toBe('OK');
-      expect(late.data!.submitPlan).toMatchObject({ generation: n, sequence: 1, status: 'PROPOSED' });
+      expect(late.data!.submitPlan).toMatchObject({
+        generation: n,
+        sequence: 1,
+        status: 'PROPOSED',
+      });
     } else {
       expect(codeOf(late)).toBe('LEASE_NOT_HELD');
       expect(await world.plans(env)).toEqual([]);
@@ -141,7 +145,13 @@ test('every rejection above is in the audit log with its code', async () => {
 
   const events = await world.auditEvents(env);
 
-  expect(events[0]).toMatchObject({ action: 'SUBMIT_PLAN', outcome: 'REJECTED', code: 'STALE_GENERATION', generation: n, actor: 'agent-a' });
+  expect(events[0]).toMatchObject({
+    action: 'SUBMIT_PLAN',
+    outcome: 'REJECTED',
+    code: 'STALE_GENERATION',
+    generation: n,
+    actor: 'agent-a',
+  });
   expect(events.map((e) => `${e.action}:${e.outcome}`)).toEqual([
     'SUBMIT_PLAN:REJECTED',
     'ACQUIRE_LEASE:ACCEPTED',

@@ -20,7 +20,12 @@ describe('on one running service', () => {
 
   test('every grant issues the next generation, whoever takes it, per environment', async () => {
     const seen: number[] = [];
-    for (const [token, env] of [[agentA, 'prod'], [agentB, 'prod'], [agentA, 'staging'], [agentA, 'prod']] as const) {
+    for (const [token, env] of [
+      [agentA, 'prod'],
+      [agentB, 'prod'],
+      [agentA, 'staging'],
+      [agentA, 'prod'],
+    ] as const) {
       const generation = await world.acquire(token, env, 5);
       seen.push(generation);
       world.advance(6);
@@ -44,7 +49,11 @@ describe('on one running service', () => {
 
     const refused = await world.acquireRaw(agentB, 'prod');
     expect(codeOf(refused)).toBe('LEASE_HELD');
-    expect(refused.errors![0].extensions).toEqual({ code: 'LEASE_HELD', holder: 'agent-a/worker-1', expiresAt: held.expiresAt });
+    expect(refused.errors![0].extensions).toEqual({
+      code: 'LEASE_HELD',
+      holder: 'agent-a/worker-1',
+      expiresAt: held.expiresAt,
+    });
     // Another instance of the same principal is another holder.
     expect(codeOf(await world.acquireRaw(agentA, 'prod', 30, 'worker-2'))).toBe('LEASE_HELD');
     const before = await world.environment('prod');
@@ -72,7 +81,11 @@ describe('on one running service', () => {
 
   test('a forged generation (never issued) is UNKNOWN_GENERATION and the fence does not move', async () => {
     const before = await world.environment('prod');
-    for (const forged of [before.lastIssuedGeneration + 1, before.lastIssuedGeneration + 1000, 2147483647]) {
+    for (const forged of [
+      before.lastIssuedGeneration + 1,
+      before.lastIssuedGeneration + 1000,
+      2147483647,
+    ]) {
       const result = await world.submit(agentA, 'prod', forged, 'forged');
       expect(codeOf(result)).toBe('UNKNOWN_GENERATION');
       expect(codeOf(await world.renew(agentA, 'prod', forged))).toBe('UNKNOWN_GENERATION');
@@ -87,7 +100,9 @@ describe('on one running service', () => {
     const generationOfA = await world.acquire(agentA, 'prod');
     const before = await world.environment('prod');
 
-    expect(codeOf(await world.submit(agentB, 'prod', generationOfA, 'borrowed token'))).toBe('UNKNOWN_GENERATION');
+    expect(codeOf(await world.submit(agentB, 'prod', generationOfA, 'borrowed token'))).toBe(
+      'UNKNOWN_GENERATION',
+    );
     expect(codeOf(await world.renew(agentB, 'prod', generationOfA))).toBe('UNKNOWN_GENERATION');
     expect(codeOf(await world.release(agentB, 'prod', generationOfA))).toBe('UNKNOWN_GENERATION');
 

@@ -18,7 +18,10 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-async function leasedEnvironment(mode: 'MONOTONIC' | 'STRICT' = 'MONOTONIC', requireApproval = true) {
+async function leasedEnvironment(
+  mode: 'MONOTONIC' | 'STRICT' = 'MONOTONIC',
+  requireApproval = true,
+) {
   const env = `idem-${++envs}`;
   await world.createEnvironment(env, mode, requireApproval);
   return { env, generation: await world.acquire(agent, env, 3600) };
@@ -26,8 +29,14 @@ async function leasedEnvironment(mode: 'MONOTONIC' | 'STRICT' = 'MONOTONIC', req
 
 test('a retry with the same key returns the same plan and creates nothing', async () => {
   const { env, generation } = await leasedEnvironment();
-  const first = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'attempt-1', title: 't' });
-  const retry = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'attempt-1', title: 't' });
+  const first = await world.submitOk(agent, env, generation, 'plan', {
+    idempotencyKey: 'attempt-1',
+    title: 't',
+  });
+  const retry = await world.submitOk(agent, env, generation, 'plan', {
+    idempotencyKey: 'attempt-1',
+    title: 't',
+  });
   expect(retry).toEqual(first);
   expect(await world.plans(env)).toHaveLength(1);
   const submits = (await world.auditEvents(env)).filter((e) => e.action === 'SUBMIT_PLAN');
@@ -37,10 +46,16 @@ test('a retry with the same key returns the same plan and creates nothing', asyn
 test('the same key with other content, title or generation is IDEMPOTENCY_KEY_REUSED', async () => {
   const { env, generation } = await leasedEnvironment();
   await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'k' });
-  expect(codeOf(await world.submit(agent, env, generation, 'other plan', { idempotencyKey: 'k' }))).toBe('IDEMPOTENCY_KEY_REUSED');
-  expect(codeOf(await world.submit(agent, env, generation, 'plan', { idempotencyKey: 'k', title: 'x' }))).toBe('IDEMPOTENCY_KEY_REUSED');
+  expect(
+    codeOf(await world.submit(agent, env, generation, 'other plan', { idempotencyKey: 'k' })),
+  ).toBe('IDEMPOTENCY_KEY_REUSED');
+  expect(
+    codeOf(await world.submit(agent, env, generation, 'plan', { idempotencyKey: 'k', title: 'x' })),
+  ).toBe('IDEMPOTENCY_KEY_REUSED');
   const next = await world.acquire(agent, env);
-  expect(codeOf(await world.submit(agent, env, next, 'plan', { idempotencyKey: 'k' }))).toBe('IDEMPOTENCY_KEY_REUSED');
+  expect(codeOf(await world.submit(agent, env, next, 'plan', { idempotencyKey: 'k' }))).toBe(
+    'IDEMPOTENCY_KEY_REUSED',
+  );
   expect(await world.plans(env)).toHaveLength(1);
 });
 
@@ -48,9 +63,17 @@ test('keys are scoped per principal', async () => {
   const { env } = await leasedEnvironment();
   world.advance(3601);
   const generationOfOther = await world.acquire(other, env);
-  const mine = await world.submitOk(other, env, generationOfOther, 'plan', { idempotencyKey: 'shared-key' });
+  const mine = await world.submitOk(other, env, generationOfOther, 'plan', {
+    idempotencyKey: 'shared-key',
+  });
   const env2 = (await leasedEnvironment()).env;
-  const theirs = await world.submitOk(agent, env2, (await world.environment(env2)).lease!.generation, 'plan', { idempotencyKey: 'shared-key' });
+  const theirs = await world.submitOk(
+    agent,
+    env2,
+    (await world.environment(env2)).lease!.generation,
+    'plan',
+    { idempotencyKey: 'shared-key' },
+  );
   expect(theirs.id).not.toBe(mine.id);
 });
 
@@ -58,7 +81,11 @@ test('a replayed STALE_GENERATION stays the same error, even after the fence mov
   const { env, generation } = await leasedEnvironment('STRICT');
   const newer = await world.acquire(agent, env);
   const first = await world.submit(agent, env, generation, 'old plan', { idempotencyKey: 'late' });
-  expect(first.errors![0].extensions).toEqual({ code: 'STALE_GENERATION', generation, fence: newer });
+  expect(first.errors![0].extensions).toEqual({
+    code: 'STALE_GENERATION',
+    generation,
+    fence: newer,
+  });
   const newest = await world.acquire(agent, env);
 
   const replay = await world.submit(agent, env, generation, 'old plan', { idempotencyKey: 'late' });
@@ -74,27 +101,41 @@ test('a replayed rejection stays a rejection even when a fresh attempt would now
   const early = await world.submit(agent, env, generation + 1, 'plan', { idempotencyKey: 'early' });
   expect(codeOf(early)).toBe('UNKNOWN_GENERATION');
   expect(await world.acquire(agent, env)).toBe(generation + 1);
-  expect(codeOf(await world.submit(agent, env, generation + 1, 'plan', { idempotencyKey: 'early' }))).toBe('UNKNOWN_GENERATION');
-  expect(codeOf(await world.submit(agent, env, generation + 1, 'plan', { idempotencyKey: 'fresh' }))).toBe('OK');
+  expect(
+    codeOf(await world.submit(agent, env, generation + 1, 'plan', { idempotencyKey: 'early' })),
+  ).toBe('UNKNOWN_GENERATION');
+  expect(
+    codeOf(await world.submit(agent, env, generation + 1, 'plan', { idempotencyKey: 'fresh' })),
+  ).toBe('OK');
 });
 
 test('approve and reject replay too', async () => {
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'plan');
-  const approved = ok(await world.approve(reviewer, plan.id, { idempotencyKey: 'click' })).approvePlan;
+  const approved = ok(
+    await world.approve(reviewer, plan.id, { idempotencyKey: 'click' }),
+  ).approvePlan;
   const again = ok(await world.approve(reviewer, plan.id, { idempotencyKey: 'click' })).approvePlan;
   expect(again).toEqual(approved);
   expect(codeOf(await world.approve(reviewer, plan.id))).toBe('INVALID_PLAN_STATE');
   const other = await world.submitOk(agent, env, generation, 'plan 2');
-  expect(codeOf(await world.reject(reviewer, other.id, 'no', { idempotencyKey: 'click' }))).toBe('IDEMPOTENCY_KEY_REUSED');
-  const rejected = ok(await world.reject(reviewer, other.id, 'no', { idempotencyKey: 'click-2' })).rejectPlan;
-  expect(ok(await world.reject(reviewer, other.id, 'no', { idempotencyKey: 'click-2' })).rejectPlan).toEqual(rejected);
+  expect(codeOf(await world.reject(reviewer, other.id, 'no', { idempotencyKey: 'click' }))).toBe(
+    'IDEMPOTENCY_KEY_REUSED',
+  );
+  const rejected = ok(
+    await world.reject(reviewer, other.id, 'no', { idempotencyKey: 'click-2' }),
+  ).rejectPlan;
+  expect(
+    ok(await world.reject(reviewer, other.id, 'no', { idempotencyKey: 'click-2' })).rejectPlan,
+  ).toEqual(rejected);
 });
 
 test('50 concurrent identical submits make exactly one plan', async () => {
   const { env, generation } = await leasedEnvironment();
   const results = await Promise.all(
-    Array.from({ length: 50 }, () => world.submit(agent, env, generation, 'same plan', { idempotencyKey: 'burst' })),
+    Array.from({ length: 50 }, () =>
+      world.submit(agent, env, generation, 'same plan', { idempotencyKey: 'burst' }),
+    ),
   );
   const ids = new Set(results.map((r) => ok(r).submitPlan.id));
   expect(ids.size).toBe(1);
@@ -105,9 +146,13 @@ test('after the retention period a key can be used again', async () => {
   const { env, generation } = await leasedEnvironment('MONOTONIC');
   const first = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'hourly' });
   world.advance(1800);
-  expect((await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'hourly' })).id).toBe(first.id);
+  expect(
+    (await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'hourly' })).id,
+  ).toBe(first.id);
   world.advance(1801);
-  const later = await world.submitOk(agent, env, generation, 'other plan', { idempotencyKey: 'hourly' });
+  const later = await world.submitOk(agent, env, generation, 'other plan', {
+    idempotencyKey: 'hourly',
+  });
   expect(later.id).not.toBe(first.id);
   expect(await world.plans(env)).toHaveLength(2);
 });

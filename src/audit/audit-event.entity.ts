@@ -31,7 +31,8 @@ export class AuditEvent {
   actor: string;
 
   @Field({
-    description: 'ACQUIRE_LEASE, RENEW_LEASE, RELEASE_LEASE, SUBMIT_PLAN, APPROVE_PLAN, REJECT_PLAN, ...',
+    description:
+      'ACQUIRE_LEASE, RENEW_LEASE, RELEASE_LEASE, SUBMIT_PLAN, APPROVE_PLAN, REJECT_PLAN, ...',
   })
   @Column({ type: 'varchar', length: 32 })
   action: string;

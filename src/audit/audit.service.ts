@@ -38,7 +38,8 @@ export class AuditService {
   /** Newest first; NOT_FOUND for an unknown environment; `after` is the id of the last event of the previous page. */
   list(environment: string, first: number, after: number | null): Promise<AuditEvent[]> {
     return this.db.read(async (m) => {
-      if (!(await m.existsBy(Environment, { name: environment }))) throw EnvironmentError.notFound(environment);
+      if (!(await m.existsBy(Environment, { name: environment })))
+        throw EnvironmentError.notFound(environment);
       const query = m
         .createQueryBuilder(AuditEvent, 'a')
         .where('a.environment = :environment', { environment })

@@ -38,7 +38,13 @@ export class AuthService implements OnApplicationBootstrap {
       if (configured) {
         const tokenHash = sha256(configured);
         if (!admin) {
-          await m.insert(Principal, { name: ADMIN_NAME, role: Role.ADMIN, tokenHash, createdAt: new Date(now), revokedAt: null });
+          await m.insert(Principal, {
+            name: ADMIN_NAME,
+            role: Role.ADMIN,
+            tokenHash,
+            createdAt: new Date(now),
+            revokedAt: null,
+          });
         } else if (admin.tokenHash !== tokenHash || admin.role !== Role.ADMIN) {
           await m.update(Principal, { name: ADMIN_NAME }, { tokenHash, role: Role.ADMIN });
         }
@@ -46,22 +52,37 @@ export class AuthService implements OnApplicationBootstrap {
       }
       if (admin) return null;
       const token = newToken();
-      await m.insert(Principal, { name: ADMIN_NAME, role: Role.ADMIN, tokenHash: sha256(token), createdAt: new Date(now), revokedAt: null });
+      await m.insert(Principal, {
+        name: ADMIN_NAME,
+        role: Role.ADMIN,
+        tokenHash: sha256(token),
+        createdAt: new Date(now),
+        revokedAt: null,
+      });
       return token;
     });
     if (created) {
       mkdirSync(dirname(this.config.adminTokenFile), { recursive: true });
       writeFileSync(this.config.adminTokenFile, `${created}\n`, { mode: 0o600 });
-      this.logger.log(`created the admin token; it is in ${this.config.adminTokenFile} (readable by its owner only)`);
+      this.logger.log(
+        `created the admin token; it is in ${this.config.adminTokenFile} (readable by its owner only)`,
+      );
     }
   }
 
   /** The principal a bearer header names; UNAUTHENTICATED for a missing, malformed, unknown or revoked token. */
   async authenticate(header: string | undefined): Promise<Principal> {
-    if (!header) throw new AuthError('UNAUTHENTICATED', 'missing Authorization: Bearer <token> header');
+    if (!header)
+      throw new AuthError('UNAUTHENTICATED', 'missing Authorization: Bearer <token> header');
     const match = /^Bearer ([A-Za-z0-9._~+/=-]{1,512})$/.exec(header.trim());
-    if (!match) throw new AuthError('UNAUTHENTICATED', 'malformed Authorization header: expected "Bearer <token>"');
-    const principal = await this.db.read((m) => m.findOneBy(Principal, { tokenHash: sha256(match[1]) }));
+    if (!match)
+      throw new AuthError(
+        'UNAUTHENTICATED',
+        'malformed Authorization header: expected "Bearer <token>"',
+      );
+    const principal = await this.db.read((m) =>
+      m.findOneBy(Principal, { tokenHash: sha256(match[1]) }),
+    );
     if (!principal) throw new AuthError('UNAUTHENTICATED', 'unknown token');
     if (principal.revokedAt) throw new AuthError('UNAUTHENTICATED', 'this token was revoked');
     return principal;
@@ -74,7 +95,13 @@ export class AuthService implements OnApplicationBootstrap {
       if (await m.existsBy(Principal, { name })) {
         throw new AuthError('ALREADY_EXISTS', `principal "${name}" already exists`);
       }
-      const created = { name, role, tokenHash: sha256(token), createdAt: new Date(now), revokedAt: null };
+      const created = {
+        name,
+        role,
+        tokenHash: sha256(token),
+        createdAt: new Date(now),
+        revokedAt: null,
+      };
       await m.insert(Principal, created);
       return m.findOneByOrFail(Principal, { name });
     });

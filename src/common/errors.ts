@@ -35,6 +35,11 @@ export abstract class DomainError<C extends ErrorCode = ErrorCode> extends Error
   }
 }
 
+/** `instanceof DomainError`, typed with the code union. */
+export function isDomainError(error: unknown): error is DomainError {
+  return error instanceof DomainError;
+}
+
 export const InputErrorCode = {
   BAD_USER_INPUT: 'BAD_USER_INPUT',
   PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',

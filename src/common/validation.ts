@@ -11,10 +11,13 @@ export const IsName = () =>
   Matches(NAME_PATTERN, { message: '$property must match ^[a-z0-9][a-z0-9._-]{0,62}$' });
 
 export const IsPlanId = () =>
-  Matches(PLAN_ID_PATTERN, { message: '$property must be a plan id: <environment>@<generation>.<sequence>' });
+  Matches(PLAN_ID_PATTERN, {
+    message: '$property must be a plan id: <environment>@<generation>.<sequence>',
+  });
 
 /** Keys, instances, titles and reasons: 1–255 characters. */
-export const IsShortText = () => Length(1, 255, { message: '$property must be 1 to 255 characters long' });
+export const IsShortText = () =>
+  Length(1, 255, { message: '$property must be 1 to 255 characters long' });
 
 export const IsOptionalShortText = () => applyDecorators(IsOptional(), IsShortText());
 
@@ -22,10 +25,18 @@ export const IsGeneration = () =>
   applyDecorators(IsInt(), Min(1, { message: '$property must be a generation (>= 1)' }));
 
 export const IsTtlSeconds = () =>
-  applyDecorators(IsInt(), Min(1, { message: '$property must be 1 to 3600' }), Max(3600, { message: '$property must be 1 to 3600' }));
+  applyDecorators(
+    IsInt(),
+    Min(1, { message: '$property must be 1 to 3600' }),
+    Max(3600, { message: '$property must be 1 to 3600' }),
+  );
 
 export const IsPageSize = () =>
-  applyDecorators(IsInt(), Min(1, { message: '$property must be 1 to 500' }), Max(500, { message: '$property must be 1 to 500' }));
+  applyDecorators(
+    IsInt(),
+    Min(1, { message: '$property must be 1 to 500' }),
+    Max(500, { message: '$property must be 1 to 500' }),
+  );
 
 function messages(errors: ValidationError[], prefix = ''): string[] {
   return errors.flatMap((error) => [

@@ -55,8 +55,16 @@ function database(env: Env): DatabaseConfig {
   }
   if (url.startsWith('sqlite:')) {
     const path = url.slice('sqlite:'.length);
-    if (path === '') throw new ConfigError('DATABASE_URL', 'names no SQLite file (sqlite:PATH or sqlite::memory:)');
-    return { kind: 'sqlite', path: path === ':memory:' ? path : resolve(path), synchronous: syncRaw };
+    if (path === '')
+      throw new ConfigError(
+        'DATABASE_URL',
+        'names no SQLite file (sqlite:PATH or sqlite::memory:)',
+      );
+    return {
+      kind: 'sqlite',
+      path: path === ':memory:' ? path : resolve(path),
+      synchronous: syncRaw,
+    };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     try {
@@ -76,7 +84,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (adminToken !== undefined && adminToken !== '' && adminToken.length < 16) {
     throw new ConfigError('PLANFENCE_ADMIN_TOKEN', 'must be at least 16 characters');
   }
-  const dataDir = db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
+  const dataDir =
+    db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
   return {
     port: integer(env, 'PORT', 4000, 0, 65535),
     host: env.HOST || '127.0.0.1',

@@ -15,7 +15,13 @@ export const migrations = [InitialSchema1764400000000];
 
 /** The options of the one data source, used by the service and by the migration CLI alike. */
 export function dataSourceOptions(config: Config): DataSourceOptions {
-  const common = { entities, migrations, synchronize: false, migrationsRun: true, logging: false } as const;
+  const common = {
+    entities,
+    migrations,
+    synchronize: false,
+    migrationsRun: true,
+    logging: false,
+  } as const;
   const db = config.database;
   if (db.kind === 'postgres') {
     return { ...common, type: 'postgres', url: db.url, poolSize: db.poolSize };

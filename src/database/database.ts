@@ -17,7 +17,13 @@ function isConflict(error: unknown): boolean {
   if (!(error instanceof QueryFailedError)) return false;
   const driverError = (error as QueryFailedError & { driverError?: { code?: string } }).driverError;
   const code = driverError?.code ?? '';
-  return ['23505', '40001', '40P01', 'SQLITE_CONSTRAINT_PRIMARYKEY', 'SQLITE_CONSTRAINT_UNIQUE'].includes(code);
+  return [
+    '23505',
+    '40001',
+    '40P01',
+    'SQLITE_CONSTRAINT_PRIMARYKEY',
+    'SQLITE_CONSTRAINT_UNIQUE',
+  ].includes(code);
 }
 
 /**
@@ -86,5 +92,5 @@ export async function select<R>(
   parameters: Record<string, unknown> = {},
 ): Promise<R[]> {
   const [query, values] = manager.connection.driver.escapeQueryWithParameters(sql, parameters);
-  return (await manager.query(query, values)) as R[];
+  return manager.query<R[]>(query, values);
 }

@@ -16,7 +16,7 @@ registerEnumType(FencingMode, {
     },
     STRICT: {
       description:
-        'Raise the fence when a lease is granted: only the current holder\'s generation is accepted.',
+        "Raise the fence when a lease is granted: only the current holder's generation is accepted.",
     },
   },
 });

@@ -38,7 +38,10 @@ export class EnvironmentsResolver {
     return this.service.create(principal.name, input);
   }
 
-  @ResolveField('lease', () => Lease, { nullable: true, description: 'The live lease, if any (expired leases are null).' })
+  @ResolveField('lease', () => Lease, {
+    nullable: true,
+    description: 'The live lease, if any (expired leases are null).',
+  })
   lease(@Parent() env: Environment): Promise<Lease | null> {
     return this.service.lease(env);
   }

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
 import { Clock } from '../common/clock.js';
-import { DomainError } from '../common/errors.js';
+import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database } from '../database/database.js';
 import { type IdempotentCall, IdempotencyService } from '../idempotency/idempotency.service.js';
 import { Plan } from '../plans/plan.entity.js';
@@ -86,15 +86,25 @@ export class DecisionRunner {
     try {
       const result = await work(m, now);
       const { detail, ...summary } = summarize(result);
-      await this.audit.record(m, now, { ...decision, ...summary, detail, outcome: AuditOutcome.ACCEPTED });
+      await this.audit.record(m, now, {
+        ...decision,
+        ...summary,
+        detail,
+        outcome: AuditOutcome.ACCEPTED,
+      });
       return { result };
     } catch (error) {
       return this.rejected(m, now, decision, error);
     }
   }
 
-  private async rejected(m: EntityManager, now: number, decision: Decision, error: unknown): Promise<{ error: DomainError }> {
-    if (!(error instanceof DomainError)) throw error;
+  private async rejected(
+    m: EntityManager,
+    now: number,
+    decision: Decision,
+    error: unknown,
+  ): Promise<{ error: DomainError }> {
+    if (!isDomainError(error)) throw error;
     await this.audit.record(m, now, {
       ...decision,
       outcome: AuditOutcome.REJECTED,

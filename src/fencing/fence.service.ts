@@ -10,7 +10,8 @@ import { FenceError } from './fence.errors.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
-  if (env.leaseHolder == null || env.leaseExpiresAt == null || env.leaseExpiresAt <= now) return null;
+  if (env.leaseHolder == null || env.leaseExpiresAt == null || env.leaseExpiresAt <= now)
+    return null;
   return {
     environment: env.name,
     holder: env.leaseHolder,
@@ -72,10 +73,14 @@ export class FenceService {
     const env = await this.environment(m, p.environment);
     if (!granted) {
       const lease = liveLease(env, p.now);
-      throw new FenceError('LEASE_HELD', `environment "${env.name}" is leased to ${lease?.holder}`, {
-        holder: lease?.holder ?? null,
-        expiresAt: lease ? lease.expiresAt.toISOString() : null,
-      });
+      throw new FenceError(
+        'LEASE_HELD',
+        `environment "${env.name}" is leased to ${lease?.holder}`,
+        {
+          holder: lease?.holder ?? null,
+          expiresAt: lease ? lease.expiresAt.toISOString() : null,
+        },
+      );
     }
     const generation = env.lastIssuedGeneration;
     await m.insert(LeaseGrant, {
@@ -188,7 +193,8 @@ export class FenceService {
         { id, environment: p.environment, generation: p.generation, sequence },
       );
       // Admission above already implies this; a failure here is a broken invariant, not a rejection.
-      if (moved !== 1) throw new Error(`pointer of ${p.environment} would not move forward to ${id}`);
+      if (moved !== 1)
+        throw new Error(`pointer of ${p.environment} would not move forward to ${id}`);
       await this.afterPublication(m, p.environment, id);
     } else {
       await this.markObsolete(m, p.environment);
@@ -202,8 +208,14 @@ export class FenceService {
     p: { planId: string; reviewer: string; contentHash: string | null; now: number },
   ): Promise<Plan> {
     const plan = await this.plan(m, p.planId);
-    const params = { ...p, id: plan.id, environment: plan.environment, generation: plan.generation,
-      sequence: plan.sequence, basedOnPlanId: plan.basedOnPlanId };
+    const params = {
+      ...p,
+      id: plan.id,
+      environment: plan.environment,
+      generation: plan.generation,
+      sequence: plan.sequence,
+      basedOnPlanId: plan.basedOnPlanId,
+    };
     const published = await execute(
       m,
       `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
@@ -242,9 +254,13 @@ export class FenceService {
     );
     const plan = await this.plan(m, p.planId);
     if (!rejected) {
-      throw new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is ${plan.status}, not PROPOSED`, {
-        status: plan.status,
-      });
+      throw new FenceError(
+        'INVALID_PLAN_STATE',
+        `plan ${plan.id} is ${plan.status}, not PROPOSED`,
+        {
+          status: plan.status,
+        },
+      );
     }
     return plan;
   }
@@ -290,7 +306,10 @@ export class FenceService {
     m: EntityManager,
     p: { environment: string; principal: string; generation: number },
   ): Promise<FenceError | null> {
-    const grant = await m.findOneBy(LeaseGrant, { environment: p.environment, generation: p.generation });
+    const grant = await m.findOneBy(LeaseGrant, {
+      environment: p.environment,
+      generation: p.generation,
+    });
     if (grant && grant.principal === p.principal) return null;
     return new FenceError(
       'UNKNOWN_GENERATION',
@@ -332,7 +351,7 @@ export class FenceService {
     const env = await this.environment(m, p.environment);
     const unknown = await this.unknownGeneration(m, p);
     if (unknown) return unknown;
-    if (p.generation < env.fence) return this.stale(p.generation, env.fence, 'the plan\'s');
+    if (p.generation < env.fence) return this.stale(p.generation, env.fence, "the plan's");
     if (env.mode === FencingMode.STRICT) {
       return new FenceError(
         'LEASE_NOT_HELD',
@@ -342,7 +361,9 @@ export class FenceService {
     if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
       return this.preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
     }
-    return new Error(`submit to ${p.environment} at generation ${p.generation} rejected for no known reason`);
+    return new Error(
+      `submit to ${p.environment} at generation ${p.generation} rejected for no known reason`,
+    );
   }
 
   private async whyApprovalRejected(
@@ -352,27 +373,45 @@ export class FenceService {
   ): Promise<Error> {
     const env = await this.environment(m, plan.environment);
     if (plan.submittedBy === p.reviewer) {
-      return new FenceError('SELF_APPROVAL', `${p.reviewer} submitted ${plan.id} and cannot also approve it`);
+      return new FenceError(
+        'SELF_APPROVAL',
+        `${p.reviewer} submitted ${plan.id} and cannot also approve it`,
+      );
     }
     if (p.contentHash != null && p.contentHash !== plan.contentHash) {
-      return this.preconditionFailed(`plan ${plan.id} does not have the content hash that was reviewed`, env);
+      return this.preconditionFailed(
+        `plan ${plan.id} does not have the content hash that was reviewed`,
+        env,
+      );
     }
-    if (plan.generation < env.fence) return this.stale(plan.generation, env.fence, `plan ${plan.id}'s`);
+    if (plan.generation < env.fence)
+      return this.stale(plan.generation, env.fence, `plan ${plan.id}'s`);
     if (plan.status !== PlanStatus.PROPOSED) {
-      return new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is ${plan.status}, not PROPOSED`, {
-        status: plan.status,
-      });
+      return new FenceError(
+        'INVALID_PLAN_STATE',
+        `plan ${plan.id} is ${plan.status}, not PROPOSED`,
+        {
+          status: plan.status,
+        },
+      );
     }
     if (
       env.currentGeneration > plan.generation ||
       (env.currentGeneration === plan.generation && env.currentSequence >= plan.sequence)
     ) {
-      return new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is older than the current plan`, {
-        status: PlanStatus.OBSOLETE,
-      });
+      return new FenceError(
+        'INVALID_PLAN_STATE',
+        `plan ${plan.id} is older than the current plan`,
+        {
+          status: PlanStatus.OBSOLETE,
+        },
+      );
     }
     if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
-      return this.preconditionFailed(`plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`, env);
+      return this.preconditionFailed(
+        `plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`,
+        env,
+      );
     }
     return new Error(`approval of ${plan.id} rejected for no known reason`);
   }

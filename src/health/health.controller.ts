@@ -12,7 +12,10 @@ export class HealthController {
       await this.db.read((m) => m.query('SELECT 1'));
       return { status: 'ok', database: this.db.dialect };
     } catch {
-      throw new HttpException({ status: 'unavailable', database: this.db.dialect }, HttpStatus.SERVICE_UNAVAILABLE);
+      throw new HttpException(
+        { status: 'unavailable', database: this.db.dialect },
+        HttpStatus.SERVICE_UNAVAILABLE,
+      );
     }
   }
 }

@@ -16,7 +16,12 @@ export interface IdempotentCall {
   fingerprint: string;
 }
 
-export function idempotentCall(principal: string, key: string, operation: string, input: object): IdempotentCall {
+export function idempotentCall(
+  principal: string,
+  key: string,
+  operation: string,
+  input: object,
+): IdempotentCall {
   return { principal, key, operation, fingerprint: sha256(canonicalJson({ operation, input })) };
 }
 
@@ -33,14 +38,25 @@ export class IdempotencyService {
   constructor(@Inject(CONFIG) private readonly config: Config) {}
 
   /** The first outcome of this call, or null when the key is new (or its record expired). */
-  async recall(m: EntityManager, call: IdempotentCall, now: number): Promise<RememberedOutcome | null> {
-    const record = await m.findOneBy(IdempotencyRecord, { principal: call.principal, key: call.key });
+  async recall(
+    m: EntityManager,
+    call: IdempotentCall,
+    now: number,
+  ): Promise<RememberedOutcome | null> {
+    const record = await m.findOneBy(IdempotencyRecord, {
+      principal: call.principal,
+      key: call.key,
+    });
     if (!record) return null;
     if (record.expiresAt <= now) {
-      await execute(m, 'DELETE FROM idempotency_records WHERE principal = :principal AND idempotency_key = :key AND expires_at <= :now', {
-        ...call,
-        now,
-      });
+      await execute(
+        m,
+        'DELETE FROM idempotency_records WHERE principal = :principal AND idempotency_key = :key AND expires_at <= :now',
+        {
+          ...call,
+          now,
+        },
+      );
       return null;
     }
     if (record.fingerprint !== call.fingerprint) {
@@ -54,12 +70,22 @@ export class IdempotencyService {
     if (record.planId != null) return { planId: record.planId };
     if (record.errorCode != null) {
       const details = JSON.parse(record.errorDetails ?? '{}') as ErrorDetails;
-      return { error: new ReplayedError(record.errorCode as ErrorCode, record.errorMessage ?? '', details) };
+      return {
+        error: new ReplayedError(record.errorCode as ErrorCode, record.errorMessage ?? '', details),
+      };
     }
-    throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `a call with idempotency key "${call.key}" is still in progress`);
+    throw new IdempotencyError(
+      'IDEMPOTENCY_IN_PROGRESS',
+      `a call with idempotency key "${call.key}" is still in progress`,
+    );
   }
 
-  async remember(m: EntityManager, call: IdempotentCall, now: number, outcome: RememberedOutcome): Promise<void> {
+  async remember(
+    m: EntityManager,
+    call: IdempotentCall,
+    now: number,
+    outcome: RememberedOutcome,
+  ): Promise<void> {
     const error = 'error' in outcome ? outcome.error : null;
     await m.insert(IdempotencyRecord, {
       principal: call.principal,

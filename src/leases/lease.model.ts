@@ -8,7 +8,9 @@ export class Lease {
   @Field({ description: 'principal name, or principal/instance' })
   holder: string;
 
-  @Field(() => Int, { description: 'The fencing token: carried by every write made under this lease.' })
+  @Field(() => Int, {
+    description: 'The fencing token: carried by every write made under this lease.',
+  })
   generation: number;
 
   @Field(() => GraphQLISODateTime)

@@ -12,20 +12,29 @@ export class LeasesResolver {
   /** A new generation per grant. LEASE_HELD {holder, expiresAt} while another holder's lease is live. */
   @Roles(Role.AGENT)
   @Mutation(() => Lease)
-  acquireLease(@CurrentPrincipal() principal: Principal, @Args('input') input: AcquireLeaseInput): Promise<Lease> {
+  acquireLease(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: AcquireLeaseInput,
+  ): Promise<Lease> {
     return this.leases.acquire(principal, input);
   }
 
   /** Keeps the generation. LEASE_NOT_HELD when the lease expired, was released or is not the caller's. */
   @Roles(Role.AGENT)
   @Mutation(() => Lease)
-  renewLease(@CurrentPrincipal() principal: Principal, @Args('input') input: RenewLeaseInput): Promise<Lease> {
+  renewLease(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: RenewLeaseInput,
+  ): Promise<Lease> {
     return this.leases.renew(principal, input);
   }
 
   @Roles(Role.AGENT)
   @Mutation(() => Boolean)
-  releaseLease(@CurrentPrincipal() principal: Principal, @Args('input') input: ReleaseLeaseInput): Promise<boolean> {
+  releaseLease(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: ReleaseLeaseInput,
+  ): Promise<boolean> {
     return this.leases.release(principal, input);
   }
 }

@@ -24,22 +24,40 @@ export class LeasesService {
           ttlMs: input.ttlSeconds * 1000,
           now,
         }),
-      (lease) => ({ generation: lease.generation, detail: `expires ${lease.expiresAt.toISOString()}` }),
+      (lease) => ({
+        generation: lease.generation,
+        detail: `expires ${lease.expiresAt.toISOString()}`,
+      }),
     );
   }
 
   renew(principal: Principal, input: RenewLeaseInput): Promise<Lease> {
     return this.decisions.decide(
-      { action: 'RENEW_LEASE', environment: input.environment, actor: principal.name, generation: input.generation },
+      {
+        action: 'RENEW_LEASE',
+        environment: input.environment,
+        actor: principal.name,
+        generation: input.generation,
+      },
       (m, now) =>
-        this.fence.renewLease(m, { ...input, principal: principal.name, ttlMs: input.ttlSeconds * 1000, now }),
+        this.fence.renewLease(m, {
+          ...input,
+          principal: principal.name,
+          ttlMs: input.ttlSeconds * 1000,
+          now,
+        }),
       (lease) => ({ detail: `expires ${lease.expiresAt.toISOString()}` }),
     );
   }
 
   async release(principal: Principal, input: ReleaseLeaseInput): Promise<boolean> {
     await this.decisions.decide(
-      { action: 'RELEASE_LEASE', environment: input.environment, actor: principal.name, generation: input.generation },
+      {
+        action: 'RELEASE_LEASE',
+        environment: input.environment,
+        actor: principal.name,
+        generation: input.generation,
+      },
       (m, now) => this.fence.releaseLease(m, { ...input, principal: principal.name, now }),
     );
     return true;

@@ -15,10 +15,14 @@ registerEnumType(PlanStatus, { name: 'PlanStatus' });
 /** An immutable staged version. Only `status` and the review fields ever change, in the fencing module. */
 @ObjectType()
 @Entity('plans')
-@Index('plans_environment_generation_sequence', ['environment', 'generation', 'sequence'], { unique: true })
+@Index('plans_environment_generation_sequence', ['environment', 'generation', 'sequence'], {
+  unique: true,
+})
 @Index('plans_environment_status', ['environment', 'status'])
 export class Plan {
-  @Field(() => ID, { description: 'Generation-specific and immutable: <environment>@<generation>.<sequence>' })
+  @Field(() => ID, {
+    description: 'Generation-specific and immutable: <environment>@<generation>.<sequence>',
+  })
   @PrimaryColumn({ type: 'varchar', length: 100 })
   id: string;
 

@@ -1,7 +1,13 @@
 import { Args, Mutation, Query, Resolver } from '@nestjs/graphql';
 import { Principal, Role } from '../auth/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
-import { ApprovePlanInput, PlanArgs, PlansArgs, RejectPlanInput, SubmitPlanInput } from './dto/plan.inputs.js';
+import {
+  ApprovePlanInput,
+  PlanArgs,
+  PlansArgs,
+  RejectPlanInput,
+  SubmitPlanInput,
+} from './dto/plan.inputs.js';
 import { Plan } from './plan.entity.js';
 import { PlansService } from './plans.service.js';
 
@@ -14,7 +20,9 @@ export class PlansResolver {
     return this.service.find(id);
   }
 
-  @Query(() => [Plan], { description: 'Newest first; after = the id of the last plan of the previous page.' })
+  @Query(() => [Plan], {
+    description: 'Newest first; after = the id of the last plan of the previous page.',
+  })
   plans(@Args() args: PlansArgs): Promise<Plan[]> {
     return this.service.list(args);
   }
@@ -27,7 +35,10 @@ export class PlansResolver {
    */
   @Roles(Role.AGENT)
   @Mutation(() => Plan)
-  submitPlan(@CurrentPrincipal() principal: Principal, @Args('input') input: SubmitPlanInput): Promise<Plan> {
+  submitPlan(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: SubmitPlanInput,
+  ): Promise<Plan> {
     return this.service.submit(principal, input);
   }
 
@@ -37,13 +48,19 @@ export class PlansResolver {
    */
   @Roles(Role.REVIEWER)
   @Mutation(() => Plan)
-  approvePlan(@CurrentPrincipal() principal: Principal, @Args('input') input: ApprovePlanInput): Promise<Plan> {
+  approvePlan(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: ApprovePlanInput,
+  ): Promise<Plan> {
     return this.service.approve(principal, input);
   }
 
   @Roles(Role.REVIEWER)
   @Mutation(() => Plan)
-  rejectPlan(@CurrentPrincipal() principal: Principal, @Args('input') input: RejectPlanInput): Promise<Plan> {
+  rejectPlan(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: RejectPlanInput,
+  ): Promise<Plan> {
     return this.service.reject(principal, input);
   }
 }

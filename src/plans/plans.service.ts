@@ -9,7 +9,12 @@ import { EnvironmentsService } from '../environments/environments.service.js';
 import { DecisionRunner } from '../fencing/decision.runner.js';
 import { FenceService } from '../fencing/fence.service.js';
 import { idempotentCall } from '../idempotency/idempotency.service.js';
-import type { ApprovePlanInput, PlansArgs, RejectPlanInput, SubmitPlanInput } from './dto/plan.inputs.js';
+import type {
+  ApprovePlanInput,
+  PlansArgs,
+  RejectPlanInput,
+  SubmitPlanInput,
+} from './dto/plan.inputs.js';
 import { Plan } from './plan.entity.js';
 
 /** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
@@ -38,9 +43,18 @@ export class PlansService {
       );
     }
     const { idempotencyKey, ...call } = input;
-    const canonical = { ...call, title: call.title ?? null, basedOnPlanId: call.basedOnPlanId ?? null };
+    const canonical = {
+      ...call,
+      title: call.title ?? null,
+      basedOnPlanId: call.basedOnPlanId ?? null,
+    };
     return this.decisions.decidePlan(
-      { action: 'SUBMIT_PLAN', environment: input.environment, actor: principal.name, generation: input.generation },
+      {
+        action: 'SUBMIT_PLAN',
+        environment: input.environment,
+        actor: principal.name,
+        generation: input.generation,
+      },
       idempotentCall(principal.name, idempotencyKey, 'submitPlan', canonical),
       (m, now) =>
         this.fence.admitPlan(m, {
@@ -57,8 +71,16 @@ export class PlansService {
     const canonical = { planId: call.planId, contentHash: call.contentHash ?? null };
     const { environment, generation } = parsePlanId(input.planId);
     return this.decisions.decidePlan(
-      { action: 'APPROVE_PLAN', environment, actor: principal.name, generation, planId: input.planId },
-      idempotencyKey ? idempotentCall(principal.name, idempotencyKey, 'approvePlan', canonical) : null,
+      {
+        action: 'APPROVE_PLAN',
+        environment,
+        actor: principal.name,
+        generation,
+        planId: input.planId,
+      },
+      idempotencyKey
+        ? idempotentCall(principal.name, idempotencyKey, 'approvePlan', canonical)
+        : null,
       (m, now) => this.fence.publishPlan(m, { ...canonical, reviewer: principal.name, now }),
     );
   }
@@ -68,8 +90,16 @@ export class PlansService {
     const canonical = { planId: call.planId, reason: call.reason };
     const { environment, generation } = parsePlanId(input.planId);
     return this.decisions.decidePlan(
-      { action: 'REJECT_PLAN', environment, actor: principal.name, generation, planId: input.planId },
-      idempotencyKey ? idempotentCall(principal.name, idempotencyKey, 'rejectPlan', canonical) : null,
+      {
+        action: 'REJECT_PLAN',
+        environment,
+        actor: principal.name,
+        generation,
+        planId: input.planId,
+      },
+      idempotencyKey
+        ? idempotentCall(principal.name, idempotencyKey, 'rejectPlan', canonical)
+        : null,
       (m, now) => this.fence.rejectPlan(m, { ...canonical, reviewer: principal.name, now }),
     );
   }

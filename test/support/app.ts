@@ -19,7 +19,11 @@ export interface TestApp {
   clock: ManualClock;
   app: NestFastifyApplication;
   /** Sends one GraphQL operation over HTTP as the holder of `token` (or none). */
-  gql<T = Record<string, any>>(token: string | null, query: string, variables?: Record<string, unknown>): Promise<GqlResult<T>>;
+  gql<T = Record<string, any>>(
+    token: string | null,
+    query: string,
+    variables?: Record<string, unknown>,
+  ): Promise<GqlResult<T>>;
   close(): Promise<void>;
 }
 

@@ -1,6 +1,7 @@
 import { ADMIN_TOKEN, codeOf, type GqlResult, ok, type TestApp } from './app.js';
 
-const PLAN_FIELDS = 'id environment generation sequence status title content contentHash submittedBy basedOnPlanId reviewedBy rejectionReason publishedAt';
+const PLAN_FIELDS =
+  'id environment generation sequence status title content contentHash submittedBy basedOnPlanId reviewedBy rejectionReason publishedAt';
 
 export interface Plan {
   id: string;
@@ -36,7 +37,11 @@ export class World {
   readonly admin = ADMIN_TOKEN;
   constructor(readonly app: TestApp) {}
 
-  gql<T = Record<string, any>>(token: string | null, query: string, variables?: Record<string, unknown>) {
+  gql<T = Record<string, any>>(
+    token: string | null,
+    query: string,
+    variables?: Record<string, unknown>,
+  ) {
     return this.app.gql<T>(token, query, variables);
   }
 
@@ -49,7 +54,11 @@ export class World {
     return ok(result).issueToken.token;
   }
 
-  async createEnvironment(name: string, mode: 'MONOTONIC' | 'STRICT', requireApproval = true): Promise<void> {
+  async createEnvironment(
+    name: string,
+    mode: 'MONOTONIC' | 'STRICT',
+    requireApproval = true,
+  ): Promise<void> {
     ok(
       await this.gql(
         this.admin,
@@ -95,16 +104,36 @@ export class World {
     content: string,
     extra: { idempotencyKey?: string; title?: string; basedOnPlanId?: string } = {},
   ): Promise<GqlResult<{ submitPlan: Plan }>> {
-    return this.gql(token, `mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { ${PLAN_FIELDS} } }`, {
-      input: { environment, generation, content, idempotencyKey: extra.idempotencyKey ?? freshKey(), ...extra },
-    });
+    return this.gql(
+      token,
+      `mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { ${PLAN_FIELDS} } }`,
+      {
+        input: {
+          environment,
+          generation,
+          content,
+          idempotencyKey: extra.idempotencyKey ?? freshKey(),
+          ...extra,
+        },
+      },
+    );
   }
 
-  async submitOk(token: string, environment: string, generation: number, content: string, extra = {}): Promise<Plan> {
+  async submitOk(
+    token: string,
+    environment: string,
+    generation: number,
+    content: string,
+    extra = {},
+  ): Promise<Plan> {
     return ok(await this.submit(token, environment, generation, content, extra)).submitPlan;
   }
 
-  approve(token: string, planId: string, extra: { contentHash?: string; idempotencyKey?: string } = {}) {
+  approve(
+    token: string,
+    planId: string,
+    extra: { contentHash?: string; idempotencyKey?: string } = {},
+  ) {
     return this.gql<{ approvePlan: Plan }>(
       token,
       `mutation($input: ApprovePlanInput!) { approvePlan(input: $input) { ${PLAN_FIELDS} } }`,
@@ -131,7 +160,13 @@ export class World {
   }
 
   async plan(id: string): Promise<Plan | null> {
-    return ok(await this.gql<{ plan: Plan | null }>(this.admin, `query($id: ID!) { plan(id: $id) { ${PLAN_FIELDS} } }`, { id })).plan;
+    return ok(
+      await this.gql<{ plan: Plan | null }>(
+        this.admin,
+        `query($id: ID!) { plan(id: $id) { ${PLAN_FIELDS} } }`,
+        { id },
+      ),
+    ).plan;
   }
 
   async plans(environment: string, status?: string): Promise<Plan[]> {
@@ -144,7 +179,17 @@ export class World {
   }
 
   async auditEvents(environment: string, first = 500) {
-    const result = await this.gql<{ auditEvents: { id: string; action: string; outcome: string; code: string | null; generation: number | null; planId: string | null; actor: string }[] }>(
+    const result = await this.gql<{
+      auditEvents: {
+        id: string;
+        action: string;
+        outcome: string;
+        code: string | null;
+        generation: number | null;
+        planId: string | null;
+        actor: string;
+      }[];
+    }>(
       this.admin,
       'query($environment: String!, $first: Int!) { auditEvents(environment: $environment, first: $first) { id action outcome code generation planId actor detail at } }',
       { environment, first },
@@ -159,3 +204,4 @@ export class World {
 }
 
 export { codeOf, ok };
+export type { GqlResult };

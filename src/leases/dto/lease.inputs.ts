@@ -1,5 +1,10 @@
 import { Field, InputType, Int } from '@nestjs/graphql';
-import { IsGeneration, IsName, IsOptionalShortText, IsTtlSeconds } from '../../common/validation.js';
+import {
+  IsGeneration,
+  IsName,
+  IsOptionalShortText,
+  IsTtlSeconds,
+} from '../../common/validation.js';
 
 @InputType()
 export class AcquireLeaseInput {

@@ -35,7 +35,8 @@ export class SubmitPlanInput {
 
   @Field(() => ID, {
     nullable: true,
-    description: 'Publish only if the current plan is still this one (compare-and-swap on the pointer).',
+    description:
+      'Publish only if the current plan is still this one (compare-and-swap on the pointer).',
   })
   @IsOptional()
   @IsPlanId()
@@ -50,10 +51,13 @@ export class ApprovePlanInput {
 
   @Field(() => String, {
     nullable: true,
-    description: "When given, approval fails with PRECONDITION_FAILED unless the plan's contentHash matches.",
+    description:
+      "When given, approval fails with PRECONDITION_FAILED unless the plan's contentHash matches.",
   })
   @IsOptional()
-  @Matches(/^[0-9a-f]{64}$/, { message: 'contentHash must be 64 lowercase hex characters (sha256)' })
+  @Matches(/^[0-9a-f]{64}$/, {
+    message: 'contentHash must be 64 lowercase hex characters (sha256)',
+  })
   contentHash?: string | null;
 
   @Field(() => String, { nullable: true })
