@@ -1,0 +1,72 @@
+/** Start-up: configuration is checked once, the admin token is bootstrapped, health answers. */
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigError, loadConfig } from '../src/config/config.js';
+import { scratchDir, startApp } from './support/app.js';
+
+test.each([
+  ['PORT', 'http'],
+  ['PORT', '70000'],
+  ['DATABASE_URL', 'mysql://localhost/db'],
+  ['DATABASE_URL', 'sqlite:'],
+  ['DATABASE_URL', 'postgres://[bad'],
+  ['PLANFENCE_MAX_PLAN_BYTES', '0'],
+  ['PLANFENCE_MAX_PLAN_BYTES', '1MB'],
+  ['PLANFENCE_IDEMPOTENCY_TTL_HOURS', '-1'],
+  ['PLANFENCE_SQLITE_SYNCHRONOUS', 'OFF'],
+  ['PLANFENCE_ADMIN_TOKEN', 'short'],
+])('a bad %s (%s) stops the start with a message naming it', (variable, value) => {
+  let error: unknown;
+  try {
+    loadConfig({ [variable]: value });
+  } catch (e) {
+    error = e;
+  }
+  expect(error).toBeInstanceOf(ConfigError);
+  expect((error as ConfigError).variable).toBe(variable);
+  expect((error as Error).message).toContain(variable);
+});
+
+test('the defaults are those the README documents', () => {
+  const config = loadConfig({});
+  expect(config).toMatchObject({
+    port: 4000,
+    host: '127.0.0.1',
+    maxPlanBytes: 1024 * 1024,
+    idempotencyTtlMs: 24 * 3600_000,
+    database: { kind: 'sqlite', synchronous: 'FULL' },
+  });
+  expect(config.database.kind === 'sqlite' && config.database.path).toMatch(/data\/planfence\.db$/);
+});
+
+test('the first start without PLANFENCE_ADMIN_TOKEN writes one, readable by its owner only; a restart keeps it', async () => {
+  const dir = scratchDir();
+  const env = { DATABASE_URL: `sqlite:${dir.path}/db.sqlite`, PLANFENCE_ADMIN_TOKEN: '', PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token') };
+  try {
+    const first = await startApp(env);
+    const file = join(dir.path, 'admin-token');
+    const token = readFileSync(file, 'utf8').trim();
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const whoami = await first.gql(token, '{ whoami { name role } }');
+    expect(whoami.data).toEqual({ whoami: { name: 'admin', role: 'ADMIN' } });
+    await first.close();
+
+    const second = await startApp(env);
+    expect(readFileSync(file, 'utf8').trim()).toBe(token);
+    expect((await second.gql(token, '{ whoami { name } }')).data).toEqual({ whoami: { name: 'admin' } });
+    await second.close();
+  } finally {
+    dir.cleanup();
+  }
+});
+
+test('GET /health answers 200 when the database answers', async () => {
+  const app = await startApp();
+  try {
+    const response = await fetch(`${app.url}/health`);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ok', database: 'sqlite' });
+  } finally {
+    await app.close();
+  }
+});
