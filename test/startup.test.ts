@@ -41,7 +41,11 @@ test('the defaults are those the README documents', () => {
 
 test('the first start without PLANFENCE_ADMIN_TOKEN writes one, readable by its owner only; a restart keeps it', async () => {
   const dir = scratchDir();
-  const env = { DATABASE_URL: `sqlite:${dir.path}/db.sqlite`, PLANFENCE_ADMIN_TOKEN: '', PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token') };
+  const env = {
+    DATABASE_URL: `sqlite:${dir.path}/db.sqlite`,
+    PLANFENCE_ADMIN_TOKEN: '',
+    PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
+  };
   try {
     const first = await startApp(env);
     const file = join(dir.path, 'admin-token');
@@ -53,7 +57,9 @@ test('the first start without PLANFENCE_ADMIN_TOKEN writes one, readable by its 
 
     const second = await startApp(env);
     expect(readFileSync(file, 'utf8').trim()).toBe(token);
-    expect((await second.gql(token, '{ whoami { name } }')).data).toEqual({ whoami: { name: 'admin' } });
+    expect((await second.gql(token, '{ whoami { name } }')).data).toEqual({
+      whoami: { name: 'admin' },
+    });
     await second.close();
   } finally {
     dir.cleanup();

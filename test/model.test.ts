@@ -1,0 +1,326 @@
+/**
+ * Model-based test: random command sequences run against the reference model
+ * (test/model/reference-model.ts) and the real service over HTTP; after every
+ * command the outcome code and the observable state (fence, generations, lease,
+ * pointer, every plan's status) must be the same. FC_RUNS sets the number of runs.
+ */
+import fc from 'fast-check';
+import { ReferenceModel, type Mode, type SubmitInput } from './model/reference-model.js';
+import { startApp, type TestApp } from './support/app.js';
+import { codeOf, World } from './support/world.js';
+
+const RUNS = Number(process.env.FC_RUNS ?? 200);
+const TTL_HOURS = 1;
+
+let app: TestApp;
+let world: World;
+const tokens: Record<string, string> = {};
+/** a1 is an AGENT; a2 is an ADMIN, so it can approve (others' plans) and trip four eyes on its own. */
+const AGENTS = ['a1', 'a2'] as const;
+type Agent = (typeof AGENTS)[number];
+
+beforeAll(async () => {
+  app = await startApp({ PLANFENCE_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) });
+  world = new World(app);
+  tokens.a1 = await world.issue('a1', 'AGENT');
+  tokens.a2 = await world.issue('a2', 'ADMIN');
+  tokens.r = await world.issue('r', 'REVIEWER');
+});
+afterAll(() => app.close());
+
+let runs = 0;
+/** How often each kind of command ended with each code, over all runs. */
+const outcomes = new Map<string, number>();
+
+interface ModelState {
+  model: ReferenceModel;
+  names: [string, string];
+  lastSubmit: Map<Agent, SubmitInput>;
+  keys: number;
+  run: number;
+}
+type Real = World;
+type Command = fc.AsyncCommand<ModelState, Real>;
+
+function generationFor(
+  s: ModelState,
+  agent: Agent,
+  env: string,
+  pick: 'own' | 'older' | 'other' | 'forged',
+): number {
+  const e = s.model.environments.get(env);
+  if (!e) return 1;
+  if (pick === 'forged') return e.lastIssued + 1;
+  const holder = pick === 'other' ? AGENTS.find((a) => a !== agent)! : agent;
+  const mine = [...e.grants].filter(([, p]) => p === holder).map(([g]) => g);
+  if (!mine.length) return 1;
+  return pick === 'older' ? Math.min(...mine) : Math.max(...mine);
+}
+
+function runPlans(s: ModelState) {
+  return [...s.model.plans.values()].sort((a, b) => a.id.localeCompare(b.id));
+}
+
+async function expectSameState(s: ModelState): Promise<void> {
+  const parts: string[] = [];
+  s.names.forEach((name, i) => {
+    parts.push(
+      `e${i}: environment(name: "${name}") { fence lastIssuedGeneration lease { holder generation } currentPlan { id } }`,
+    );
+    if (s.model.environments.has(name))
+      parts.push(`p${i}: plans(environment: "${name}", first: 500) { id status }`);
+  });
+  const result = await world.gql<Record<string, any>>(world.admin, `{ ${parts.join('\n')} }`);
+  expect(result.errors).toBeUndefined();
+  s.names.forEach((name, i) => {
+    const e = s.model.environments.get(name);
+    const real = result.data![`e${i}`];
+    if (!e) {
+      expect(real).toBeNull();
+      return;
+    }
+    const lease = s.model.liveLease(e);
+    expect({ env: name, ...real }).toEqual({
+      env: name,
+      fence: e.fence,
+      lastIssuedGeneration: e.lastIssued,
+      lease: lease ? { holder: lease.holder, generation: lease.generation } : null,
+      currentPlan: e.current ? { id: e.current.id } : null,
+    });
+    const expectedPlans = runPlans(s)
+      .filter((p) => p.environment === name)
+      .map((p) => ({ id: p.id, status: p.status }));
+    const realPlans = [...result.data![`p${i}`]].sort((a: { id: string }, b: { id: string }) =>
+      a.id.localeCompare(b.id),
+    );
+    expect(realPlans).toEqual(expectedPlans);
+  });
+}
+
+/** A command that does the same thing to both and compares the outcome code, then the state. */
+function command(
+  describe: string,
+  act: (s: ModelState) => Promise<{ expected: string; actual: string }>,
+): Command {
+  return {
+    check: () => true,
+    async run(s) {
+      const { expected, actual } = await act(s);
+      const kind = `${describe.split(' ')[1]} ${actual.split(' ')[0]}`;
+      outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1);
+      expect(`${describe}: ${actual}`).toBe(`${describe}: ${expected}`);
+      await expectSameState(s);
+    },
+    toString: () => describe,
+  };
+}
+
+const envIndex = fc.constantFrom(0, 1);
+const agent = fc.constantFrom(...AGENTS);
+const ttl = fc.constantFrom(1, 10, 30);
+
+const createEnvironment = fc
+  .record({
+    i: envIndex,
+    mode: fc.constantFrom<Mode>('MONOTONIC', 'STRICT'),
+    requireApproval: fc.boolean(),
+  })
+  .map(({ i, mode, requireApproval }) =>
+    command(`create e${i} ${mode} approval=${requireApproval}`, async (s) => ({
+      expected: s.model.createEnvironment(s.names[i], mode, requireApproval),
+      actual: codeOf(
+        await world.gql(
+          world.admin,
+          'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+          { input: { name: s.names[i], mode, requireApproval } },
+        ),
+      ),
+    })),
+  );
+
+const commands = [
+  createEnvironment,
+  fc.record({ a: agent, i: envIndex, ttl }).map(({ a, i, ttl }) =>
+    command(`${a} acquires e${i} for ${ttl}s`, async (s) => ({
+      expected: s.model.acquire(a, s.names[i], ttl),
+      actual: codeOf(await world.acquireRaw(tokens[a], s.names[i], ttl)),
+    })),
+  ),
+  fc.constantFrom(500, 5_000, 31_000, TTL_HOURS * 3600_000 + 1).map((ms) =>
+    command(`${ms} ms pass`, async (s) => {
+      s.model.now += ms;
+      app.clock.advance(ms);
+      return { expected: 'OK', actual: 'OK' };
+    }),
+  ),
+  fc
+    .record({
+      a: agent,
+      i: envIndex,
+      pick: fc.constantFrom('own', 'other', 'forged') as fc.Arbitrary<'own' | 'other' | 'forged'>,
+      ttl,
+      release: fc.boolean(),
+    })
+    .map(({ a, i, pick, ttl, release }) =>
+      command(`${a} ${release ? 'releases' : 'renews'} e${i} (${pick} generation)`, async (s) => {
+        const g = generationFor(s, a, s.names[i], pick);
+        return release
+          ? {
+              expected: s.model.release(a, s.names[i], g),
+              actual: codeOf(await world.release(tokens[a], s.names[i], g)),
+            }
+          : {
+              expected: s.model.renew(a, s.names[i], g, ttl),
+              actual: codeOf(await world.renew(tokens[a], s.names[i], g, ttl)),
+            };
+      }),
+    ),
+  fc
+    .record({
+      a: agent,
+      i: envIndex,
+      pick: fc.constantFrom('own', 'own', 'older', 'other', 'forged') as fc.Arbitrary<
+        'own' | 'older' | 'other' | 'forged'
+      >,
+      key: fc.constantFrom('fresh', 'fresh', 'repeat', 'altered'),
+      basedOn: fc.constantFrom('none', 'none', 'current', 'stale'),
+    })
+    .map(({ a, i, pick, key, basedOn }) =>
+      command(
+        `${a} submits to e${i} (${pick} generation, ${key} key, based on ${basedOn})`,
+        async (s) => {
+          const last = s.lastSubmit.get(a);
+          let input: SubmitInput;
+          if (key !== 'fresh' && last) {
+            input = key === 'repeat' ? last : { ...last, content: `${last.content} (edited)` };
+          } else {
+            const env = s.model.environments.get(s.names[i]);
+            const stale = runPlans(s).find(
+              (p) => p.environment === s.names[i] && p.id !== env?.current?.id,
+            );
+            input = {
+              environment: s.names[i],
+              generation: generationFor(s, a, s.names[i], pick),
+              idempotencyKey: `run${s.run}-key${++s.keys}`,
+              content: `plan ${s.keys} by ${a}`,
+              basedOnPlanId:
+                basedOn === 'current'
+                  ? (env?.current?.id ?? null)
+                  : basedOn === 'stale'
+                    ? (stale?.id ?? null)
+                    : null,
+            };
+          }
+          s.lastSubmit.set(a, input);
+          const expected = s.model.submit(a, input);
+          const real = await world.submit(
+            tokens[a],
+            input.environment,
+            input.generation,
+            input.content,
+            {
+              idempotencyKey: input.idempotencyKey,
+              ...(input.basedOnPlanId ? { basedOnPlanId: input.basedOnPlanId } : {}),
+            },
+          );
+          const expectedText = 'planId' in expected ? `OK ${expected.planId}` : expected.code;
+          const actualText =
+            codeOf(real) === 'OK' ? `OK ${real.data!.submitPlan.id}` : codeOf(real);
+          return { expected: expectedText, actual: actualText };
+        },
+      ),
+    ),
+  fc
+    .record({
+      pick: fc.nat(),
+      pin: fc.constantFrom('none', 'none', 'right', 'wrong'),
+      by: fc.constantFrom('r', 'r', 'a2'),
+    })
+    .map(({ pick, pin, by }) =>
+      command(`${by} approves plan #${pick} (pin ${pin})`, async (s) => {
+        const plans = runPlans(s);
+        const plan = plans[pick % (plans.length + 1)];
+        const id = plan?.id ?? `${s.names[0]}@99.1`;
+        const hash =
+          pin === 'none' ? null : pin === 'right' && plan ? plan.contentHash : 'f'.repeat(64);
+        return {
+          expected: s.model.approve(by, id, hash),
+          actual: codeOf(await world.approve(tokens[by], id, hash ? { contentHash: hash } : {})),
+        };
+      }),
+    ),
+  fc.nat().map((pick) =>
+    command(`r rejects plan #${pick}`, async (s) => {
+      const plans = runPlans(s);
+      const id = plans[pick % (plans.length + 1)]?.id ?? `${s.names[0]}@99.1`;
+      return {
+        expected: s.model.reject(id),
+        actual: codeOf(await world.reject(tokens.r, id, 'not this one')),
+      };
+    }),
+  ),
+];
+
+/** Acquiring, submitting and approving are what the rules are about: they come up most often. */
+const [, acquire, pass, renewOrRelease, submit, approve, reject] = commands;
+const weighted = [
+  createEnvironment,
+  acquire,
+  acquire,
+  acquire,
+  pass,
+  pass,
+  renewOrRelease,
+  submit,
+  submit,
+  submit,
+  submit,
+  approve,
+  approve,
+  approve,
+  reject,
+];
+const environmentSetup = fc.array(
+  fc.record({ mode: fc.constantFrom<Mode>('MONOTONIC', 'STRICT'), requireApproval: fc.boolean() }),
+  { minLength: 2, maxLength: 2 },
+);
+
+test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      environmentSetup,
+      fc.commands(weighted, { maxCommands: 40, size: 'large' }),
+      async (setup, cmds) => {
+        const run = ++runs;
+        const s: ModelState = {
+          model: new ReferenceModel(await app.clock.now(), TTL_HOURS * 3600_000),
+          names: [`m${run}x`, `m${run}y`],
+          lastSubmit: new Map(),
+          keys: 0,
+          run,
+        };
+        for (const [i, { mode, requireApproval }] of setup.entries()) {
+          s.model.createEnvironment(s.names[i], mode, requireApproval);
+          await world.createEnvironment(s.names[i], mode, requireApproval);
+        }
+        await fc.asyncModelRun(() => ({ model: s, real: world }), cmds);
+      },
+    ),
+    { numRuns: RUNS, seed: process.env.FC_SEED ? Number(process.env.FC_SEED) : undefined },
+  );
+  // FC_STATS=1 shows which outcomes the runs reached.
+  if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
+  for (const reached of [
+    'acquires OK',
+    'acquires LEASE_HELD',
+    'submits OK',
+    'submits STALE_GENERATION',
+    'submits LEASE_NOT_HELD',
+    'submits IDEMPOTENCY_KEY_REUSED',
+    'approves OK',
+    'approves STALE_GENERATION',
+    'approves SELF_APPROVAL',
+  ]) {
+    expect(outcomes.get(reached)).toBeGreaterThan(0);
+  }
+}, 600_000);
