@@ -147,17 +147,17 @@ const commands = [
     })),
   ),
   fc.constantFrom(500, 5_000, 31_000, TTL_HOURS * 3600_000 + 1).map((ms) =>
-    command(`${ms} ms pass`, async (s) => {
+    command(`${ms} ms pass`, (s) => {
       s.model.now += ms;
       app.clock.advance(ms);
-      return { expected: 'OK', actual: 'OK' };
+      return Promise.resolve({ expected: 'OK', actual: 'OK' });
     }),
   ),
   fc
     .record({
       a: agent,
       i: envIndex,
-      pick: fc.constantFrom('own', 'other', 'forged') as fc.Arbitrary<'own' | 'other' | 'forged'>,
+      pick: fc.constantFrom<'own' | 'other' | 'forged'>('own', 'other', 'forged'),
       ttl,
       release: fc.boolean(),
     })
@@ -179,9 +179,13 @@ const commands = [
     .record({
       a: agent,
       i: envIndex,
-      pick: fc.constantFrom('own', 'own', 'older', 'other', 'forged') as fc.Arbitrary<
-        'own' | 'older' | 'other' | 'forged'
-      >,
+      pick: fc.constantFrom<'own' | 'older' | 'other' | 'forged'>(
+        'own',
+        'own',
+        'older',
+        'other',
+        'forged',
+      ),
       key: fc.constantFrom('fresh', 'fresh', 'repeat', 'altered'),
       basedOn: fc.constantFrom('none', 'none', 'current', 'stale'),
     })
@@ -310,17 +314,19 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
   );
   // FC_STATS=1 shows which outcomes the runs reached.
   if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
-  for (const reached of [
-    'acquires OK',
-    'acquires LEASE_HELD',
-    'submits OK',
-    'submits STALE_GENERATION',
-    'submits LEASE_NOT_HELD',
-    'submits IDEMPOTENCY_KEY_REUSED',
-    'approves OK',
-    'approves STALE_GENERATION',
-    'approves SELF_APPROVAL',
-  ]) {
-    expect(outcomes.get(reached)).toBeGreaterThan(0);
-  }
+  // Enough runs reach every outcome that matters; fewer (FC_RUNS) may not.
+  if (RUNS >= 100)
+    for (const reached of [
+      'acquires OK',
+      'acquires LEASE_HELD',
+      'submits OK',
+      'submits STALE_GENERATION',
+      'submits LEASE_NOT_HELD',
+      'submits IDEMPOTENCY_KEY_REUSED',
+      'approves OK',
+      'approves STALE_GENERATION',
+      'approves SELF_APPROVAL',
+    ]) {
+      expect(outcomes.get(reached)).toBeGreaterThan(0);
+    }
 }, 600_000);
