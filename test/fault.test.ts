@@ -1,0 +1,29 @@
+/**
+ * Short runs of the fault harnesses (real processes, SIGSTOP/SIGCONT, SIGKILL).
+ * Longer runs on demand: `npm run test:fault -- --rounds 1000`, `npm run test:crash -- --kills 20`.
+ * They start dist/src/main.js: `npm test` builds first.
+ */
+import { runCrashHarness } from './fault/crash.js';
+import { runPauseHarness } from './fault/pause.js';
+
+const seed = Number(process.env.FAULT_SEED ?? Date.now() % 1_000_000);
+
+test(`paused agents never regress the published plan (seed ${seed})`, async () => {
+  const report = await runPauseHarness({ rounds: 20, seed, parallel: 10 });
+  console.log(
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} seed=${report.seed}`,
+  );
+  expect(report.violations).toEqual([]);
+  expect(report.pauses).toBeGreaterThanOrEqual(20);
+}, 120_000);
+
+test(`a crashed service loses nothing acknowledged and duplicates nothing retried (seed ${seed})`, async () => {
+  const report = await runCrashHarness({ kills: 2, seed, agents: 4 });
+  console.log(
+    `kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} seed=${report.seed}`,
+  );
+  expect(report.violations).toEqual([]);
+  expect(report).toMatchObject({ lost: 0, duplicates: 0 });
+  expect(report.acknowledged).toBeGreaterThan(0);
+  expect(report.retried).toBeGreaterThan(0);
+}, 120_000);

@@ -1,0 +1,76 @@
+/** The harness's handle on one agent process: wait for its steps, freeze it, thaw it. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { distFile } from './service.js';
+
+export interface AgentStep {
+  step: 'acquired' | 'built' | 'sending' | 'result';
+  generation?: number;
+  code?: string;
+  planId?: string;
+  fence?: number;
+}
+
+export class AgentProcess {
+  private readonly child: ChildProcess;
+  private readonly steps: AgentStep[] = [];
+  private waiters: (() => void)[] = [];
+  readonly exited: Promise<void>;
+
+  constructor(
+    url: string,
+    token: string,
+    environment: string,
+    ttlSeconds: number,
+    readonly content: string,
+    stepDelayMs: number,
+  ) {
+    this.child = spawn(
+      process.execPath,
+      [
+        distFile('test/fault/agent.js'),
+        url,
+        token,
+        environment,
+        String(ttlSeconds),
+        content,
+        String(stepDelayMs),
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    createInterface({ input: this.child.stdout! }).on('line', (line) => {
+      this.steps.push(JSON.parse(line) as AgentStep);
+      for (const wake of this.waiters.splice(0)) wake();
+    });
+    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
+    void this.exited.then(() => {
+      for (const wake of this.waiters.splice(0)) wake();
+    });
+  }
+
+  /** Resolves when the agent reports `step` (or its result, whichever comes first). */
+  async until(step: AgentStep['step']): Promise<AgentStep> {
+    for (;;) {
+      const seen =
+        this.steps.find((s) => s.step === step) ?? this.steps.find((s) => s.step === 'result');
+      if (seen) return seen;
+      if (this.child.exitCode !== null) throw new Error(`agent exited before ${step}`);
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  result(): Promise<AgentStep> {
+    return this.until('result');
+  }
+
+  /** SIGSTOP: the process stops where it is, mid-step, with all its memory. */
+  freeze(): void {
+    this.child.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.child.kill('SIGCONT');
+  }
+}

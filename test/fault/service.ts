@@ -1,0 +1,112 @@
+/** The real service as a child process on a SQLite file, for the fault harnesses. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+export const ADMIN_TOKEN = 'pf_fault_harness_admin_token_000';
+/** Compiled entry points (`npm run build`), found from dist/test/fault or from test/fault. */
+const above = fileURLToPath(new URL('../../', import.meta.url));
+const DIST = above.endsWith('/dist/') ? above : `${above}dist/`;
+export const distFile = (path: string) => `${DIST}${path}`;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+export class ServiceProcess {
+  private child: ChildProcess | null = null;
+  private port = 0;
+  url = '';
+
+  constructor(private readonly databaseFile: string) {}
+
+  async start(): Promise<void> {
+    this.port ||= await freePort();
+    this.url = `http://127.0.0.1:${this.port}`;
+    this.child = spawn(process.execPath, [distFile('src/main.js')], {
+      env: {
+        ...process.env,
+        PORT: String(this.port),
+        DATABASE_URL: `sqlite:${this.databaseFile}`,
+        PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
+        PLANFENCE_SQLITE_SYNCHRONOUS: 'FULL',
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      try {
+        if ((await fetch(`${this.url}/health`)).ok) return;
+      } catch {
+        // not listening yet
+      }
+      if (this.child.exitCode !== null)
+        throw new Error(`service exited with ${this.child.exitCode}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error('service did not become healthy within 20 s');
+  }
+
+  /** kill -9: no shutdown hook, no flush, exactly what a crash does. */
+  async crash(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  }
+
+  async gql<T = any>(token: string, query: string, variables: Record<string, unknown> = {}) {
+    const response = await fetch(`${this.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ query, variables }),
+    });
+    return (await response.json()) as {
+      data: T | null;
+      errors?: { message: string; extensions: Record<string, any> }[];
+    };
+  }
+
+  async ok<T = any>(
+    token: string,
+    query: string,
+    variables: Record<string, unknown> = {},
+  ): Promise<T> {
+    const result = await this.gql<T>(token, query, variables);
+    if (result.errors) throw new Error(`${query}: ${JSON.stringify(result.errors)}`);
+    return result.data!;
+  }
+}
+
+/** mulberry32: small, seeded, reproducible. */
+export function seededRandom(seed: number): (n: number) => number {
+  let state = seed | 0;
+  return (n: number) => {
+    state = (state + 0x6d2b79f5) | 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
+  };
+}
+
+/** `--name value` from argv, or the fallback. */
+export function option(argv: string[], name: string, fallback: number): number {
+  const at = argv.indexOf(`--${name}`);
+  return at >= 0 ? Number(argv[at + 1]) : fallback;
+}
