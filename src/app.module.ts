@@ -3,9 +3,10 @@ import { APP_FILTER } from '@nestjs/core';
 import { GraphQLModule } from '@nestjs/graphql';
 import { MercuriusDriver, type MercuriusDriverConfig } from '@nestjs/mercurius';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
 import { AuditModule } from './audit/audit.module.js';
 import { AuthModule } from './auth/auth.module.js';
-import { Clock } from './common/clock.js';
+import { Clock, DatabaseClock, SystemClock } from './common/clock.js';
 import { formatGraphQLErrors, PassThroughGqlFilter } from './common/error-formatter.js';
 import { ConfigModule } from './config/config.module.js';
 import type { Config } from './config/config.js';
@@ -16,26 +17,33 @@ import { HealthController } from './health/health.controller.js';
 import { LeasesModule } from './leases/leases.module.js';
 import { PlansModule } from './plans/plans.module.js';
 
+/** The given clock (tests), else the database's on PostgreSQL, else this process's. */
 @Global()
 @Module({})
 class ClockModule {
-  static forRoot(clock: Clock): DynamicModule {
-    return {
-      module: ClockModule,
-      providers: [{ provide: Clock, useValue: clock }],
-      exports: [Clock],
-    };
+  static forRoot(config: Config, clock: Clock | undefined): DynamicModule {
+    const provider = clock
+      ? { provide: Clock, useValue: clock }
+      : {
+          provide: Clock,
+          inject: [DataSource],
+          useFactory: (dataSource: DataSource) =>
+            config.database.kind === 'postgres'
+              ? new DatabaseClock((sql) => dataSource.query(sql))
+              : new SystemClock(),
+        };
+    return { module: ClockModule, providers: [provider], exports: [Clock] };
   }
 }
 
 @Module({})
 export class AppModule {
-  static forRoot(config: Config, clock: Clock): DynamicModule {
+  static forRoot(config: Config, clock?: Clock): DynamicModule {
     return {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
-        ClockModule.forRoot(clock),
+        ClockModule.forRoot(config, clock),
         TypeOrmModule.forRoot(dataSourceOptions(config)),
         DatabaseModule,
         GraphQLModule.forRoot<MercuriusDriverConfig>({

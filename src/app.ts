@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module.js';
-import { Clock, SystemClock } from './common/clock.js';
+import type { Clock } from './common/clock.js';
 import { validationPipe } from './common/validation.js';
 import type { Config } from './config/config.js';
 
@@ -20,7 +20,7 @@ export async function createApp(
   // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the limit.
   const bodyLimit = config.maxPlanBytes * 6 + 64 * 1024;
   const app = await NestFactory.create<NestFastifyApplication>(
-    AppModule.forRoot(config, options.clock ?? new SystemClock()),
+    AppModule.forRoot(config, options.clock),
     new FastifyAdapter({ bodyLimit }),
     { logger: options.logger ?? ['log', 'error', 'warn'], abortOnError: false },
   );

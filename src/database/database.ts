@@ -1,4 +1,4 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DataSource, type EntityManager, QueryFailedError } from 'typeorm';
 
 /** Thrown inside a write transaction to roll it back and run it again (a lost race, not a client error). */
@@ -9,7 +9,10 @@ export class RetryTransaction extends Error {
   }
 }
 
-const MAX_ATTEMPTS = 5;
+const MAX_ATTEMPTS = 8;
+
+/** Key of the PostgreSQL advisory lock that instances starting together take around migrations. */
+const MIGRATION_LOCK = 4_711_2026;
 
 /** Unique violations, serialization failures and deadlocks: the transaction lost a race and can run again. */
 function isConflict(error: unknown): boolean {
@@ -35,7 +38,7 @@ function isConflict(error: unknown): boolean {
  * On PostgreSQL each transaction has its own pooled connection and row locks order writers.
  */
 @Injectable()
-export class Database {
+export class Database implements OnModuleInit {
   private readonly logger = new Logger(Database.name);
   private readonly serialized: boolean;
   private tail: Promise<unknown> = Promise.resolve();
@@ -48,6 +51,24 @@ export class Database {
     return this.serialized ? 'sqlite' : 'postgres';
   }
 
+  /** Runs pending migrations before anything else touches the database. */
+  async onModuleInit(): Promise<void> {
+    if (this.serialized) {
+      await this.dataSource.runMigrations({ transaction: 'each' });
+      return;
+    }
+    const session = this.dataSource.createQueryRunner();
+    await session.connect();
+    try {
+      await session.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+      const applied = await this.dataSource.runMigrations({ transaction: 'each' });
+      if (applied.length) this.logger.log(`applied migrations: ${applied.map((m) => m.name).join(', ')}`);
+    } finally {
+      await session.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+      await session.release();
+    }
+  }
+
   /** Runs `work` in one transaction; commits when it resolves, rolls back when it throws. */
   async write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
@@ -56,6 +77,8 @@ export class Database {
       } catch (error) {
         if (!isConflict(error) || attempt >= MAX_ATTEMPTS) throw error;
         this.logger.debug(`transaction conflict, attempt ${attempt}: ${(error as Error).message}`);
+        // Back off a little, with jitter, so that conflicting writers do not meet again at once.
+        if (!this.serialized) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
       }
     }
   }

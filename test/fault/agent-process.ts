@@ -44,6 +44,9 @@ export class AgentProcess {
       this.steps.push(JSON.parse(line) as AgentStep);
       for (const wake of this.waiters.splice(0)) wake();
     });
+    this.child.on('error', (error) =>
+      this.steps.push({ step: 'result', code: `AGENT_FAILED: ${error.message}` }),
+    );
     this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
     void this.exited.then(() => {
       for (const wake of this.waiters.splice(0)) wake();

@@ -184,10 +184,21 @@ export async function runPauseHarness(options: {
       watcher.active.delete(round.environment);
     }
 
+    let played = 0;
+    const progressEvery = Math.max(10, Math.ceil(options.rounds / 10));
     const queue = [...rounds];
     await Promise.all(
       Array.from({ length: options.parallel }, async () => {
-        for (let round = queue.shift(); round; round = queue.shift()) await play(round);
+        for (let round = queue.shift(); round; round = queue.shift()) {
+          await play(round).catch((error: unknown) =>
+            violations.push(`${round.environment}: the round failed: ${String(error)}`),
+          );
+          if (++played % progressEvery === 0 && played < options.rounds) {
+            process.stderr.write(
+              `pause harness: ${played}/${options.rounds} rounds, ${pauses} pauses, ${watcher.violations.length + violations.length} violations so far\n`,
+            );
+          }
+        }
       }),
     );
     watcher.stop();
@@ -217,30 +228,35 @@ class Watcher {
   async run(): Promise<void> {
     while (!this.stopped) {
       const names = [...this.active];
-      if (names.length) {
-        const query = names
-          .map((n, i) => `e${i}: environment(name: "${n}") { name fence currentPlan { id } }`)
-          .join('\n');
-        const result = await this.service.gql<
-          Record<string, { name: string; fence: number; currentPlan: { id: string } | null }>
-        >(ADMIN_TOKEN, `{ ${query} }`);
-        for (const env of Object.values(result.data ?? {})) {
-          const pointer: [number, number] = env.currentPlan ? position(env.currentPlan.id) : [0, 0];
-          const previous = this.last.get(env.name);
-          if (previous && before(pointer, previous.pointer)) {
-            this.violations.push(
-              `${env.name}: pointer moved back from ${previous.pointer.join('.')} to ${pointer.join('.')}`,
-            );
-          }
-          if (previous && env.fence < previous.fence) {
-            this.violations.push(
-              `${env.name}: fence moved down from ${previous.fence} to ${env.fence}`,
-            );
-          }
-          this.last.set(env.name, { fence: env.fence, pointer });
-        }
-      }
+      if (names.length)
+        await this.sample(names).catch((error: unknown) =>
+          this.violations.push(`watcher could not read the service: ${String(error)}`),
+        );
       await sleep(20);
+    }
+  }
+
+  private async sample(names: string[]): Promise<void> {
+    const query = names
+      .map((n, i) => `e${i}: environment(name: "${n}") { name fence currentPlan { id } }`)
+      .join('\n');
+    const result = await this.service.gql<
+      Record<string, { name: string; fence: number; currentPlan: { id: string } | null }>
+    >(ADMIN_TOKEN, `{ ${query} }`);
+    for (const env of Object.values(result.data ?? {})) {
+      const pointer: [number, number] = env.currentPlan ? position(env.currentPlan.id) : [0, 0];
+      const previous = this.last.get(env.name);
+      if (previous && before(pointer, previous.pointer)) {
+        this.violations.push(
+          `${env.name}: pointer moved back from ${previous.pointer.join('.')} to ${pointer.join('.')}`,
+        );
+      }
+      if (previous && env.fence < previous.fence) {
+        this.violations.push(
+          `${env.name}: fence moved down from ${previous.fence} to ${env.fence}`,
+        );
+      }
+      this.last.set(env.name, { fence: env.fence, pointer });
     }
   }
 }
