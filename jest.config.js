@@ -1,5 +1,9 @@
-/** Jest runs the TypeScript sources as ES modules through SWC. */
-export default {
+/**
+ * Jest runs the TypeScript sources as ES modules through SWC. One project per
+ * database: SQLite always; PostgreSQL as well when PLANFENCE_TEST_POSTGRES_URL names a
+ * server (each test app gets a database of its own there). The same suites run in both.
+ */
+const base = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
@@ -19,5 +23,17 @@ export default {
       },
     ],
   },
-  testTimeout: 60000,
 };
+
+const projects = [{ ...base, displayName: 'sqlite' }];
+if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
+  projects.push({
+    ...base,
+    displayName: 'postgres',
+    globals: { __DATABASE__: 'postgres' },
+    // The fault harnesses drive a SQLite-file service process; they run in the sqlite project.
+    testPathIgnorePatterns: ['/node_modules/', '/test/fault(\\.test\\.ts$|/)'],
+  });
+}
+
+export default { projects, testTimeout: 60000 };

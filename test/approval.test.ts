@@ -173,6 +173,16 @@ describe('where no approval is required', () => {
     expect((await world.plans(env)).map((p) => p.id)).toEqual([`${env}@${generation}.2`, first.id]);
   });
 
+  test('in STRICT mode, the live holder whose basedOnPlanId is stale gets PRECONDITION_FAILED', async () => {
+    // Found by the model-based test: this was misreported as LEASE_NOT_HELD.
+    const { env, generation } = await leasedEnvironment(false, 'STRICT');
+    const first = await world.submitOk(agent, env, generation, 'v1');
+    await world.submitOk(agent, env, generation, 'v2');
+    const stale = await world.submit(agent, env, generation, 'v3', { basedOnPlanId: first.id });
+    expect(codeOf(stale)).toBe('PRECONDITION_FAILED');
+    expect(stale.errors![0].extensions).toMatchObject({ currentPlanId: `${env}@${generation}.2` });
+  });
+
   test('in STRICT mode too', async () => {
     const { env, generation } = await leasedEnvironment(false, 'STRICT');
     expect((await world.submitOk(agent, env, generation, 'v1')).status).toBe('PUBLISHED');

@@ -88,6 +88,13 @@ const cases: Case[] = [
     'BAD_USER_INPUT',
   ],
   [
+    'content with a NUL character',
+    'agent',
+    submit,
+    { input: { ...validSubmit(), content: 'a\u0000b' } },
+    'BAD_USER_INPUT',
+  ],
+  [
     'an empty content',
     'agent',
     submit,
@@ -358,7 +365,7 @@ test('unknown things read as null where the contract allows it', async () => {
 });
 
 test('SQL-looking content and titles are stored verbatim', async () => {
-  const content = "'); DELETE FROM plans; --\n\u0000 ünïcödé 🚀";
+  const content = "'); DELETE FROM plans; --\n\t ünïcödé 🚀";
   const plan = await world.submitOk(agent, 'prod', generation, content, {
     title: "Robert'); DROP TABLE plans;--",
   });

@@ -1,5 +1,5 @@
 /** R1, R4, R10: generations are issued only by grants, +1 each, durable, and cannot be forged. */
-import { startApp, scratchDir, type TestApp } from './support/app.js';
+import { scratchDatabase, startApp, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 
 describe('on one running service', () => {
@@ -111,9 +111,9 @@ describe('on one running service', () => {
   });
 });
 
-test('generations are never reused after a restart on the same database file', async () => {
-  const dir = scratchDir();
-  const env = { DATABASE_URL: `sqlite:${dir.path}/planfence.db` };
+test('generations are never reused after a restart on the same database', async () => {
+  const database = await scratchDatabase();
+  const env = { DATABASE_URL: database.url };
   try {
     const first = await startApp(env);
     const world = new World(first);
@@ -131,6 +131,6 @@ test('generations are never reused after a restart on the same database file', a
     expect(codeOf(await again.submit(agent, 'prod', 2, 'old'))).toBe('STALE_GENERATION');
     await second.close();
   } finally {
-    dir.cleanup();
+    await database.cleanup();
   }
 });

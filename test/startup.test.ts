@@ -2,7 +2,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../src/config/config.js';
-import { scratchDir, startApp } from './support/app.js';
+import { scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
 
 test.each([
   ['PORT', 'http'],
@@ -41,8 +41,9 @@ test('the defaults are those the README documents', () => {
 
 test('the first start without PLANFENCE_ADMIN_TOKEN writes one, readable by its owner only; a restart keeps it', async () => {
   const dir = scratchDir();
+  const database = await scratchDatabase();
   const env = {
-    DATABASE_URL: `sqlite:${dir.path}/db.sqlite`,
+    DATABASE_URL: database.url,
     PLANFENCE_ADMIN_TOKEN: '',
     PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
   };
@@ -63,6 +64,7 @@ test('the first start without PLANFENCE_ADMIN_TOKEN writes one, readable by its 
     await second.close();
   } finally {
     dir.cleanup();
+    await database.cleanup();
   }
 });
 
@@ -71,7 +73,7 @@ test('GET /health answers 200 when the database answers', async () => {
   try {
     const response = await fetch(`${app.url}/health`);
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ status: 'ok', database: 'sqlite' });
+    expect(await response.json()).toEqual({ status: 'ok', database: TEST_DATABASE });
   } finally {
     await app.close();
   }

@@ -35,7 +35,9 @@ export class DatabaseClock extends Clock {
     super();
   }
   async now(): Promise<number> {
-    const [row] = await this.query('SELECT floor(extract(epoch from clock_timestamp()) * 1000) AS now');
+    const [row] = await this.query(
+      'SELECT floor(extract(epoch from clock_timestamp()) * 1000) AS now',
+    );
     return Number(row.now);
   }
 }

@@ -62,7 +62,8 @@ export class Database implements OnModuleInit {
     try {
       await session.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
       const applied = await this.dataSource.runMigrations({ transaction: 'each' });
-      if (applied.length) this.logger.log(`applied migrations: ${applied.map((m) => m.name).join(', ')}`);
+      if (applied.length)
+        this.logger.log(`applied migrations: ${applied.map((m) => m.name).join(', ')}`);
     } finally {
       await session.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
       await session.release();
@@ -78,7 +79,8 @@ export class Database implements OnModuleInit {
         if (!isConflict(error) || attempt >= MAX_ATTEMPTS) throw error;
         this.logger.debug(`transaction conflict, attempt ${attempt}: ${(error as Error).message}`);
         // Back off a little, with jitter, so that conflicting writers do not meet again at once.
-        if (!this.serialized) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
+        if (!this.serialized)
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
       }
     }
   }

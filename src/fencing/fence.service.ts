@@ -345,14 +345,22 @@ export class FenceService {
 
   private async whySubmitRejected(
     m: EntityManager,
-    p: { environment: string; principal: string; generation: number; basedOnPlanId: string | null },
+    p: {
+      environment: string;
+      principal: string;
+      generation: number;
+      basedOnPlanId: string | null;
+      now: number;
+    },
     casOnPointer: boolean,
   ): Promise<Error> {
     const env = await this.environment(m, p.environment);
     const unknown = await this.unknownGeneration(m, p);
     if (unknown) return unknown;
     if (p.generation < env.fence) return this.stale(p.generation, env.fence, "the plan's");
-    if (env.mode === FencingMode.STRICT) {
+    const lease = liveLease(env, p.now);
+    const holdsLiveLease = lease?.generation === p.generation && env.leasePrincipal === p.principal;
+    if (env.mode === FencingMode.STRICT && !holdsLiveLease) {
       return new FenceError(
         'LEASE_NOT_HELD',
         `STRICT environment "${env.name}" accepts generation ${p.generation} only under its live lease`,

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import pg from 'pg';
 import { createApp } from '../../src/app.js';
 import { ManualClock } from '../../src/common/clock.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -27,20 +28,60 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/** The database this jest project runs against (jest.config.js sets it per project). */
+export const TEST_DATABASE: 'sqlite' | 'postgres' = (globalThis as { __DATABASE__?: 'postgres' }).__DATABASE__ ?? 'sqlite';
+
+let databases = 0;
+
+/**
+ * A fresh database for one test, in this project's dialect: a SQLite file, or a new
+ * PostgreSQL database on PLANFENCE_TEST_POSTGRES_URL's server. It survives app restarts
+ * until `cleanup`.
+ */
+export async function scratchDatabase(): Promise<{ url: string; cleanup: () => Promise<void> }> {
+  if (TEST_DATABASE === 'sqlite') {
+    const dir = scratchDir();
+    return { url: `sqlite:${dir.path}/planfence.db`, cleanup: () => Promise.resolve(dir.cleanup()) };
+  }
+  const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
+  if (!server) throw new Error('PLANFENCE_TEST_POSTGRES_URL is not set');
+  const name = `planfence_test_${process.pid}_${++databases}_${Math.random().toString(36).slice(2, 8)}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: server });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`CREATE DATABASE ${name}`);
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), cleanup: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
 /** A scratch folder that is removed when `cleanup` runs. */
 export function scratchDir(): { path: string; cleanup: () => void } {
   const path = mkdtempSync(join(tmpdir(), 'planfence-test-'));
   return { path, cleanup: () => rmSync(path, { recursive: true, force: true }) };
 }
 
-/** Starts the real service on a loopback port: `sqlite::memory:` unless another DATABASE_URL is given. */
+/**
+ * Starts the real service on a loopback port, on a fresh database of this project's
+ * dialect (`sqlite::memory:` or a new PostgreSQL database) unless DATABASE_URL is given.
+ */
 export async function startApp(
   env: Record<string, string> = {},
   clock = new ManualClock(),
 ): Promise<TestApp> {
   const scratch = scratchDir();
+  const database =
+    env.DATABASE_URL || TEST_DATABASE === 'sqlite'
+      ? { url: env.DATABASE_URL ?? 'sqlite::memory:', cleanup: () => Promise.resolve() }
+      : await scratchDatabase();
   const config = loadConfig({
-    DATABASE_URL: 'sqlite::memory:',
+    DATABASE_URL: database.url,
     PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
     PLANFENCE_ADMIN_TOKEN_FILE: join(scratch.path, 'admin-token'),
     ...env,
@@ -67,6 +108,7 @@ export async function startApp(
     async close() {
       await app.close();
       scratch.cleanup();
+      await database.cleanup();
     },
   };
 }
