@@ -27,3 +27,32 @@ test(`a crashed service loses nothing acknowledged and duplicates nothing retrie
   expect(report.acknowledged).toBeGreaterThan(0);
   expect(report.retried).toBeGreaterThan(0);
 }, 120_000);
+
+const postgres = process.env.PLANFENCE_TEST_POSTGRES_URL;
+const onPostgres = postgres ? describe : describe.skip;
+
+onPostgres('two service instances on one PostgreSQL', () => {
+  test(`paused agents spread over both never regress the published plan (seed ${seed})`, async () => {
+    const report = await runPauseHarness({
+      rounds: 20,
+      seed,
+      parallel: 10,
+      postgres,
+      instances: 2,
+    });
+    console.log(
+      `instances=2 rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} seed=${report.seed}`,
+    );
+    expect(report.violations).toEqual([]);
+  }, 180_000);
+
+  test(`killing one instance loses nothing acknowledged; the other keeps serving (seed ${seed})`, async () => {
+    const report = await runCrashHarness({ kills: 2, seed, agents: 4, postgres, instances: 2 });
+    console.log(
+      `instances=2 kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} seed=${report.seed}`,
+    );
+    expect(report.violations).toEqual([]);
+    expect(report).toMatchObject({ lost: 0, duplicates: 0 });
+    expect(report.retried).toBeGreaterThan(0);
+  }, 180_000);
+});

@@ -8,13 +8,21 @@
  *   - lastIssuedGeneration never decreased and no generation was granted twice;
  *   - the pointer did not move back.
  *
- *   npm run build && node dist/test/fault/crash.js --kills 10 --seed 7
+ *   npm run test:crash -- --kills 10 --seed 7
+ *   npm run test:crash -- --kills 6 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ADMIN_TOKEN, option, seededRandom, ServiceProcess } from './service.js';
+import {
+  ADMIN_TOKEN,
+  harnessDatabase,
+  option,
+  seededRandom,
+  ServiceProcess,
+  textOption,
+} from './service.js';
 
 export interface CrashReport {
   kills: number;
@@ -40,18 +48,27 @@ export async function runCrashHarness(options: {
   kills: number;
   seed: number;
   agents: number;
+  /** A PostgreSQL server to run on instead of a SQLite file. */
+  postgres?: string | null;
+  /** Instances sharing the database; each kill takes down one, the others keep serving. */
+  instances?: number;
 }): Promise<CrashReport> {
   const random = seededRandom(options.seed);
   const dir = mkdtempSync(join(tmpdir(), 'planfence-crash-'));
-  const service = new ServiceProcess(join(dir, 'planfence.db'));
+  const database = await harnessDatabase(options.postgres ?? null, dir);
+  const instances = Array.from(
+    { length: options.instances ?? 1 },
+    () => new ServiceProcess(database.url),
+  );
+  let service = instances[0];
   const violations: string[] = [];
   const acknowledged: Submission[] = [];
   const granted = new Map<string, number[]>();
   const lastIssued = new Map<string, number>();
   let retried = 0;
-  await service.start();
+  await Promise.all(instances.map((instance) => instance.start()));
   try {
-    const agents: { token: string; environment: string }[] = [];
+    const agents: { token: string; environment: string; instance: number }[] = [];
     for (let i = 0; i < options.agents; i++) {
       const token = (
         await service.ok(
@@ -64,7 +81,7 @@ export async function runCrashHarness(options: {
         ADMIN_TOKEN,
         `mutation { createEnvironment(input: { name: "${environment}", requireApproval: false }) { name } }`,
       );
-      agents.push({ token, environment });
+      agents.push({ token, environment, instance: i % instances.length });
       granted.set(environment, []);
     }
 
@@ -73,7 +90,8 @@ export async function runCrashHarness(options: {
       const pending: { token: string; submission: Submission }[] = [];
 
       /** An agent: a new lease, then plans as fast as it can, until the service goes away. */
-      const work = async ({ token, environment }: (typeof agents)[number]) => {
+      const work = async ({ token, environment, instance }: (typeof agents)[number]) => {
+        const service = instances[instance];
         let generation: number;
         try {
           const lease = await service.gql(
@@ -106,9 +124,12 @@ export async function runCrashHarness(options: {
       const working = Promise.all(agents.map(work));
       await new Promise((resolve) => setTimeout(resolve, 150 + random(450)));
       crashed = true;
-      await service.crash();
+      const target = instances[(kill - 1) % instances.length];
+      await target.crash();
       await working;
-      await service.start();
+      // With several instances, the others serve the checks and the retries while the killed one is down.
+      service = instances.find((instance) => instance !== target) ?? target;
+      if (service === target) await target.start();
 
       for (const { environment } of agents) {
         const issued = (
@@ -154,6 +175,7 @@ export async function runCrashHarness(options: {
             `${earlier.key}: replay gave ${JSON.stringify(replay)} instead of ${earlier.planId}`,
           );
       }
+      if (service !== target) await target.start();
     }
 
     let lost = 0;
@@ -208,7 +230,8 @@ export async function runCrashHarness(options: {
       seed: options.seed,
     };
   } finally {
-    await service.stop();
+    await Promise.all(instances.map((instance) => instance.stop()));
+    await database.drop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -219,6 +242,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     kills: option(argv, 'kills', 5),
     seed: option(argv, 'seed', Date.now() % 1_000_000),
     agents: option(argv, 'agents', 4),
+    postgres: textOption(argv, 'postgres'),
+    instances: option(argv, 'instances', 1),
   });
   for (const violation of report.violations) console.error(violation);
   console.log(

@@ -10,6 +10,7 @@
  * A watcher samples every active environment's pointer and fence throughout. At the end
  * a checker that knows only the API and the audit log judges every environment:
  *   - the pointer never moved backwards in (generation, sequence), nor the fence down;
+ *   - generations were granted one by one, none twice (several instances included);
  *   - STRICT: no write accepted with a generation below a grant made before it;
  *   - MONOTONIC: no write accepted below the highest generation accepted before it;
  *   - every accepted plan is stored whole (its content and sha256 as sent);
@@ -17,6 +18,7 @@
  *     order in which the audit log says things happened.
  *
  *   npm run test:fault -- --rounds 1000 --seed 7 --parallel 8
+ *   npm run test:fault -- --rounds 300 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,7 +26,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { AgentProcess, type AgentStep } from './agent-process.js';
-import { ADMIN_TOKEN, option, seededRandom, ServiceProcess } from './service.js';
+import {
+  ADMIN_TOKEN,
+  harnessDatabase,
+  option,
+  seededRandom,
+  ServiceProcess,
+  textOption,
+} from './service.js';
 
 type Mode = 'MONOTONIC' | 'STRICT';
 type PausePoint = 'acquired' | 'built' | 'sending';
@@ -37,6 +46,8 @@ interface Round {
   requireApproval: boolean;
   pauseAt: PausePoint;
   order: Order;
+  /** Which service instance each agent talks to. */
+  instanceOf: { A: number; B: number };
   a?: AgentStep;
   b?: AgentStep;
   contents: Map<string, string>;
@@ -72,13 +83,23 @@ export async function runPauseHarness(options: {
   rounds: number;
   seed: number;
   parallel: number;
+  /** A PostgreSQL server to run on instead of a SQLite file. */
+  postgres?: string | null;
+  /** Service instances sharing the database (PostgreSQL); agents are spread over them. */
+  instances?: number;
 }): Promise<PauseReport> {
   const random = seededRandom(options.seed);
   const dir = mkdtempSync(join(tmpdir(), 'planfence-pause-'));
-  const service = new ServiceProcess(join(dir, 'planfence.db'));
+  const database = await harnessDatabase(options.postgres ?? null, dir);
+  const instances = Array.from(
+    { length: options.instances ?? 1 },
+    () => new ServiceProcess(database.url),
+  );
+  const service = instances[0];
   const violations: string[] = [];
   let pauses = 0;
-  await service.start();
+  // Instances starting together: migrations run once, under the advisory lock.
+  await Promise.all(instances.map((instance) => instance.start()));
   try {
     const issue = async (name: string, role: string) =>
       (
@@ -103,6 +124,7 @@ export async function runPauseHarness(options: {
         order: (['B published first', 'B acquired, not yet written', 'nobody acquired'] as const)[
           random(3)
         ],
+        instanceOf: { A: random(instances.length), B: random(instances.length) },
         contents: new Map(),
       };
     });
@@ -123,9 +145,9 @@ export async function runPauseHarness(options: {
         },
       );
       watcher.active.add(round.environment);
-      const agent = (token: string, who: string, ttl: number) =>
+      const agent = (token: string, who: 'A' | 'B', ttl: number) =>
         new AgentProcess(
-          service.url,
+          instances[round.instanceOf[who]].url,
           token,
           round.environment,
           ttl,
@@ -206,7 +228,8 @@ export async function runPauseHarness(options: {
     violations.push(...watcher.violations);
     for (const round of rounds) violations.push(...(await judge(service, round)));
   } finally {
-    await service.stop();
+    await Promise.all(instances.map((instance) => instance.stop()));
+    await database.drop();
     rmSync(dir, { recursive: true, force: true });
   }
   return { rounds: options.rounds, pauses, violations, seed: options.seed };
@@ -291,7 +314,14 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
     if (event.outcome === 'REJECTED' && !event.code)
       problems.push(`${env}: rejection without a code (event ${event.id})`);
     if (event.outcome !== 'ACCEPTED') continue;
-    if (event.action === 'ACQUIRE_LEASE') highestGrant = Math.max(highestGrant, event.generation!);
+    if (event.action === 'ACQUIRE_LEASE') {
+      if (event.generation !== highestGrant + 1) {
+        problems.push(
+          `${env}: granted generation ${event.generation} after ${highestGrant} (generations go up by one, never twice)`,
+        );
+      }
+      highestGrant = Math.max(highestGrant, event.generation!);
+    }
     if (event.action === 'SUBMIT_PLAN') {
       const g = event.generation!;
       if (round.mode === 'STRICT' && g < highestGrant)
@@ -373,6 +403,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     rounds: option(argv, 'rounds', 100),
     seed: option(argv, 'seed', Date.now() % 1_000_000),
     parallel: option(argv, 'parallel', 8),
+    postgres: textOption(argv, 'postgres'),
+    instances: option(argv, 'instances', 1),
   });
   for (const violation of report.violations) console.error(violation);
   console.log(

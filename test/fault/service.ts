@@ -25,7 +25,8 @@ export class ServiceProcess {
   private port = 0;
   url = '';
 
-  constructor(private readonly databaseFile: string) {}
+  /** `database`: a SQLite file path, or a postgres:// URL that several instances may share. */
+  constructor(private readonly database: string) {}
 
   async start(): Promise<void> {
     this.port ||= await freePort();
@@ -34,7 +35,9 @@ export class ServiceProcess {
       env: {
         ...process.env,
         PORT: String(this.port),
-        DATABASE_URL: `sqlite:${this.databaseFile}`,
+        DATABASE_URL: this.database.startsWith('postgres')
+          ? this.database
+          : `sqlite:${this.database}`,
         PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
         PLANFENCE_SQLITE_SYNCHRONOUS: 'FULL',
       },
@@ -109,4 +112,33 @@ export function seededRandom(seed: number): (n: number) => number {
 export function option(argv: string[], name: string, fallback: number): number {
   const at = argv.indexOf(`--${name}`);
   return at >= 0 ? Number(argv[at + 1]) : fallback;
+}
+
+/** A fresh database for one harness run: a SQLite file, or a new database on a PostgreSQL server. */
+export async function harnessDatabase(
+  postgresServer: string | null,
+  dir: string,
+): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (!postgresServer) return { url: `${dir}/planfence.db`, drop: () => Promise.resolve() };
+  const { default: pg } = await import('pg');
+  const name = `planfence_harness_${process.pid}_${Date.now()}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: postgresServer });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`CREATE DATABASE ${name}`);
+  const url = new URL(postgresServer);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
+/** `--name value` from argv as text, or null. */
+export function textOption(argv: string[], name: string): string | null {
+  const at = argv.indexOf(`--${name}`);
+  return at >= 0 ? argv[at + 1] : null;
 }

@@ -29,7 +29,8 @@ export interface TestApp {
 }
 
 /** The database this jest project runs against (jest.config.js sets it per project). */
-export const TEST_DATABASE: 'sqlite' | 'postgres' = (globalThis as { __DATABASE__?: 'postgres' }).__DATABASE__ ?? 'sqlite';
+export const TEST_DATABASE: 'sqlite' | 'postgres' =
+  (globalThis as { __DATABASE__?: 'postgres' }).__DATABASE__ ?? 'sqlite';
 
 let databases = 0;
 
@@ -41,7 +42,10 @@ let databases = 0;
 export async function scratchDatabase(): Promise<{ url: string; cleanup: () => Promise<void> }> {
   if (TEST_DATABASE === 'sqlite') {
     const dir = scratchDir();
-    return { url: `sqlite:${dir.path}/planfence.db`, cleanup: () => Promise.resolve(dir.cleanup()) };
+    return {
+      url: `sqlite:${dir.path}/planfence.db`,
+      cleanup: () => Promise.resolve(dir.cleanup()),
+    };
   }
   const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
   if (!server) throw new Error('PLANFENCE_TEST_POSTGRES_URL is not set');
@@ -58,7 +62,10 @@ export async function scratchDatabase(): Promise<{ url: string; cleanup: () => P
   await admin(`CREATE DATABASE ${name}`);
   const url = new URL(server);
   url.pathname = `/${name}`;
-  return { url: url.toString(), cleanup: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+  return {
+    url: url.toString(),
+    cleanup: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+  };
 }
 
 /** A scratch folder that is removed when `cleanup` runs. */
