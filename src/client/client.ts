@@ -1,0 +1,425 @@
+import { randomUUID } from 'node:crypto';
+import {
+  errorFromBody,
+  type GraphQLErrorBody,
+  IdempotencyInProgressError,
+  LeaseNotHeldError,
+  TransportError,
+} from './errors.js';
+
+export type FencingMode = 'MONOTONIC' | 'STRICT';
+export type PlanStatus = 'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED';
+export type Role = 'ADMIN' | 'AGENT' | 'REVIEWER' | 'VIEWER';
+
+export interface Lease {
+  environment: string;
+  holder: string;
+  generation: number;
+  acquiredAt: string;
+  expiresAt: string;
+}
+
+export interface Plan {
+  id: string;
+  environment: string;
+  generation: number;
+  sequence: number;
+  status: PlanStatus;
+  title: string | null;
+  content: string;
+  contentHash: string;
+  submittedBy: string;
+  submittedAt: string;
+  basedOnPlanId: string | null;
+  reviewedBy: string | null;
+  reviewedAt: string | null;
+  rejectionReason: string | null;
+  publishedAt: string | null;
+}
+
+export interface Environment {
+  name: string;
+  mode: FencingMode;
+  requireApproval: boolean;
+  fence: number;
+  lastIssuedGeneration: number;
+  lease: Lease | null;
+  currentPlan: Plan | null;
+  createdAt: string;
+}
+
+export interface Principal {
+  name: string;
+  role: Role;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface AuditEvent {
+  id: string;
+  at: string;
+  environment: string;
+  actor: string;
+  action: string;
+  generation: number | null;
+  planId: string | null;
+  outcome: 'ACCEPTED' | 'REJECTED';
+  code: string | null;
+  detail: string | null;
+}
+
+export interface RetryOptions {
+  /** Attempts in all, the first included (default 6). */
+  attempts?: number;
+  /** First back-off in ms, doubled each retry, with full jitter (default 100). */
+  baseDelayMs?: number;
+  /** Longest back-off in ms (default 3000). */
+  maxDelayMs?: number;
+}
+
+export interface ClientOptions {
+  /** The service's base URL, e.g. http://127.0.0.1:4000 */
+  url: string;
+  token: string;
+  retry?: RetryOptions;
+  /** Replaces global fetch (tests inject transport failures with it). */
+  fetch?: typeof fetch;
+}
+
+export interface LeaseContext {
+  environment: string;
+  /** The fencing token: pass it with every write made under this lease. */
+  generation: number;
+  /** Aborts when a renewal fails or the lease is lost; the work should stop. */
+  signal: AbortSignal;
+  lease: Lease;
+}
+
+export interface WithLeaseOptions {
+  ttlSeconds?: number;
+  instance?: string;
+  /** How often to renew (default: a third of the TTL). */
+  renewEveryMs?: number;
+}
+
+const PLAN =
+  'id environment generation sequence status title content contentHash submittedBy submittedAt basedOnPlanId reviewedBy reviewedAt rejectionReason publishedAt';
+const LEASE = 'environment holder generation acquiredAt expiresAt';
+const PRINCIPAL = 'name role createdAt revokedAt';
+const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt lease { ${LEASE} } currentPlan { ${PLAN} }`;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A typed client for agents, reviewers and scripts.
+ *
+ * What it guarantees an agent: a plan keeps the generation it was made under; a retry
+ * reuses the idempotency key of its logical attempt (so a lost answer never makes a
+ * second plan); fencing rejections are thrown, never retried.
+ */
+export class PlanfenceClient {
+  private readonly url: string;
+  private readonly fetch: typeof fetch;
+  private readonly retry: Required<RetryOptions>;
+
+  constructor(private readonly options: ClientOptions) {
+    this.url = options.url.replace(/\/+$/, '');
+    this.fetch = options.fetch ?? fetch;
+    this.retry = { attempts: 6, baseDelayMs: 100, maxDelayMs: 3000, ...options.retry };
+  }
+
+  /** One GraphQL operation. Throws a PlanfenceError subclass or a TransportError. */
+  async request<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
+    let response: Response;
+    try {
+      response = await this.fetch(`${this.url}/graphql`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${this.options.token}`,
+        },
+        body: JSON.stringify({ query, variables }),
+      });
+    } catch (error) {
+      throw new TransportError(`cannot reach ${this.url}: ${(error as Error).message}`);
+    }
+    let body: { data?: T; errors?: GraphQLErrorBody[] };
+    try {
+      body = (await response.json()) as typeof body;
+    } catch {
+      throw new TransportError(
+        `${this.url} answered HTTP ${response.status} without a GraphQL body`,
+        response.status,
+      );
+    }
+    if (body.errors?.length) throw errorFromBody(body.errors[0]);
+    if (response.status >= 500 || !body.data) {
+      throw new TransportError(`${this.url} answered HTTP ${response.status}`, response.status);
+    }
+    return body.data;
+  }
+
+  whoami(): Promise<Principal> {
+    return this.request<{ whoami: Principal }>(`{ whoami { ${PRINCIPAL} } }`).then((d) => d.whoami);
+  }
+
+  async issueToken(name: string, role: Role): Promise<{ principal: Principal; token: string }> {
+    const data = await this.request<{ issueToken: { principal: Principal; token: string } }>(
+      `mutation($name: String!, $role: Role!) { issueToken(name: $name, role: $role) { token principal { ${PRINCIPAL} } } }`,
+      { name, role },
+    );
+    return data.issueToken;
+  }
+
+  async revokeToken(name: string): Promise<Principal> {
+    return (
+      await this.request<{ revokeToken: Principal }>(
+        `mutation($name: String!) { revokeToken(name: $name) { ${PRINCIPAL} } }`,
+        { name },
+      )
+    ).revokeToken;
+  }
+
+  async createEnvironment(input: {
+    name: string;
+    mode?: FencingMode;
+    requireApproval?: boolean;
+  }): Promise<Environment> {
+    return (
+      await this.request<{ createEnvironment: Environment }>(
+        `mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { ${ENVIRONMENT} } }`,
+        { input },
+      )
+    ).createEnvironment;
+  }
+
+  async environments(): Promise<Environment[]> {
+    return (
+      await this.request<{ environments: Environment[] }>(`{ environments { ${ENVIRONMENT} } }`)
+    ).environments;
+  }
+
+  async environment(name: string): Promise<Environment | null> {
+    return (
+      await this.request<{ environment: Environment | null }>(
+        `query($name: String!) { environment(name: $name) { ${ENVIRONMENT} } }`,
+        { name },
+      )
+    ).environment;
+  }
+
+  async acquireLease(
+    environment: string,
+    options: { ttlSeconds?: number; instance?: string } = {},
+  ): Promise<Lease> {
+    const input = { environment, ttlSeconds: options.ttlSeconds ?? 30, instance: options.instance };
+    return (
+      await this.request<{ acquireLease: Lease }>(
+        `mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { ${LEASE} } }`,
+        { input },
+      )
+    ).acquireLease;
+  }
+
+  async renewLease(environment: string, generation: number, ttlSeconds = 30): Promise<Lease> {
+    return (
+      await this.request<{ renewLease: Lease }>(
+        `mutation($input: RenewLeaseInput!) { renewLease(input: $input) { ${LEASE} } }`,
+        { input: { environment, generation, ttlSeconds } },
+      )
+    ).renewLease;
+  }
+
+  async releaseLease(environment: string, generation: number): Promise<boolean> {
+    return (
+      await this.request<{ releaseLease: boolean }>(
+        'mutation($input: ReleaseLeaseInput!) { releaseLease(input: $input) }',
+        { input: { environment, generation } },
+      )
+    ).releaseLease;
+  }
+
+  /**
+   * Submits a plan made under `generation`. One idempotency key per call (or the one
+   * given), reused on every retry of transport failures, 5xx answers and
+   * IDEMPOTENCY_IN_PROGRESS, with bounded exponential back-off and jitter. Fencing
+   * rejections (STALE_GENERATION, ...) are thrown at once: a stale plan cannot be
+   * refreshed by retrying, only remade under a new lease.
+   */
+  async submitPlan(input: {
+    environment: string;
+    generation: number;
+    content: string;
+    title?: string;
+    basedOnPlanId?: string;
+    idempotencyKey?: string;
+  }): Promise<Plan> {
+    const frozen = { ...input, idempotencyKey: input.idempotencyKey ?? randomUUID() };
+    return this.retrying(
+      async () =>
+        (
+          await this.request<{ submitPlan: Plan }>(
+            `mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { ${PLAN} } }`,
+            { input: frozen },
+          )
+        ).submitPlan,
+    );
+  }
+
+  async approvePlan(
+    planId: string,
+    options: { contentHash?: string; idempotencyKey?: string } = {},
+  ): Promise<Plan> {
+    const input = {
+      planId,
+      contentHash: options.contentHash,
+      idempotencyKey: options.idempotencyKey ?? randomUUID(),
+    };
+    return this.retrying(
+      async () =>
+        (
+          await this.request<{ approvePlan: Plan }>(
+            `mutation($input: ApprovePlanInput!) { approvePlan(input: $input) { ${PLAN} } }`,
+            { input },
+          )
+        ).approvePlan,
+    );
+  }
+
+  async rejectPlan(
+    planId: string,
+    reason: string,
+    options: { idempotencyKey?: string } = {},
+  ): Promise<Plan> {
+    const input = { planId, reason, idempotencyKey: options.idempotencyKey ?? randomUUID() };
+    return this.retrying(
+      async () =>
+        (
+          await this.request<{ rejectPlan: Plan }>(
+            `mutation($input: RejectPlanInput!) { rejectPlan(input: $input) { ${PLAN} } }`,
+            { input },
+          )
+        ).rejectPlan,
+    );
+  }
+
+  async currentPlan(environment: string): Promise<Plan | null> {
+    return (
+      await this.request<{ currentPlan: Plan | null }>(
+        `query($e: String!) { currentPlan(environment: $e) { ${PLAN} } }`,
+        { e: environment },
+      )
+    ).currentPlan;
+  }
+
+  async plan(id: string): Promise<Plan | null> {
+    return (
+      await this.request<{ plan: Plan | null }>(`query($id: ID!) { plan(id: $id) { ${PLAN} } }`, {
+        id,
+      })
+    ).plan;
+  }
+
+  async plans(
+    environment: string,
+    options: { status?: PlanStatus; first?: number; after?: string } = {},
+  ): Promise<Plan[]> {
+    return (
+      await this.request<{ plans: Plan[] }>(
+        `query($e: String!, $status: PlanStatus, $first: Int!, $after: ID) { plans(environment: $e, status: $status, first: $first, after: $after) { ${PLAN} } }`,
+        {
+          e: environment,
+          status: options.status,
+          first: options.first ?? 50,
+          after: options.after,
+        },
+      )
+    ).plans;
+  }
+
+  async auditEvents(
+    environment: string,
+    options: { first?: number; after?: string } = {},
+  ): Promise<AuditEvent[]> {
+    return (
+      await this.request<{ auditEvents: AuditEvent[] }>(
+        'query($e: String!, $first: Int!, $after: ID) { auditEvents(environment: $e, first: $first, after: $after) { id at environment actor action generation planId outcome code detail } }',
+        { e: environment, first: options.first ?? 50, after: options.after },
+      )
+    ).auditEvents;
+  }
+
+  /**
+   * Runs `work` under a lease: acquires it, renews it in the background well before
+   * it expires, and releases it at the end. `work` gets the generation to send with its
+   * writes and a signal that aborts when a renewal fails or the lease is lost (a pause
+   * longer than the TTL, a network partition); from then on the service rejects the
+   * generation's writes anyway, so the work should stop.
+   */
+  async withLease<T>(
+    environment: string,
+    work: (lease: LeaseContext) => Promise<T>,
+    options: WithLeaseOptions = {},
+  ): Promise<T> {
+    const ttlSeconds = options.ttlSeconds ?? 30;
+    const renewEveryMs = options.renewEveryMs ?? (ttlSeconds * 1000) / 3;
+    const lease = await this.acquireLease(environment, { ttlSeconds, instance: options.instance });
+    const controller = new AbortController();
+    let renewing = true;
+    const renewals = (async () => {
+      // Judged on this process's monotonic clock: the service's timestamps are not compared with ours.
+      let deadline = performance.now() + ttlSeconds * 1000;
+      while (renewing && !controller.signal.aborted) {
+        await sleep(renewEveryMs);
+        if (!renewing) return;
+        try {
+          const started = performance.now();
+          await this.renewLease(environment, lease.generation, ttlSeconds);
+          deadline = started + ttlSeconds * 1000;
+        } catch (error) {
+          // A transport failure is retried until the lease would have expired; a refusal is final.
+          if (error instanceof TransportError && performance.now() < deadline - renewEveryMs)
+            continue;
+          controller.abort(
+            error instanceof LeaseNotHeldError
+              ? error
+              : new LeaseNotHeldError({
+                  message: `lease of generation ${lease.generation} lost: ${(error as Error).message}`,
+                  extensions: { code: 'LEASE_NOT_HELD' },
+                }),
+          );
+        }
+      }
+    })();
+    try {
+      return await work({
+        environment,
+        generation: lease.generation,
+        signal: controller.signal,
+        lease,
+      });
+    } finally {
+      renewing = false;
+      await renewals.catch(() => undefined);
+      if (!controller.signal.aborted)
+        await this.releaseLease(environment, lease.generation).catch(() => undefined);
+    }
+  }
+
+  private async retrying<T>(call: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (error) {
+        const retryable =
+          error instanceof TransportError || error instanceof IdempotencyInProgressError;
+        if (!retryable || attempt >= this.retry.attempts) throw error;
+        const ceiling = Math.min(
+          this.retry.maxDelayMs,
+          this.retry.baseDelayMs * 2 ** (attempt - 1),
+        );
+        await sleep(Math.random() * ceiling);
+      }
+    }
+  }
+}

@@ -1,0 +1,99 @@
+/** Errors a PlanfenceClient throws: one class per `extensions.code` an agent acts on. */
+
+export interface GraphQLErrorBody {
+  message: string;
+  extensions?: { code?: string } & Record<string, unknown>;
+}
+
+/** Any answer the service gave with an error code. */
+export class PlanfenceError extends Error {
+  readonly code: string;
+  readonly extensions: Record<string, unknown>;
+  constructor(body: GraphQLErrorBody) {
+    super(body.message);
+    this.name = new.target.name;
+    this.code = body.extensions?.code ?? 'INTERNAL';
+    this.extensions = body.extensions ?? {};
+  }
+}
+
+/** The generation is below the fence: a newer holder has written. Never retried; stop working. */
+export class StaleGenerationError extends PlanfenceError {
+  get generation(): number {
+    return this.extensions.generation as number;
+  }
+  get fence(): number {
+    return this.extensions.fence as number;
+  }
+}
+
+/** Another holder's lease is live. */
+export class LeaseHeldError extends PlanfenceError {
+  get holder(): string {
+    return this.extensions.holder as string;
+  }
+  get expiresAt(): Date {
+    return new Date(this.extensions.expiresAt as string);
+  }
+}
+
+/** The lease expired, was released or was superseded. */
+export class LeaseNotHeldError extends PlanfenceError {}
+/** The generation was never issued to this principal. */
+export class UnknownGenerationError extends PlanfenceError {}
+/** `basedOnPlanId` is no longer current, or the reviewed content hash differs. */
+export class PreconditionFailedError extends PlanfenceError {
+  get currentPlanId(): string | null {
+    return (this.extensions.currentPlanId as string | null) ?? null;
+  }
+}
+export class InvalidPlanStateError extends PlanfenceError {
+  get status(): string {
+    return this.extensions.status as string;
+  }
+}
+export class IdempotencyKeyReusedError extends PlanfenceError {}
+export class IdempotencyInProgressError extends PlanfenceError {}
+export class SelfApprovalError extends PlanfenceError {}
+export class NotFoundError extends PlanfenceError {}
+export class AlreadyExistsError extends PlanfenceError {}
+export class UnauthenticatedError extends PlanfenceError {}
+export class ForbiddenError extends PlanfenceError {}
+export class BadUserInputError extends PlanfenceError {}
+export class PayloadTooLargeError extends PlanfenceError {}
+export class InternalError extends PlanfenceError {}
+
+/** The service could not be reached, or answered without a GraphQL body (5xx, proxy errors). */
+export class TransportError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | null = null,
+  ) {
+    super(message);
+    this.name = 'TransportError';
+  }
+}
+
+const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
+  STALE_GENERATION: StaleGenerationError,
+  LEASE_HELD: LeaseHeldError,
+  LEASE_NOT_HELD: LeaseNotHeldError,
+  UNKNOWN_GENERATION: UnknownGenerationError,
+  PRECONDITION_FAILED: PreconditionFailedError,
+  INVALID_PLAN_STATE: InvalidPlanStateError,
+  IDEMPOTENCY_KEY_REUSED: IdempotencyKeyReusedError,
+  IDEMPOTENCY_IN_PROGRESS: IdempotencyInProgressError,
+  SELF_APPROVAL: SelfApprovalError,
+  NOT_FOUND: NotFoundError,
+  ALREADY_EXISTS: AlreadyExistsError,
+  UNAUTHENTICATED: UnauthenticatedError,
+  FORBIDDEN: ForbiddenError,
+  BAD_USER_INPUT: BadUserInputError,
+  PAYLOAD_TOO_LARGE: PayloadTooLargeError,
+  INTERNAL: InternalError,
+};
+
+export function errorFromBody(body: GraphQLErrorBody): PlanfenceError {
+  const type = byCode[body.extensions?.code ?? ''] ?? PlanfenceError;
+  return new type(body);
+}

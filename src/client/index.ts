@@ -1,0 +1,3 @@
+/** The planfence client: `import { PlanfenceClient } from 'planfence/client'`. */
+export * from './client.js';
+export * from './errors.js';
