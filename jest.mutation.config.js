@@ -1,4 +1,18 @@
-/** Jest for mutation testing: the in-process suites on SQLite (the fault harnesses run the compiled service). */
+/**
+ * Jest for mutation testing: the in-process suites that exercise the guard, on SQLite.
+ * (The fault harnesses run the compiled service, which mutants do not reach.)
+ */
 import config from './jest.config.js';
 
-export default { ...config.projects[0], testPathIgnorePatterns: ['/node_modules/', '/test/fault(\\.test\\.ts$|/)'], testTimeout: 60000 };
+export default {
+  ...config.projects[0],
+  testMatch: [
+    '**/fencing-modes.test.ts',
+    '**/generations.test.ts',
+    '**/approval.test.ts',
+    '**/idempotency.test.ts',
+    '**/concurrency.test.ts',
+    '**/model.test.ts',
+  ],
+  testTimeout: 60000,
+};
