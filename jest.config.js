@@ -32,7 +32,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
     displayName: 'postgres',
     globals: { __DATABASE__: 'postgres' },
     // The fault harnesses drive a SQLite-file service process; they run in the sqlite project.
-    testPathIgnorePatterns: ['/node_modules/', '/test/fault(\\.test\\.ts$|/)'],
+    testPathIgnorePatterns: ['/node_modules/', '/test/fault(\\.test\\.ts$|/)', '/test/demo\\.test\\.ts$'],
   });
 }
 

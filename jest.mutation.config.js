@@ -11,8 +11,6 @@ export default {
     '**/generations.test.ts',
     '**/approval.test.ts',
     '**/idempotency.test.ts',
-    '**/concurrency.test.ts',
-    '**/model.test.ts',
   ],
   testTimeout: 60000,
 };

@@ -1,0 +1,22 @@
+/** `npm run demo` keeps telling the truth: it exits 0 only when every outcome is DESIGN §4's. */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const DEMO = fileURLToPath(new URL('../dist/demo/paused-agent.js', import.meta.url));
+
+test('the paused-agent demo plays every scenario and observes the §4 table', async () => {
+  const { code, stdout } = await new Promise<{ code: number; stdout: string }>((resolve) => {
+    execFile(process.execPath, [DEMO], (error, out) =>
+      resolve({ code: error ? Number(error.code) : 0, stdout: out }),
+    );
+  });
+  expect(stdout).toContain("A's plan rejected: STALE_GENERATION (generation 1, fence 2)");
+  expect(stdout).toMatch(
+    /A submits after B acquired, before B's first write\s+accepted\s+STALE_GENERATION/,
+  );
+  expect(stdout).toMatch(
+    /A submits after its lease expired, nobody acquired\s+accepted\s+LEASE_NOT_HELD/,
+  );
+  expect(stdout).toContain('Every outcome is the one DESIGN.md promises.');
+  expect(code).toBe(0);
+}, 120_000);
