@@ -13,6 +13,7 @@ import type { Config } from './config/config.js';
 import { dataSourceOptions } from './database/data-source.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EnvironmentsModule } from './environments/environments.module.js';
+import { EventsModule } from './events/events.module.js';
 import { HealthController } from './health/health.controller.js';
 import { LeasesModule } from './leases/leases.module.js';
 import { PlansModule } from './plans/plans.module.js';
@@ -46,6 +47,7 @@ export class AppModule {
         ClockModule.forRoot(config, clock),
         TypeOrmModule.forRoot(dataSourceOptions(config)),
         DatabaseModule,
+        EventsModule,
         GraphQLModule.forRoot<MercuriusDriverConfig>({
           driver: MercuriusDriver,
           autoSchemaFile: true,
@@ -53,6 +55,12 @@ export class AppModule {
           graphiql: true,
           path: '/graphql',
           errorFormatter: formatGraphQLErrors,
+          subscription: {
+            // graphql-ws connection parameters carry the bearer token: { authorization: 'Bearer ...' }.
+            onConnect: ({ payload }: { payload?: Record<string, unknown> }) => ({
+              req: { headers: { authorization: payload?.authorization ?? payload?.Authorization } },
+            }),
+          },
         }),
         AuthModule,
         AuditModule,

@@ -16,17 +16,15 @@ let app: TestApp;
 let generated: GraphQLSchema;
 let contract: GraphQLSchema;
 
-/** Subscriptions are served separately; the rest of the contract must be here. */
-function contractWithoutSubscription(): GraphQLSchema {
-  const sdl = readFileSync(new URL('../docs/contract.graphql', import.meta.url), 'utf8');
-  return buildSchema(sdl.replace(/type Subscription \{[^}]*\}/, ''));
+function contractSchema(): GraphQLSchema {
+  return buildSchema(readFileSync(new URL('../docs/contract.graphql', import.meta.url), 'utf8'));
 }
 
 beforeAll(async () => {
   app = await startApp();
   const result = await app.gql(ADMIN_TOKEN, getIntrospectionQuery());
   generated = buildClientSchema(result.data as any);
-  contract = contractWithoutSubscription();
+  contract = contractSchema();
 });
 afterAll(() => app.close());
 

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database.js';
+import { EventsService } from '../events/events.service.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { AuditEvent, AuditOutcome } from './audit-event.entity.js';
@@ -18,11 +19,14 @@ export interface AuditEntry {
 
 @Injectable()
 export class AuditService {
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    private readonly events: EventsService,
+  ) {}
 
   /** Written in the transaction of the decision it describes. */
   async record(m: EntityManager, at: number, entry: AuditEntry): Promise<void> {
-    await m.insert(AuditEvent, {
+    const event = m.create(AuditEvent, {
       at: new Date(at),
       environment: entry.environment,
       actor: entry.actor,
@@ -33,6 +37,9 @@ export class AuditService {
       code: entry.code ?? null,
       detail: entry.detail ?? null,
     });
+    const inserted = await m.insert(AuditEvent, event);
+    event.id = Number(inserted.identifiers[0].id);
+    this.events.auditEventRecorded(m, event);
   }
 
   /** Newest first; NOT_FOUND for an unknown environment; `after` is the id of the last event of the previous page. */

@@ -1,43 +1,9 @@
 import { type ArgumentsHost, Catch, Logger } from '@nestjs/common';
 import type { GqlExceptionFilter } from '@nestjs/graphql';
 import { GraphQLError, type ExecutionResult } from 'graphql';
-import { type DomainError, type ErrorCode, isDomainError } from './errors.js';
+import { type ErrorCode, extensionsOf, isDomainError } from './errors.js';
 
 const logger = new Logger('GraphQL');
-
-type Extensions = { code: ErrorCode } & Record<string, unknown>;
-
-/** Which details of each rejection reach the client (DESIGN §6). */
-function extensionsOf(error: DomainError): Extensions {
-  const { code, details } = error;
-  switch (code) {
-    case 'LEASE_HELD':
-      return { code, holder: details.holder, expiresAt: details.expiresAt };
-    case 'STALE_GENERATION':
-      return { code, generation: details.generation, fence: details.fence };
-    case 'INVALID_PLAN_STATE':
-      return { code, status: details.status };
-    case 'PRECONDITION_FAILED':
-      return { code, currentPlanId: details.currentPlanId ?? null };
-    case 'UNAUTHENTICATED':
-    case 'FORBIDDEN':
-    case 'SELF_APPROVAL':
-    case 'BAD_USER_INPUT':
-    case 'PAYLOAD_TOO_LARGE':
-    case 'NOT_FOUND':
-    case 'ALREADY_EXISTS':
-    case 'LEASE_NOT_HELD':
-    case 'UNKNOWN_GENERATION':
-    case 'IDEMPOTENCY_KEY_REUSED':
-    case 'IDEMPOTENCY_IN_PROGRESS':
-    case 'INTERNAL':
-      return { code };
-    default: {
-      const unhandled: never = code;
-      throw new Error(`no GraphQL mapping for error code ${String(unhandled)}`);
-    }
-  }
-}
 
 /** Errors raised by the HTTP layer before GraphQL runs (body parsing, size limit). */
 function transportCode(error: { code?: unknown; statusCode?: unknown }): ErrorCode | null {

@@ -23,6 +23,40 @@ export type ErrorCode =
 
 export type ErrorDetails = Record<string, string | number | null>;
 
+type Extensions = { code: ErrorCode } & Record<string, unknown>;
+
+/** Which details of each rejection reach the client (DESIGN §6): the one mapping from codes to `extensions`. */
+export function extensionsOf(error: DomainError): Extensions {
+  const { code, details } = error;
+  switch (code) {
+    case 'LEASE_HELD':
+      return { code, holder: details.holder, expiresAt: details.expiresAt };
+    case 'STALE_GENERATION':
+      return { code, generation: details.generation, fence: details.fence };
+    case 'INVALID_PLAN_STATE':
+      return { code, status: details.status };
+    case 'PRECONDITION_FAILED':
+      return { code, currentPlanId: details.currentPlanId ?? null };
+    case 'UNAUTHENTICATED':
+    case 'FORBIDDEN':
+    case 'SELF_APPROVAL':
+    case 'BAD_USER_INPUT':
+    case 'PAYLOAD_TOO_LARGE':
+    case 'NOT_FOUND':
+    case 'ALREADY_EXISTS':
+    case 'LEASE_NOT_HELD':
+    case 'UNKNOWN_GENERATION':
+    case 'IDEMPOTENCY_KEY_REUSED':
+    case 'IDEMPOTENCY_IN_PROGRESS':
+    case 'INTERNAL':
+      return { code };
+    default: {
+      const unhandled: never = code;
+      throw new Error(`no GraphQL mapping for error code ${String(unhandled)}`);
+    }
+  }
+}
+
 /** A rejection the client caused and can act on; never carries SQL or a stack. */
 export abstract class DomainError<C extends ErrorCode = ErrorCode> extends Error {
   constructor(
@@ -32,6 +66,11 @@ export abstract class DomainError<C extends ErrorCode = ErrorCode> extends Error
   ) {
     super(message);
     this.name = new.target.name;
+  }
+
+  /** graphql-js copies these into the GraphQL error wherever it wraps this one (subscriptions too). */
+  get extensions(): Extensions {
+    return extensionsOf(this);
   }
 }
 

@@ -42,6 +42,8 @@ export class Database implements OnModuleInit {
   private readonly logger = new Logger(Database.name);
   private readonly serialized: boolean;
   private tail: Promise<unknown> = Promise.resolve();
+  /** Callbacks to run once the transaction of a manager has committed. */
+  private readonly committed = new WeakMap<EntityManager, (() => void)[]>();
 
   constructor(readonly dataSource: DataSource) {
     this.serialized = dataSource.options.type === 'better-sqlite3';
@@ -74,7 +76,16 @@ export class Database implements OnModuleInit {
   async write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.exclusive(() => this.dataSource.transaction(work));
+        return await this.exclusive(async () => {
+          const callbacks: (() => void)[] = [];
+          const result = await this.dataSource.transaction((manager) => {
+            this.committed.set(manager, callbacks);
+            return work(manager);
+          });
+          // After the commit, before the next transaction (on SQLite): in commit order.
+          for (const callback of callbacks) callback();
+          return result;
+        });
       } catch (error) {
         if (!isConflict(error) || attempt >= MAX_ATTEMPTS) throw error;
         this.logger.debug(`transaction conflict, attempt ${attempt}: ${(error as Error).message}`);
@@ -83,6 +94,13 @@ export class Database implements OnModuleInit {
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
       }
     }
+  }
+
+  /** Runs `callback` after the transaction of `manager` commits; never if it rolls back. */
+  afterCommit(manager: EntityManager, callback: () => void): void {
+    const callbacks = this.committed.get(manager);
+    if (!callbacks) throw new Error('afterCommit() needs a manager of Database.write()');
+    callbacks.push(callback);
   }
 
   /** Reads committed state only. */

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { EventsService } from '../events/events.service.js';
 import type { EntityManager } from 'typeorm';
 import { execute, RetryTransaction, select } from '../database/database.js';
 import { Environment, FencingMode } from '../environments/environment.entity.js';
@@ -36,6 +37,8 @@ export function planId(environment: string, generation: number, sequence: number
  */
 @Injectable()
 export class FenceService {
+  constructor(private readonly events: EventsService) {}
+
   async createEnvironment(
     m: EntityManager,
     p: { name: string; mode: FencingMode; requireApproval: boolean; now: number },
@@ -199,7 +202,9 @@ export class FenceService {
     } else {
       await this.markObsolete(m, p.environment);
     }
-    return m.findOneByOrFail(Plan, { id });
+    const plan = await m.findOneByOrFail(Plan, { id });
+    if (publish) this.events.planPublished(m, plan);
+    return plan;
   }
 
   /** R5, R6, R7, R13: approval is the publication step; it moves the pointer in this transaction. */
@@ -238,7 +243,9 @@ export class FenceService {
     // Another transaction changed the plan after our pointer statement read it: run again.
     if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
     await this.afterPublication(m, plan.environment, plan.id);
-    return m.findOneByOrFail(Plan, { id: plan.id });
+    const publishedPlan = await m.findOneByOrFail(Plan, { id: plan.id });
+    this.events.planPublished(m, publishedPlan);
+    return publishedPlan;
   }
 
   async rejectPlan(

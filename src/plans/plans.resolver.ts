@@ -1,4 +1,6 @@
-import { Args, Mutation, Query, Resolver } from '@nestjs/graphql';
+import { Args, Context, Mutation, Query, Resolver, Subscription } from '@nestjs/graphql';
+import { EnvironmentArgs } from '../environments/dto/environment.args.js';
+import { planPublishedTopic } from '../events/events.service.js';
 import { Principal, Role } from '../auth/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import {
@@ -62,5 +64,18 @@ export class PlansResolver {
     @Args('input') input: RejectPlanInput,
   ): Promise<Plan> {
     return this.service.reject(principal, input);
+  }
+
+  /**
+   * Every move of the environment's pointer, in order, after its commit. Authenticated
+   * with the connection's `authorization` parameter. A client that reconnects catches
+   * up with `plans(...)`.
+   */
+  @Subscription(() => Plan, { description: "Every move of the environment's pointer, in order." })
+  planPublished(
+    @Args() { environment }: EnvironmentArgs,
+    @Context('pubsub') pubsub: { subscribe(topic: string): Promise<AsyncIterable<unknown>> },
+  ): Promise<AsyncIterable<unknown>> {
+    return pubsub.subscribe(planPublishedTopic(environment));
   }
 }

@@ -1,0 +1,43 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import type { EntityManager } from 'typeorm';
+import type { AuditEvent } from '../audit/audit-event.entity.js';
+import { Database } from '../database/database.js';
+import type { Plan } from '../plans/plan.entity.js';
+
+interface PubSub {
+  publish(event: { topic: string; payload: unknown }, callback?: () => void): void;
+}
+
+export const planPublishedTopic = (environment: string) => `planPublished:${environment}`;
+export const auditRecordedTopic = (environment: string) => `auditEventRecorded:${environment}`;
+
+/**
+ * Subscription events, published after the commit of the transaction that caused them
+ * (never for a transaction that rolled back), in commit order. They reach the
+ * subscribers of this instance.
+ */
+@Injectable()
+export class EventsService {
+  private readonly logger = new Logger(EventsService.name);
+
+  constructor(
+    private readonly db: Database,
+    private readonly adapterHost: HttpAdapterHost,
+  ) {}
+
+  planPublished(m: EntityManager, plan: Plan): void {
+    this.db.afterCommit(m, () => this.publish(planPublishedTopic(plan.environment), { planPublished: plan }));
+  }
+
+  auditEventRecorded(m: EntityManager, event: AuditEvent): void {
+    this.db.afterCommit(m, () => this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event }));
+  }
+
+  private publish(topic: string, payload: unknown): void {
+    const fastify = this.adapterHost.httpAdapter?.getInstance<{ graphql?: { pubsub?: PubSub } }>();
+    const pubsub = fastify?.graphql?.pubsub;
+    if (!pubsub) return void this.logger.warn(`no subscription transport; dropped ${topic}`);
+    pubsub.publish({ topic, payload });
+  }
+}
