@@ -16,6 +16,7 @@ import { EnvironmentsModule } from './environments/environments.module.js';
 import { EventsModule } from './events/events.module.js';
 import { HealthController } from './health/health.controller.js';
 import { LeasesModule } from './leases/leases.module.js';
+import { MetricsModule } from './metrics/metrics.module.js';
 import { PlansModule } from './plans/plans.module.js';
 
 /** The given clock (tests), else the database's on PostgreSQL, else this process's. */
@@ -48,13 +49,14 @@ export class AppModule {
         TypeOrmModule.forRoot(dataSourceOptions(config)),
         DatabaseModule,
         EventsModule,
+        MetricsModule,
         GraphQLModule.forRoot<MercuriusDriverConfig>({
           driver: MercuriusDriver,
           autoSchemaFile: true,
           sortSchema: true,
           graphiql: true,
           path: '/graphql',
-          errorFormatter: formatGraphQLErrors,
+          errorFormatter: formatGraphQLErrors as MercuriusDriverConfig['errorFormatter'],
           subscription: {
             // graphql-ws connection parameters carry the bearer token: { authorization: 'Bearer ...' }.
             onConnect: ({ payload }: { payload?: Record<string, unknown> }) => ({

@@ -1,4 +1,7 @@
 import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { pino, type Logger } from 'pino';
+import { logRequests, PinoNestLogger } from './common/logging.js';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module.js';
@@ -9,7 +12,8 @@ import type { Config } from './config/config.js';
 export interface AppOptions {
   /** Replaces the service clock (tests). */
   clock?: Clock;
-  logger?: false | ('log' | 'error' | 'warn' | 'debug' | 'verbose' | 'fatal')[];
+  /** The JSON logger (default: info level to stdout). */
+  logger?: Logger;
 }
 
 /** Builds the service: runs pending migrations, bootstraps the admin token, ready to `listen`. */
@@ -19,10 +23,18 @@ export async function createApp(
 ): Promise<NestFastifyApplication> {
   // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the limit.
   const bodyLimit = config.maxPlanBytes * 6 + 64 * 1024;
+  const logger =
+    options.logger ??
+    pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'planfence' } });
+  const adapter = new FastifyAdapter({ bodyLimit, genReqId: () => randomUUID() });
+  logRequests(adapter.getInstance(), logger);
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config, options.clock),
-    new FastifyAdapter({ bodyLimit }),
-    { logger: options.logger ?? ['log', 'error', 'warn'], abortOnError: false },
+    adapter,
+    {
+      logger: new PinoNestLogger(logger),
+      abortOnError: false,
+    },
   );
   app.useGlobalPipes(validationPipe);
   app.enableShutdownHooks();

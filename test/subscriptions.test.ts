@@ -13,7 +13,7 @@ beforeAll(async () => {
   world = new World(app);
 });
 afterAll(async () => {
-  await Promise.all(clients.map((c) => c.dispose()));
+  for (const client of clients) await client.dispose();
   await app.close();
 });
 

@@ -2,6 +2,7 @@ import { type ArgumentsHost, Catch, Logger } from '@nestjs/common';
 import type { GqlExceptionFilter } from '@nestjs/graphql';
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { type ErrorCode, extensionsOf, isDomainError } from './errors.js';
+import type { LoggedRequest } from './logging.js';
 
 const logger = new Logger('GraphQL');
 
@@ -86,11 +87,15 @@ function format(error: GraphQLError): Formatted[] {
  */
 export function formatGraphQLErrors(
   execution: ExecutionResult & { errors: readonly GraphQLError[] },
+  context?: { reply?: { request?: LoggedRequest } },
 ): {
   statusCode: number;
   response: ExecutionResult;
 } {
   const formatted = execution.errors.flatMap(format);
+  const request = context?.reply?.request;
+  if (request)
+    request.outcome = [...new Set(formatted.map((f) => String(f.error.extensions.code)))].join(',');
   const statusCode = execution.data
     ? 200
     : Math.max(200, ...formatted.map((f) => f.status).filter((s) => s !== 200));

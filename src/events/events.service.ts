@@ -27,11 +27,15 @@ export class EventsService {
   ) {}
 
   planPublished(m: EntityManager, plan: Plan): void {
-    this.db.afterCommit(m, () => this.publish(planPublishedTopic(plan.environment), { planPublished: plan }));
+    this.db.afterCommit(m, () =>
+      this.publish(planPublishedTopic(plan.environment), { planPublished: plan }),
+    );
   }
 
   auditEventRecorded(m: EntityManager, event: AuditEvent): void {
-    this.db.afterCommit(m, () => this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event }));
+    this.db.afterCommit(m, () =>
+      this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event }),
+    );
   }
 
   private publish(topic: string, payload: unknown): void {

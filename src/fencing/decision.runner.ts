@@ -6,6 +6,7 @@ import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database } from '../database/database.js';
 import { type IdempotentCall, IdempotencyService } from '../idempotency/idempotency.service.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { Plan } from '../plans/plan.entity.js';
 
 export interface Decision {
@@ -33,6 +34,7 @@ export class DecisionRunner {
     private readonly clock: Clock,
     private readonly audit: AuditService,
     private readonly idempotency: IdempotencyService,
+    private readonly metrics: MetricsService,
   ) {}
 
   async decide<T>(
@@ -40,7 +42,12 @@ export class DecisionRunner {
     work: (m: EntityManager, now: number) => Promise<T>,
     summarize: (result: T) => Summary = () => ({}),
   ): Promise<T> {
-    return this.settle(await this.db.write((m) => this.attempt(m, decision, work, summarize)));
+    const startedAt = performance.now();
+    return this.settle(
+      decision,
+      startedAt,
+      await this.db.write((m) => this.attempt(m, decision, work, summarize)),
+    );
   }
 
   /** A decision that yields a plan and may carry an idempotency key: a repeated call replays the first outcome. */
@@ -50,6 +57,7 @@ export class DecisionRunner {
     work: (m: EntityManager, now: number) => Promise<Plan>,
   ): Promise<Plan> {
     const summarize = (plan: Plan): Summary => ({ planId: plan.id, generation: plan.generation });
+    const startedAt = performance.now();
     const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {
       if (!call) return this.attempt(m, decision, work, summarize);
       const now = await this.clock.now();
@@ -72,7 +80,7 @@ export class DecisionRunner {
       );
       return first;
     });
-    return this.settle(outcome);
+    return this.settle(decision, startedAt, outcome);
   }
 
   private async attempt<T>(
@@ -114,7 +122,9 @@ export class DecisionRunner {
     return { error };
   }
 
-  private settle<T>(outcome: Outcome<T>): T {
+  private settle<T>(decision: Decision, startedAt: number, outcome: Outcome<T>): T {
+    const code = 'error' in outcome ? outcome.error.code : null;
+    this.metrics.decided(decision.action, decision.environment, code, startedAt);
     if ('error' in outcome) throw outcome.error;
     return outcome.result;
   }

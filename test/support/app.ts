@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import pg from 'pg';
+import { pino, type Logger } from 'pino';
 import { createApp } from '../../src/app.js';
 import { ManualClock } from '../../src/common/clock.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -81,6 +82,7 @@ export function scratchDir(): { path: string; cleanup: () => void } {
 export async function startApp(
   env: Record<string, string> = {},
   clock = new ManualClock(),
+  logger?: Logger,
 ): Promise<TestApp> {
   const scratch = scratchDir();
   const database =
@@ -93,7 +95,7 @@ export async function startApp(
     PLANFENCE_ADMIN_TOKEN_FILE: join(scratch.path, 'admin-token'),
     ...env,
   });
-  const app = await createApp(config, { clock, logger: ['error'] });
+  const app = await createApp(config, { clock, logger: logger ?? pino({ level: 'error' }) });
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   const url = `http://127.0.0.1:${address.port}`;

@@ -1,0 +1,68 @@
+import { Injectable } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Database } from '../database/database.js';
+import { Environment } from '../environments/environment.entity.js';
+
+/** Prometheus metrics of this instance (`GET /metrics`). */
+@Injectable()
+export class MetricsService {
+  readonly registry = new Registry();
+
+  readonly decisions = new Counter({
+    name: 'planfence_decisions_total',
+    help: 'Fenced decisions by action, outcome (ACCEPTED, REJECTED) and rejection code',
+    labelNames: ['action', 'outcome', 'code'] as const,
+    registers: [this.registry],
+  });
+
+  readonly leaseGrants = new Counter({
+    name: 'planfence_lease_grants_total',
+    help: 'Leases granted (each one a new generation), by environment',
+    labelNames: ['environment'] as const,
+    registers: [this.registry],
+  });
+
+  readonly decisionSeconds = new Histogram({
+    name: 'planfence_decision_duration_seconds',
+    help: 'Time from the start of a decision to its commit, by action',
+    labelNames: ['action'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+
+  constructor(private readonly db: Database) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'planfence_' });
+    const environments = () =>
+      this.db.read((m) =>
+        m.find(Environment, { select: { name: true, fence: true, lastIssuedGeneration: true } }),
+      );
+    new Gauge({
+      name: 'planfence_generation',
+      help: 'Last generation issued, by environment',
+      labelNames: ['environment'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const env of await environments())
+          this.set({ environment: env.name }, env.lastIssuedGeneration);
+      },
+    });
+    new Gauge({
+      name: 'planfence_fence',
+      help: 'Current fence (lowest generation that may still write), by environment',
+      labelNames: ['environment'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const env of await environments()) this.set({ environment: env.name }, env.fence);
+      },
+    });
+  }
+
+  /** Counts one decision that has committed (accepted or rejected). */
+  decided(action: string, environment: string, code: string | null, startedAt: number): void {
+    this.decisions.inc({ action, outcome: code ? 'REJECTED' : 'ACCEPTED', code: code ?? '' });
+    this.decisionSeconds.observe({ action }, (performance.now() - startedAt) / 1000);
+    if (action === 'ACQUIRE_LEASE' && !code) this.leaseGrants.inc({ environment });
+  }
+}

@@ -1,0 +1,74 @@
+/** Operators see the guard at work: /metrics and one JSON log line per request. */
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { startApp, type TestApp } from './support/app.js';
+import { codeOf, World } from './support/world.js';
+
+const lines: Record<string, unknown>[] = [];
+const sink = new Writable({
+  write(chunk: Buffer, _encoding, done) {
+    for (const line of chunk.toString().split('\n').filter(Boolean))
+      lines.push(JSON.parse(line) as Record<string, unknown>);
+    done();
+  },
+});
+
+let app: TestApp;
+let world: World;
+let agent: string;
+
+beforeAll(async () => {
+  app = await startApp({}, undefined, pino({ level: 'info' }, sink));
+  world = new World(app);
+  agent = await world.issue('agent', 'AGENT');
+  await world.createEnvironment('prod', 'STRICT');
+  const old = await world.acquire(agent, 'prod');
+  const current = await world.acquire(agent, 'prod');
+  await world.submitOk(agent, 'prod', current, 'SECRET-PLAN-CONTENT');
+  expect(codeOf(await world.submit(agent, 'prod', old, 'SECRET-STALE-CONTENT'))).toBe(
+    'STALE_GENERATION',
+  );
+});
+afterAll(() => app.close());
+
+test('/metrics counts the stale rejection, the grants, and shows generation and fence', async () => {
+  const response = await fetch(`${app.url}/metrics`);
+  expect(response.status).toBe(200);
+  expect(response.headers.get('content-type')).toContain('text/plain');
+  const text = await response.text();
+  expect(text).toContain(
+    'planfence_decisions_total{action="SUBMIT_PLAN",outcome="REJECTED",code="STALE_GENERATION"} 1',
+  );
+  expect(text).toContain(
+    'planfence_decisions_total{action="SUBMIT_PLAN",outcome="ACCEPTED",code=""} 1',
+  );
+  expect(text).toContain('planfence_lease_grants_total{environment="prod"} 2');
+  expect(text).toContain('planfence_generation{environment="prod"} 2');
+  expect(text).toContain('planfence_fence{environment="prod"} 2');
+  expect(text).toMatch(
+    /planfence_decision_duration_seconds_bucket\{le="[^"]+",action="SUBMIT_PLAN"\} \d+/,
+  );
+  expect(text).toContain('planfence_process_cpu_user_seconds_total');
+});
+
+test('one JSON line per request, with principal, operation and outcome; never a token or plan content', async () => {
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const requests = lines.filter((l) => l.msg === 'request');
+  const stale = requests.find(
+    (l) => l.operation === 'submitPlan' && l.outcome === 'STALE_GENERATION',
+  );
+  expect(stale).toMatchObject({
+    principal: 'agent',
+    status: 200,
+    method: 'POST',
+    path: '/graphql',
+  });
+  expect(typeof stale!.requestId).toBe('string');
+  expect(typeof stale!.durationMs).toBe('number');
+  expect(requests.find((l) => l.operation === 'submitPlan' && l.outcome === 'OK')).toBeTruthy();
+  const everything = JSON.stringify(lines);
+  expect(everything).not.toContain('SECRET-PLAN-CONTENT');
+  expect(everything).not.toContain('SECRET-STALE-CONTENT');
+  expect(everything).not.toContain(agent);
+  expect(everything).not.toContain(world.admin);
+});
