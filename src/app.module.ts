@@ -18,6 +18,7 @@ import { HealthController } from './health/health.controller.js';
 import { LeasesModule } from './leases/leases.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { PlansModule } from './plans/plans.module.js';
+import { RetentionModule } from './retention/retention.module.js';
 
 /** The given clock (tests), else the database's on PostgreSQL, else this process's. */
 @Global()
@@ -69,6 +70,7 @@ export class AppModule {
         EnvironmentsModule,
         LeasesModule,
         PlansModule,
+        RetentionModule,
       ],
       controllers: [HealthController],
       providers: [{ provide: APP_FILTER, useClass: PassThroughGqlFilter }],

@@ -16,6 +16,10 @@ export interface Config {
   adminTokenFile: string;
   maxPlanBytes: number;
   idempotencyTtlMs: number;
+  /** Content of superseded, obsolete and rejected plans is kept this long. */
+  planRetentionMs: number;
+  /** How often the retention job runs. */
+  retentionIntervalMs: number;
 }
 
 /** A bad configuration value: the message names the variable, and the start stops. */
@@ -94,5 +98,8 @@ export function loadConfig(env: Env = process.env): Config {
     adminTokenFile: resolve(env.PLANFENCE_ADMIN_TOKEN_FILE || `${dataDir}/admin-token`),
     maxPlanBytes: integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024),
     idempotencyTtlMs: integer(env, 'PLANFENCE_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365) * 3600_000,
+    planRetentionMs: integer(env, 'PLANFENCE_PLAN_RETENTION_DAYS', 30, 1, 36500) * 86400_000,
+    retentionIntervalMs:
+      integer(env, 'PLANFENCE_RETENTION_INTERVAL_SECONDS', 3600, 1, 7 * 86400) * 1000,
   };
 }

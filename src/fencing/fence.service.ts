@@ -186,6 +186,7 @@ export class FenceService {
       reviewedAt: null,
       rejectionReason: null,
       publishedAt: publish ? at : null,
+      purgedAt: null,
     });
     if (publish) {
       const moved = await execute(

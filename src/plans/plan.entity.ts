@@ -81,4 +81,12 @@ export class Plan {
   @Field(() => GraphQLISODateTime, { nullable: true })
   @Column({ name: 'published_at', type: 'bigint', nullable: true, transformer: millis })
   publishedAt: Date | null;
+
+  @Field(() => GraphQLISODateTime, {
+    nullable: true,
+    description:
+      'When retention removed the content (content then reads as the empty string; contentHash stays).',
+  })
+  @Column({ name: 'purged_at', type: 'bigint', nullable: true, transformer: millis })
+  purgedAt: Date | null;
 }

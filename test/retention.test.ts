@@ -1,0 +1,74 @@
+/** Retention with the service clock: only old content of finished plans goes; nothing live or published. */
+import { DataSource } from 'typeorm';
+import { RetentionService } from '../src/retention/retention.service.js';
+import { startApp, type TestApp } from './support/app.js';
+import { ok, World } from './support/world.js';
+
+let app: TestApp;
+let world: World;
+
+beforeAll(async () => {
+  app = await startApp({
+    PLANFENCE_PLAN_RETENTION_DAYS: '30',
+    PLANFENCE_IDEMPOTENCY_TTL_HOURS: '24',
+  });
+  world = new World(app);
+});
+afterAll(() => app.close());
+
+const purgedFields = 'id status content contentHash purgedAt';
+
+test('purges old superseded, obsolete and rejected content and expired keys; keeps the rest', async () => {
+  const agent = await world.issue('agent', 'AGENT');
+  const reviewer = await world.issue('reviewer', 'REVIEWER');
+  await world.createEnvironment('prod', 'MONOTONIC');
+  const g = await world.acquire(agent, 'prod', 3600);
+  const superseded = await world.submitOk(agent, 'prod', g, 'old published');
+  ok(await world.approve(reviewer, superseded.id));
+  const rejected = await world.submitOk(agent, 'prod', g, 'old rejected');
+  ok(await world.reject(reviewer, rejected.id, 'no'));
+  const obsolete = await world.submitOk(agent, 'prod', g, 'old passed over');
+  const published = await world.submitOk(agent, 'prod', g, 'old but current');
+  ok(await world.approve(reviewer, published.id));
+  const proposed = await world.submitOk(agent, 'prod', g, 'old but still proposed');
+
+  world.advance(31 * 86400);
+  await world.createEnvironment('staging', 'MONOTONIC');
+  const g2 = await world.acquire(agent, 'staging', 3600);
+  const recent = await world.submitOk(agent, 'staging', g2, 'recent, rejected');
+  ok(await world.reject(reviewer, recent.id, 'no'));
+  const db = app.app.get(DataSource);
+  const keysBefore = Number((await db.query('SELECT COUNT(*) AS n FROM idempotency_records'))[0].n);
+
+  const report = await app.app.get(RetentionService).purge();
+
+  expect(report.planContents).toBe(3);
+  expect(report.idempotencyRecords).toBe(keysBefore - 1); // all but the recent submit's key expired
+  const plans = ok(
+    await world.gql<{
+      plans: {
+        id: string;
+        status: string;
+        content: string;
+        contentHash: string;
+        purgedAt: string | null;
+      }[];
+    }>(world.admin, `{ plans(environment: "prod") { ${purgedFields} } }`),
+  ).plans;
+  const byId = new Map(plans.map((p) => [p.id, p]));
+  for (const gone of [superseded, rejected, obsolete]) {
+    expect(byId.get(gone.id)).toMatchObject({ content: '', contentHash: gone.contentHash });
+    expect(byId.get(gone.id)!.purgedAt).not.toBeNull();
+  }
+  expect(byId.get(obsolete.id)!.status).toBe('OBSOLETE');
+  for (const kept of [published, proposed]) {
+    expect(byId.get(kept.id)).toMatchObject({ content: kept.content, purgedAt: null });
+  }
+  expect(byId.get(proposed.id)!.status).toBe('PROPOSED');
+  expect((await world.plan(recent.id))?.content).toBe(recent.content);
+  expect((await world.environment('prod')).currentPlan?.id).toBe(published.id);
+  expect(await app.app.get(RetentionService).purge()).toEqual({
+    idempotencyRecords: 0,
+    planContents: 0,
+  });
+});
