@@ -14,6 +14,7 @@ import { dataSourceOptions } from './database/data-source.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EnvironmentsModule } from './environments/environments.module.js';
 import { EventsModule } from './events/events.module.js';
+import { DashboardController } from './dashboard/dashboard.controller.js';
 import { HealthController } from './health/health.controller.js';
 import { LeasesModule } from './leases/leases.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
@@ -72,7 +73,7 @@ export class AppModule {
         PlansModule,
         RetentionModule,
       ],
-      controllers: [HealthController],
+      controllers: [HealthController, DashboardController],
       providers: [{ provide: APP_FILTER, useClass: PassThroughGqlFilter }],
     };
   }
