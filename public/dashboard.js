@@ -70,7 +70,7 @@ function render(name) {
     </dl>
     ${current
       ? `<div class="current"><strong class="current-id">${esc(current.id)}</strong> ${esc(current.title)}<br>
-         generation ${current.generation} · submitted by ${esc(current.submittedBy)} · approved by ${esc(current.reviewedBy)}<br>
+         generation ${current.generation} · submitted by ${esc(current.submittedBy)} · ${current.reviewedBy ? `approved by ${esc(current.reviewedBy)}` : "published on submit"}<br>
          published ${when(current.publishedAt)}</div>`
       : '<div class="current none">nothing published yet</div>'}
     <h3>Latest plans</h3>
