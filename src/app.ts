@@ -23,9 +23,7 @@ export async function createApp(
 ): Promise<NestFastifyApplication> {
   // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the limit.
   const bodyLimit = config.maxPlanBytes * 6 + 64 * 1024;
-  const logger =
-    options.logger ??
-    pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'planfence' } });
+  const logger = options.logger ?? pino({ level: config.logLevel, base: { service: 'planfence' } });
   const adapter = new FastifyAdapter({ bodyLimit, genReqId: () => randomUUID() });
   logRequests(adapter.getInstance(), logger);
   const app = await NestFactory.create<NestFastifyApplication>(

@@ -15,6 +15,9 @@ test.each([
   ['PLANFENCE_IDEMPOTENCY_TTL_HOURS', '-1'],
   ['PLANFENCE_SQLITE_SYNCHRONOUS', 'OFF'],
   ['PLANFENCE_ADMIN_TOKEN', 'short'],
+  ['PLANFENCE_PLAN_RETENTION_DAYS', 'forever'],
+  ['PLANFENCE_RETENTION_INTERVAL_SECONDS', '0'],
+  ['LOG_LEVEL', 'loud'],
 ])('a bad %s (%s) stops the start with a message naming it', (variable, value) => {
   let error: unknown;
   try {

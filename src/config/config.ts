@@ -20,6 +20,7 @@ export interface Config {
   planRetentionMs: number;
   /** How often the retention job runs. */
   retentionIntervalMs: number;
+  logLevel: string;
 }
 
 /** A bad configuration value: the message names the variable, and the start stops. */
@@ -87,6 +88,13 @@ export function loadConfig(env: Env = process.env): Config {
   const adminToken = env.PLANFENCE_ADMIN_TOKEN;
   if (adminToken !== undefined && adminToken !== '' && adminToken.length < 16) {
     throw new ConfigError('PLANFENCE_ADMIN_TOKEN', 'must be at least 16 characters');
+  }
+  const logLevel = env.LOG_LEVEL || 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError(
+      'LOG_LEVEL',
+      `must be fatal, error, warn, info, debug, trace or silent (got "${logLevel}")`,
+    );
   }
   const dataDir =
     db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
