@@ -109,5 +109,6 @@ export function loadConfig(env: Env = process.env): Config {
     planRetentionMs: integer(env, 'PLANFENCE_PLAN_RETENTION_DAYS', 30, 1, 36500) * 86400_000,
     retentionIntervalMs:
       integer(env, 'PLANFENCE_RETENTION_INTERVAL_SECONDS', 3600, 1, 7 * 86400) * 1000,
+    logLevel,
   };
 }
