@@ -11,18 +11,8 @@
  *   npm run test:crash -- --kills 10 --seed 7
  *   npm run test:crash -- --kills 6 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import {
-  ADMIN_TOKEN,
-  harnessDatabase,
-  option,
-  seededRandom,
-  ServiceProcess,
-  textOption,
-} from './service.js';
+import { ADMIN_TOKEN, deploy, option, seededRandom, textOption } from './service.js';
 
 export interface CrashReport {
   kills: number;
@@ -54,19 +44,14 @@ export async function runCrashHarness(options: {
   instances?: number;
 }): Promise<CrashReport> {
   const random = seededRandom(options.seed);
-  const dir = mkdtempSync(join(tmpdir(), 'planfence-crash-'));
-  const database = await harnessDatabase(options.postgres ?? null, dir);
-  const instances = Array.from(
-    { length: options.instances ?? 1 },
-    () => new ServiceProcess(database.url),
-  );
+  const deployment = await deploy(options, 'crash');
+  const { instances } = deployment;
   let service = instances[0];
   const violations: string[] = [];
   const acknowledged: Submission[] = [];
   const granted = new Map<string, number[]>();
   const lastIssued = new Map<string, number>();
   let retried = 0;
-  await Promise.all(instances.map((instance) => instance.start()));
   try {
     const agents: { token: string; environment: string; instance: number }[] = [];
     for (let i = 0; i < options.agents; i++) {
@@ -230,9 +215,7 @@ export async function runCrashHarness(options: {
       seed: options.seed,
     };
   } finally {
-    await Promise.all(instances.map((instance) => instance.stop()));
-    await database.drop();
-    rmSync(dir, { recursive: true, force: true });
+    await deployment.stop();
   }
 }
 

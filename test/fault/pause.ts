@@ -21,17 +21,14 @@
  *   npm run test:fault -- --rounds 300 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
  */
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { AgentProcess, type AgentStep } from './agent-process.js';
 import {
   ADMIN_TOKEN,
-  harnessDatabase,
+  deploy,
   option,
   seededRandom,
-  ServiceProcess,
+  type ServiceProcess,
   textOption,
 } from './service.js';
 
@@ -89,17 +86,11 @@ export async function runPauseHarness(options: {
   instances?: number;
 }): Promise<PauseReport> {
   const random = seededRandom(options.seed);
-  const dir = mkdtempSync(join(tmpdir(), 'planfence-pause-'));
-  const database = await harnessDatabase(options.postgres ?? null, dir);
-  const instances = Array.from(
-    { length: options.instances ?? 1 },
-    () => new ServiceProcess(database.url),
-  );
+  const deployment = await deploy(options, 'pause');
+  const { instances } = deployment;
   const service = instances[0];
   const violations: string[] = [];
   let pauses = 0;
-  // Instances starting together: migrations run once, under the advisory lock.
-  await Promise.all(instances.map((instance) => instance.start()));
   try {
     const issue = async (name: string, role: string) =>
       (
@@ -228,9 +219,7 @@ export async function runPauseHarness(options: {
     violations.push(...watcher.violations);
     for (const round of rounds) violations.push(...(await judge(service, round)));
   } finally {
-    await Promise.all(instances.map((instance) => instance.stop()));
-    await database.drop();
-    rmSync(dir, { recursive: true, force: true });
+    await deployment.stop();
   }
   return { rounds: options.rounds, pauses, violations, seed: options.seed };
 }

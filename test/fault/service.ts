@@ -1,6 +1,9 @@
 /** The real service as a child process on a SQLite file, for the fault harnesses. */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ADMIN_TOKEN = 'pf_fault_harness_admin_token_000';
@@ -114,16 +117,15 @@ export function option(argv: string[], name: string, fallback: number): number {
   return at >= 0 ? Number(argv[at + 1]) : fallback;
 }
 
-/** A fresh database for one harness run: a SQLite file, or a new database on a PostgreSQL server. */
-export async function harnessDatabase(
-  postgresServer: string | null,
-  dir: string,
+/** Creates a database of its own on a PostgreSQL server; `drop` removes it whatever holds it open. */
+export async function createPostgresDatabase(
+  server: string,
+  prefix: string,
 ): Promise<{ url: string; drop: () => Promise<void> }> {
-  if (!postgresServer) return { url: `${dir}/planfence.db`, drop: () => Promise.resolve() };
   const { default: pg } = await import('pg');
-  const name = `planfence_harness_${process.pid}_${Date.now()}`;
+  const name = `${prefix}_${process.pid}_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = async (sql: string) => {
-    const client = new pg.Client({ connectionString: postgresServer });
+    const client = new pg.Client({ connectionString: server });
     await client.connect();
     try {
       await client.query(sql);
@@ -132,9 +134,50 @@ export async function harnessDatabase(
     }
   };
   await admin(`CREATE DATABASE ${name}`);
-  const url = new URL(postgresServer);
+  const url = new URL(server);
   url.pathname = `/${name}`;
   return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
+/** A fresh database for one harness run: a SQLite file, or a new database on a PostgreSQL server. */
+export function harnessDatabase(
+  postgresServer: string | null,
+  dir: string,
+): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (!postgresServer)
+    return Promise.resolve({ url: `${dir}/planfence.db`, drop: () => Promise.resolve() });
+  return createPostgresDatabase(postgresServer, 'planfence_harness');
+}
+
+export interface Deployment {
+  instances: ServiceProcess[];
+  /** Stops every instance and removes the database. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Service instances on one fresh database (a SQLite file, or a new PostgreSQL database
+ * that several instances share), started together: migrations run once, under the lock.
+ */
+export async function deploy(
+  options: { postgres?: string | null; instances?: number },
+  name: string,
+): Promise<Deployment> {
+  const dir = mkdtempSync(join(tmpdir(), `planfence-${name}-`));
+  const database = await harnessDatabase(options.postgres ?? null, dir);
+  const instances = Array.from(
+    { length: options.instances ?? 1 },
+    () => new ServiceProcess(database.url),
+  );
+  await Promise.all(instances.map((instance) => instance.start()));
+  return {
+    instances,
+    async stop() {
+      await Promise.all(instances.map((instance) => instance.stop()));
+      await database.drop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** `--name value` from argv as text, or null. */

@@ -2,11 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import { createApp } from '../../src/app.js';
 import { ManualClock } from '../../src/common/clock.js';
 import { loadConfig } from '../../src/config/config.js';
+import { createPostgresDatabase } from '../fault/service.js';
 
 export const ADMIN_TOKEN = 'pf_admin_token_for_tests_0123456789';
 
@@ -33,8 +33,6 @@ export interface TestApp {
 export const TEST_DATABASE: 'sqlite' | 'postgres' =
   (globalThis as { __DATABASE__?: 'postgres' }).__DATABASE__ ?? 'sqlite';
 
-let databases = 0;
-
 /**
  * A fresh database for one test, in this project's dialect: a SQLite file, or a new
  * PostgreSQL database on PLANFENCE_TEST_POSTGRES_URL's server. It survives app restarts
@@ -50,23 +48,8 @@ export async function scratchDatabase(): Promise<{ url: string; cleanup: () => P
   }
   const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
   if (!server) throw new Error('PLANFENCE_TEST_POSTGRES_URL is not set');
-  const name = `planfence_test_${process.pid}_${++databases}_${Math.random().toString(36).slice(2, 8)}`;
-  const admin = async (sql: string) => {
-    const client = new pg.Client({ connectionString: server });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-  };
-  await admin(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    cleanup: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
-  };
+  const database = await createPostgresDatabase(server, 'planfence_test');
+  return { url: database.url, cleanup: database.drop };
 }
 
 /** A scratch folder that is removed when `cleanup` runs. */
