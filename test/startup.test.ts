@@ -1,6 +1,9 @@
 /** Start-up: configuration is checked once, the admin token is bootstrapped, health answers. */
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { pino } from 'pino';
+import { createApp } from '../src/app.js';
+import { Clock, DatabaseClock, SystemClock } from '../src/common/clock.js';
 import { ConfigError, loadConfig } from '../src/config/config.js';
 import { scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
 
@@ -79,5 +82,26 @@ test('GET /health answers 200 when the database answers', async () => {
     expect(await response.json()).toEqual({ status: 'ok', database: TEST_DATABASE });
   } finally {
     await app.close();
+  }
+});
+
+test('lease liveness is judged by the database clock on PostgreSQL, by the process clock on SQLite', async () => {
+  const database = await scratchDatabase();
+  const app = await createApp(
+    loadConfig({
+      DATABASE_URL: database.url,
+      PLANFENCE_ADMIN_TOKEN: 'pf_clock_test_admin_token_0000',
+    }),
+    {
+      logger: pino({ level: 'error' }),
+    },
+  );
+  try {
+    const clock = app.get(Clock);
+    expect(clock).toBeInstanceOf(TEST_DATABASE === 'postgres' ? DatabaseClock : SystemClock);
+    expect(Math.abs((await clock.now()) - Date.now())).toBeLessThan(5000);
+  } finally {
+    await app.close();
+    await database.cleanup();
   }
 });
