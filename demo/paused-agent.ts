@@ -47,16 +47,9 @@ const outcome = (step: { code?: string; planId?: string; generation?: number; fe
 async function main(): Promise<number> {
   await service.start();
   say('service', `running on ${service.url} with a SQLite file in ${dir}`);
-  const issue = async (name: string, role: string) =>
-    (
-      await service.ok(
-        ADMIN_TOKEN,
-        `mutation { issueToken(name: "${name}", role: ${role}) { token } }`,
-      )
-    ).issueToken.token as string;
-  const a = await issue('agent-a', 'AGENT');
-  const b = await issue('agent-b', 'AGENT');
-  const reviewer = await issue('reviewer', 'REVIEWER');
+  const a = await service.issueToken('agent-a', 'AGENT');
+  const b = await service.issueToken('agent-b', 'AGENT');
+  const reviewer = await service.issueToken('reviewer', 'REVIEWER');
 
   const environment = async (name: string, mode: Mode, requireApproval: boolean) => {
     await service.ok(

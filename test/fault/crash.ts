@@ -55,12 +55,7 @@ export async function runCrashHarness(options: {
   try {
     const agents: { token: string; environment: string; instance: number }[] = [];
     for (let i = 0; i < options.agents; i++) {
-      const token = (
-        await service.ok(
-          ADMIN_TOKEN,
-          `mutation { issueToken(name: "agent-${i}", role: AGENT) { token } }`,
-        )
-      ).issueToken.token as string;
+      const token = await service.issueToken(`agent-${i}`, 'AGENT');
       const environment = `crash-${i}`;
       await service.ok(
         ADMIN_TOKEN,

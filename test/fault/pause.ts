@@ -92,16 +92,9 @@ export async function runPauseHarness(options: {
   const violations: string[] = [];
   let pauses = 0;
   try {
-    const issue = async (name: string, role: string) =>
-      (
-        await service.ok(
-          ADMIN_TOKEN,
-          `mutation { issueToken(name: "${name}", role: ${role}) { token } }`,
-        )
-      ).issueToken.token as string;
-    const agentA = await issue('agent-a', 'AGENT');
-    const agentB = await issue('agent-b', 'AGENT');
-    const reviewer = await issue('reviewer', 'REVIEWER');
+    const agentA = await service.issueToken('agent-a', 'AGENT');
+    const agentB = await service.issueToken('agent-b', 'AGENT');
+    const reviewer = await service.issueToken('reviewer', 'REVIEWER');
 
     // Every round's choices are drawn up front from the seed: the same seed plays the same rounds.
     const rounds: Round[] = Array.from({ length: options.rounds }, (_, index) => {
