@@ -33,7 +33,7 @@ class ClockModule {
           inject: [DataSource],
           useFactory: (dataSource: DataSource) =>
             config.database.kind === 'postgres'
-              ? new DatabaseClock((sql) => dataSource.query(sql))
+              ? new DatabaseClock(dataSource.manager)
               : new SystemClock(),
         };
     return { module: ClockModule, providers: [provider], exports: [Clock] };

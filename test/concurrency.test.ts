@@ -160,3 +160,22 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
     );
   }
 });
+
+test("the service's own clock never starves a small connection pool under concurrent decisions", async () => {
+  // On PostgreSQL the clock is the database's: it must answer on the transaction's own
+  // connection, or 20 transactions on a pool of 2 would each wait for a third.
+  const small = await startApp({ PLANFENCE_PG_POOL_SIZE: '2' }, null);
+  try {
+    const busy = new World(small);
+    const agent = await busy.issue('agent', 'AGENT');
+    await busy.createEnvironment('busy', 'STRICT', false);
+    const generation = await busy.acquire(agent, 'busy', 600);
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => busy.submit(agent, 'busy', generation, `plan ${i}`)),
+    );
+    expect(results.map(codeOf)).toEqual(Array(20).fill('OK'));
+    expect((await busy.environment('busy')).currentPlan?.id).toBe(`busy@${generation}.20`);
+  } finally {
+    await small.close();
+  }
+}, 30_000);

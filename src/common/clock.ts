@@ -1,10 +1,15 @@
+import type { EntityManager } from 'typeorm';
+
 /**
  * The service's one clock (R11). Lease liveness (acquire, renew, STRICT submit)
  * is judged by it and never by a timestamp an agent sends. Tests replace it.
  */
 export abstract class Clock {
-  /** Milliseconds since the epoch. */
-  abstract now(): Promise<number>;
+  /**
+   * Milliseconds since the epoch. Inside a transaction, pass its manager: a clock that
+   * asks the database then uses the transaction's own connection.
+   */
+  abstract now(manager?: EntityManager): Promise<number>;
 }
 
 export class SystemClock extends Clock {
@@ -31,11 +36,12 @@ export class ManualClock extends Clock {
  * their own clocks say.
  */
 export class DatabaseClock extends Clock {
-  constructor(private readonly query: (sql: string) => Promise<{ now: string | number }[]>) {
+  constructor(private readonly outside: EntityManager) {
     super();
   }
-  async now(): Promise<number> {
-    const [row] = await this.query(
+  async now(manager?: EntityManager): Promise<number> {
+    // Never a second pooled connection from inside a transaction: a full pool would wait on itself.
+    const [row] = await (manager ?? this.outside).query<{ now: string | number }[]>(
       'SELECT floor(extract(epoch from clock_timestamp()) * 1000) AS now',
     );
     return Number(row.now);

@@ -60,7 +60,7 @@ export class DecisionRunner {
     const startedAt = performance.now();
     const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {
       if (!call) return this.attempt(m, decision, work, summarize);
-      const now = await this.clock.now();
+      const now = await this.clock.now(m);
       let remembered;
       try {
         remembered = await this.idempotency.recall(m, call, now);
@@ -90,7 +90,7 @@ export class DecisionRunner {
     summarize: (result: T) => Summary,
     at?: number,
   ): Promise<Outcome<T>> {
-    const now = at ?? (await this.clock.now());
+    const now = at ?? (await this.clock.now(m));
     try {
       const result = await work(m, now);
       const { detail, ...summary } = summarize(result);

@@ -64,7 +64,8 @@ export function scratchDir(): { path: string; cleanup: () => void } {
  */
 export async function startApp(
   env: Record<string, string> = {},
-  clock = new ManualClock(),
+  /** null: the service's own clock (the database's on PostgreSQL). */
+  clock: ManualClock | null = new ManualClock(),
   logger?: Logger,
 ): Promise<TestApp> {
   const scratch = scratchDir();
@@ -78,13 +79,16 @@ export async function startApp(
     PLANFENCE_ADMIN_TOKEN_FILE: join(scratch.path, 'admin-token'),
     ...env,
   });
-  const app = await createApp(config, { clock, logger: logger ?? pino({ level: 'error' }) });
+  const app = await createApp(config, {
+    clock: clock ?? undefined,
+    logger: logger ?? pino({ level: 'error' }),
+  });
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   const url = `http://127.0.0.1:${address.port}`;
   return {
     url,
-    clock,
+    clock: clock ?? new ManualClock(),
     app,
     async gql(token, query, variables = {}) {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
