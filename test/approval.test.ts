@@ -38,6 +38,7 @@ test('approving publishes: the plan reads PUBLISHED and the pointer names it', a
     submittedBy: 'agent',
   });
   expect(plan.contentHash).toBe(createHash('sha256').update('apply: 3 changes').digest('hex'));
+  expect(plan).toMatchObject({ publishedAt: null, reviewedBy: null, basedOnPlanId: null });
 
   const approved = ok(await world.approve(reviewer, plan.id)).approvePlan;
 
@@ -155,6 +156,8 @@ describe('where no approval is required', () => {
     const { env, generation } = await leasedEnvironment(false);
     const first = await world.submitOk(agent, env, generation, 'v1');
     expect(first.status).toBe('PUBLISHED');
+    expect(first.publishedAt).not.toBeNull();
+    expect(first.reviewedBy).toBeNull();
     const second = await world.submitOk(agent, env, generation, 'v2', { basedOnPlanId: first.id });
     expect(second.status).toBe('PUBLISHED');
     expect((await world.plan(first.id))?.status).toBe('SUPERSEDED');
@@ -181,6 +184,17 @@ describe('where no approval is required', () => {
     const stale = await world.submit(agent, env, generation, 'v3', { basedOnPlanId: first.id });
     expect(codeOf(stale)).toBe('PRECONDITION_FAILED');
     expect(stale.errors![0].extensions).toMatchObject({ currentPlanId: `${env}@${generation}.2` });
+  });
+
+  test('in MONOTONIC mode, a stale basedOnPlanId is PRECONDITION_FAILED even after the lease expired', async () => {
+    const env = `env-${++envs}`;
+    await world.createEnvironment(env, 'MONOTONIC', false);
+    const generation = await world.acquire(agent, env, 5);
+    const first = await world.submitOk(agent, env, generation, 'v1');
+    await world.submitOk(agent, env, generation, 'v2');
+    world.advance(6);
+    const stale = await world.submit(agent, env, generation, 'v3', { basedOnPlanId: first.id });
+    expect(codeOf(stale)).toBe('PRECONDITION_FAILED');
   });
 
   test('in STRICT mode too', async () => {

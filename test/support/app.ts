@@ -111,7 +111,11 @@ export async function startApp(
 
 /** The error code of a GraphQL answer, or 'OK' when it has none. */
 export function codeOf(result: GqlResult): string {
-  return result.errors?.[0]?.extensions?.code ?? 'OK';
+  const error = result.errors?.[0];
+  // Every rejection explains itself: a code without a message is a defect.
+  if (error && !error.message.trim())
+    throw new Error(`error ${JSON.stringify(error)} has no message`);
+  return error?.extensions?.code ?? 'OK';
 }
 
 /** The data of an answer that must have succeeded. */
