@@ -15,6 +15,8 @@ export class AgentProcess {
   private readonly child: ChildProcess;
   private readonly steps: AgentStep[] = [];
   private waiters: (() => void)[] = [];
+  /** Set once the process has exited and its stdout is fully read ('close', not 'exit'). */
+  private closed = false;
   readonly exited: Promise<void>;
 
   constructor(
@@ -47,8 +49,10 @@ export class AgentProcess {
     this.child.on('error', (error) =>
       this.steps.push({ step: 'result', code: `AGENT_FAILED: ${error.message}` }),
     );
-    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
+    // 'exit' can come before the last lines of stdout are read; 'close' comes after them.
+    this.exited = new Promise((resolve) => this.child.once('close', () => resolve()));
     void this.exited.then(() => {
+      this.closed = true;
       for (const wake of this.waiters.splice(0)) wake();
     });
   }
@@ -59,7 +63,7 @@ export class AgentProcess {
       const seen =
         this.steps.find((s) => s.step === step) ?? this.steps.find((s) => s.step === 'result');
       if (seen) return seen;
-      if (this.child.exitCode !== null) throw new Error(`agent exited before ${step}`);
+      if (this.closed) throw new Error(`agent exited before ${step}`);
       await new Promise<void>((resolve) => this.waiters.push(resolve));
     }
   }
