@@ -80,4 +80,9 @@ export class AgentProcess {
   thaw(): void {
     this.child.kill('SIGCONT');
   }
+
+  /** Ends the process whatever state it is in (frozen included). */
+  kill(): void {
+    if (!this.closed) this.child.kill('SIGKILL');
+  }
 }

@@ -91,6 +91,12 @@ export async function runPauseHarness(options: {
   const service = instances[0];
   const violations: string[] = [];
   let pauses = 0;
+  /** Every agent process started, so that none outlives the run (a failed round may leave one frozen). */
+  const spawned = new Set<AgentProcess>();
+  const track = (agent: AgentProcess) => {
+    spawned.add(agent);
+    return agent;
+  };
   try {
     const agentA = await service.issueToken('agent-a', 'AGENT');
     const agentB = await service.issueToken('agent-b', 'AGENT');
@@ -130,13 +136,15 @@ export async function runPauseHarness(options: {
       );
       watcher.active.add(round.environment);
       const agent = (token: string, who: 'A' | 'B', ttl: number) =>
-        new AgentProcess(
-          instances[round.instanceOf[who]].url,
-          token,
-          round.environment,
-          ttl,
-          `plan by ${who} in round ${round.index}: ${'x'.repeat(round.index % 50)}`,
-          STEP_DELAY_MS,
+        track(
+          new AgentProcess(
+            instances[round.instanceOf[who]].url,
+            token,
+            round.environment,
+            ttl,
+            `plan by ${who} in round ${round.index}: ${'x'.repeat(round.index % 50)}`,
+            STEP_DELAY_MS,
+          ),
         );
 
       const a = agent(agentA, 'A', LEASE_SECONDS);
@@ -212,6 +220,7 @@ export async function runPauseHarness(options: {
     violations.push(...watcher.violations);
     for (const round of rounds) violations.push(...(await judge(service, round)));
   } finally {
+    for (const agent of spawned) agent.kill();
     await deployment.stop();
   }
   return { rounds: options.rounds, pauses, violations, seed: options.seed };
