@@ -24,6 +24,7 @@ const say = (who: string, text: string) =>
 
 const dir = mkdtempSync(join(tmpdir(), 'planfence-demo-'));
 const service = new ServiceProcess(join(dir, 'planfence.db'));
+const agents: AgentProcess[] = [];
 const observed: { scenario: string; mode: Mode; expected: string; got: string }[] = [];
 
 async function gql(token: string, query: string, variables: Record<string, unknown> = {}) {
@@ -61,8 +62,11 @@ async function main(): Promise<number> {
       `created ${name} (${mode}${requireApproval ? ', approval required' : ', publishes on submit'})`,
     );
   };
-  const agent = (token: string, env: string, ttl: number, content: string) =>
-    new AgentProcess(service.url, token, env, ttl, content, 300);
+  const agent = (token: string, env: string, ttl: number, content: string) => {
+    const started = new AgentProcess(service.url, token, env, ttl, content, 300);
+    agents.push(started);
+    return started;
+  };
 
   /** A acquires, builds its plan and is frozen; its lease runs out while it is frozen. */
   const pausedA = async (env: string) => {
@@ -239,6 +243,7 @@ main()
     process.exitCode = 1;
   })
   .finally(async () => {
+    for (const started of agents) started.kill(); // none stays frozen if a step failed
     await service.stop();
     rmSync(dir, { recursive: true, force: true });
   });
