@@ -30,31 +30,44 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  /** One read of the environments per scrape, shared by the gauges that collect together. */
+  private scrape: Promise<Environment[]> | null = null;
+
   constructor(private readonly db: Database) {
     collectDefaultMetrics({ register: this.registry, prefix: 'planfence_' });
-    const environments = () =>
-      this.db.read((m) =>
+    this.environmentGauge(
+      'planfence_generation',
+      'Last generation issued, by environment',
+      (env) => env.lastIssuedGeneration,
+    );
+    this.environmentGauge(
+      'planfence_fence',
+      'Current fence (lowest generation that may still write), by environment',
+      (env) => env.fence,
+    );
+  }
+
+  private environments(): Promise<Environment[]> {
+    this.scrape ??= this.db
+      .read((m) =>
         m.find(Environment, { select: { name: true, fence: true, lastIssuedGeneration: true } }),
-      );
+      )
+      .finally(() => {
+        this.scrape = null;
+      });
+    return this.scrape;
+  }
+
+  private environmentGauge(name: string, help: string, value: (env: Environment) => number): void {
+    const environments = () => this.environments();
     new Gauge({
-      name: 'planfence_generation',
-      help: 'Last generation issued, by environment',
+      name,
+      help,
       labelNames: ['environment'] as const,
       registers: [this.registry],
       async collect() {
         this.reset();
-        for (const env of await environments())
-          this.set({ environment: env.name }, env.lastIssuedGeneration);
-      },
-    });
-    new Gauge({
-      name: 'planfence_fence',
-      help: 'Current fence (lowest generation that may still write), by environment',
-      labelNames: ['environment'] as const,
-      registers: [this.registry],
-      async collect() {
-        this.reset();
-        for (const env of await environments()) this.set({ environment: env.name }, env.fence);
+        for (const env of await environments()) this.set({ environment: env.name }, value(env));
       },
     });
   }
