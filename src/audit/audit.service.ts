@@ -5,6 +5,7 @@ import { EventsService } from '../events/events.service.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { AuditEvent, AuditOutcome } from './audit-event.entity.js';
+import { exists, insertRow } from '../database/rows.js';
 
 export interface AuditEntry {
   environment: string;
@@ -37,15 +38,14 @@ export class AuditService {
       code: entry.code ?? null,
       detail: entry.detail ?? null,
     });
-    const inserted = await m.insert(AuditEvent, event);
-    event.id = Number(inserted.identifiers[0].id);
+    event.id = (await insertRow(m, AuditEvent, event))!;
     this.events.auditEventRecorded(m, event);
   }
 
   /** Newest first; NOT_FOUND for an unknown environment; `after` is the id of the last event of the previous page. */
   list(environment: string, first: number, after: number | null): Promise<AuditEvent[]> {
     return this.db.read(async (m) => {
-      if (!(await m.existsBy(Environment, { name: environment })))
+      if (!(await exists(m, Environment, { name: environment })))
         throw EnvironmentError.notFound(environment);
       const query = m
         .createQueryBuilder(AuditEvent, 'a')

@@ -9,6 +9,7 @@ import type { Config } from '../config/config.js';
 import { Database } from '../database/database.js';
 import { AuthError } from './auth.errors.js';
 import { type IssuedToken, Principal, Role } from './principal.entity.js';
+import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 
 export const ADMIN_NAME = 'admin';
 
@@ -34,11 +35,11 @@ export class AuthService implements OnApplicationBootstrap {
     const now = await this.clock.now();
     const configured = this.config.adminToken;
     const created = await this.db.write(async (m) => {
-      const admin = await m.findOneBy(Principal, { name: ADMIN_NAME });
+      const admin = await findOne(m, Principal, { name: ADMIN_NAME });
       if (configured) {
         const tokenHash = sha256(configured);
         if (!admin) {
-          await m.insert(Principal, {
+          await insertRow(m, Principal, {
             name: ADMIN_NAME,
             role: Role.ADMIN,
             tokenHash,
@@ -52,7 +53,7 @@ export class AuthService implements OnApplicationBootstrap {
       }
       if (admin) return null;
       const token = newToken();
-      await m.insert(Principal, {
+      await insertRow(m, Principal, {
         name: ADMIN_NAME,
         role: Role.ADMIN,
         tokenHash: sha256(token),
@@ -81,7 +82,7 @@ export class AuthService implements OnApplicationBootstrap {
         'malformed Authorization header: expected "Bearer <token>"',
       );
     const principal = await this.db.read((m) =>
-      m.findOneBy(Principal, { tokenHash: sha256(match[1]) }),
+      findOne(m, Principal, { tokenHash: sha256(match[1]) }),
     );
     if (!principal) throw new AuthError('UNAUTHENTICATED', 'unknown token');
     if (principal.revokedAt) throw new AuthError('UNAUTHENTICATED', 'this token was revoked');
@@ -92,7 +93,7 @@ export class AuthService implements OnApplicationBootstrap {
     const token = newToken();
     const now = await this.clock.now();
     const principal = await this.db.write(async (m) => {
-      if (await m.existsBy(Principal, { name })) {
+      if (await exists(m, Principal, { name })) {
         throw new AuthError('ALREADY_EXISTS', `principal "${name}" already exists`);
       }
       const created = {
@@ -102,8 +103,8 @@ export class AuthService implements OnApplicationBootstrap {
         createdAt: new Date(now),
         revokedAt: null,
       };
-      await m.insert(Principal, created);
-      return m.findOneByOrFail(Principal, { name });
+      await insertRow(m, Principal, created);
+      return findOneOrFail(m, Principal, { name });
     });
     this.logger.log(`issued a ${role} token to ${name}`);
     return { principal, token };
@@ -112,10 +113,10 @@ export class AuthService implements OnApplicationBootstrap {
   async revokeToken(name: string): Promise<Principal> {
     const now = await this.clock.now();
     const principal = await this.db.write(async (m) => {
-      const found = await m.findOneBy(Principal, { name });
+      const found = await findOne(m, Principal, { name });
       if (!found) throw new AuthError('NOT_FOUND', `principal "${name}" does not exist`);
       if (!found.revokedAt) await m.update(Principal, { name }, { revokedAt: new Date(now) });
-      return m.findOneByOrFail(Principal, { name });
+      return findOneOrFail(m, Principal, { name });
     });
     this.logger.log(`revoked the token of ${name}`);
     return principal;

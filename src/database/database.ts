@@ -11,6 +11,15 @@ export class RetryTransaction extends Error {
 
 const MAX_ATTEMPTS = 8;
 
+/** At most this many writes share one commit (bounds the wait of the first of them). */
+const GROUP_LIMIT = 256;
+
+interface WaitingWrite {
+  work: (manager: EntityManager) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
 /** Key of the PostgreSQL advisory lock that instances starting together take around migrations. */
 const MIGRATION_LOCK = 4_711_2026;
 
@@ -42,6 +51,9 @@ export class Database implements OnModuleInit {
   private readonly logger = new Logger(Database.name);
   private readonly serialized: boolean;
   private tail: Promise<unknown> = Promise.resolve();
+  /** SQLite: writes waiting for the next group commit, and whether one is scheduled. */
+  private readonly waiting: WaitingWrite[] = [];
+  private groupScheduled = false;
   /** Callbacks to run once the transaction of a manager has committed. */
   private readonly committed = new WeakMap<EntityManager, (() => void)[]>();
 
@@ -72,27 +84,99 @@ export class Database implements OnModuleInit {
     }
   }
 
-  /** Runs `work` in one transaction; commits when it resolves, rolls back when it throws. */
+  /**
+   * Runs `work` in one transaction; commits when it resolves, rolls back when it throws.
+   * Its promise settles only after the commit (or the rollback).
+   *
+   * On SQLite, the writes that arrive together are committed together (group commit): one
+   * transaction with one savepoint per write, so each write's statements see the writes
+   * before it and a write that throws rolls back to its own savepoint only; one COMMIT (one
+   * fsync at synchronous=FULL) then makes all of them durable at once, and only then is any
+   * of them answered. If the transaction as a whole fails, every write in it fails.
+   */
   async write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    if (this.serialized) return this.grouped(work);
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.exclusive(async () => {
-          const callbacks: (() => void)[] = [];
-          const result = await this.dataSource.transaction((manager) => {
-            this.committed.set(manager, callbacks);
-            return work(manager);
-          });
-          // After the commit, before the next transaction (on SQLite): in commit order.
-          for (const callback of callbacks) callback();
-          return result;
+        const callbacks: (() => void)[] = [];
+        const result = await this.dataSource.transaction((manager) => {
+          this.committed.set(manager, callbacks);
+          return work(manager);
         });
+        for (const callback of callbacks) callback();
+        return result;
       } catch (error) {
         if (!isConflict(error) || attempt >= MAX_ATTEMPTS) throw error;
         this.logger.debug(`transaction conflict, attempt ${attempt}: ${(error as Error).message}`);
         // Back off a little, with jitter, so that conflicting writers do not meet again at once.
-        if (!this.serialized)
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
       }
+    }
+  }
+
+  private grouped<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      if (this.groupScheduled) return;
+      this.groupScheduled = true;
+      // After the requests that are ready now have had their turn to join the group.
+      setImmediate(() => void this.exclusive(() => this.commitGroup()));
+    });
+  }
+
+  private async commitGroup(): Promise<void> {
+    this.groupScheduled = false;
+    if (!this.waiting.length) return;
+    const runner = this.dataSource.createQueryRunner();
+    const group: { write: WaitingWrite; outcome: { result: unknown } | { error: unknown } }[] = [];
+    const callbacks = new Map<WaitingWrite, (() => void)[]>();
+    let current: WaitingWrite | undefined;
+    try {
+      await runner.startTransaction();
+      while (this.waiting.length && group.length < GROUP_LIMIT) {
+        current = this.waiting.shift()!;
+        for (let attempt = 1; ; attempt++) {
+          const manager = this.dataSource.createEntityManager(runner);
+          const own: (() => void)[] = [];
+          this.committed.set(manager, own);
+          await runner.query('SAVEPOINT write');
+          try {
+            const result = await current.work(manager);
+            await runner.query('RELEASE write');
+            callbacks.set(current, own);
+            group.push({ write: current, outcome: { result } });
+            break;
+          } catch (error) {
+            await runner.query('ROLLBACK TO write');
+            await runner.query('RELEASE write');
+            if (isConflict(error) && attempt < MAX_ATTEMPTS) continue;
+            group.push({ write: current, outcome: { error } });
+            break;
+          }
+        }
+        current = undefined;
+      }
+      await runner.commitTransaction();
+    } catch (error) {
+      await runner.rollbackTransaction().catch(() => {
+        // SQLite already ended the transaction (as it does on I/O errors): reset TypeORM's view of it.
+        Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
+      });
+      this.logger.error(
+        `group of ${group.length + (current ? 1 : 0)} writes rolled back: ${(error as Error).message}`,
+      );
+      for (const { write } of group) write.reject(error);
+      current?.reject(error);
+      return;
+    }
+    // In commit order, before the next transaction starts.
+    for (const { write, outcome } of group) {
+      if ('error' in outcome) {
+        write.reject(outcome.error);
+        continue;
+      }
+      for (const callback of callbacks.get(write) ?? []) callback();
+      write.resolve(outcome.result);
     }
   }
 
@@ -116,14 +200,57 @@ export class Database implements OnModuleInit {
   }
 }
 
+/** A statement's text with positional placeholders, and the parameter name of each position. */
+interface Bound {
+  text: string;
+  names: string[];
+}
+
+const boundStatements = { sqlite: new Map<string, Bound>(), postgres: new Map<string, Bound>() };
+
+/**
+ * Turns named `:parameters` into the driver's placeholders, once per statement text, and
+ * binds every value (numbers too, which TypeORM's own escaping would write into the text
+ * and so make a new statement to prepare for every timestamp).
+ */
+function bind(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown>,
+): [string, unknown[]] {
+  const postgres = manager.connection.options.type === 'postgres';
+  const cache = postgres ? boundStatements.postgres : boundStatements.sqlite;
+  let bound = cache.get(sql);
+  if (!bound) {
+    const names: string[] = [];
+    const text = sql.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, (_, name: string) => {
+      if (!postgres) {
+        names.push(name);
+        return '?';
+      }
+      // PostgreSQL numbers its placeholders: a name used twice is one parameter.
+      const at = names.indexOf(name);
+      return `$${at >= 0 ? at + 1 : names.push(name)}`;
+    });
+    bound = { text, names };
+    cache.set(sql, bound);
+  }
+  const values = bound.names.map((name) => {
+    const value = parameters[name];
+    if (value === undefined) throw new Error(`statement parameter :${name} has no value`);
+    return typeof value === 'boolean' && !postgres ? Number(value) : value;
+  });
+  return [bound.text, values];
+}
+
 /** Runs a conditional statement (named `:parameters`); the affected-row count is the decision. */
 export async function execute(
   manager: EntityManager,
   sql: string,
   parameters: Record<string, unknown> = {},
 ): Promise<number> {
-  const [query, values] = manager.connection.driver.escapeQueryWithParameters(sql, parameters);
   if (!manager.queryRunner) throw new Error('execute() needs a transaction manager');
+  const [query, values] = bind(manager, sql, parameters);
   const result = await manager.queryRunner.query(query, values, true);
   return result.affected ?? 0;
 }
@@ -134,6 +261,6 @@ export async function select<R>(
   sql: string,
   parameters: Record<string, unknown> = {},
 ): Promise<R[]> {
-  const [query, values] = manager.connection.driver.escapeQueryWithParameters(sql, parameters);
+  const [query, values] = bind(manager, sql, parameters);
   return manager.query<R[]>(query, values);
 }

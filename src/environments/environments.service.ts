@@ -8,6 +8,7 @@ import { Plan } from '../plans/plan.entity.js';
 import type { CreateEnvironmentInput } from './dto/create-environment.input.js';
 import { Environment } from './environment.entity.js';
 import { EnvironmentError } from './environment.errors.js';
+import { findOne } from '../database/rows.js';
 
 @Injectable()
 export class EnvironmentsService {
@@ -31,7 +32,7 @@ export class EnvironmentsService {
   }
 
   find(name: string): Promise<Environment | null> {
-    return this.db.read((m) => m.findOneBy(Environment, { name }));
+    return this.db.read((m) => findOne(m, Environment, { name }));
   }
 
   /** NOT_FOUND when the environment does not exist. */
@@ -50,6 +51,6 @@ export class EnvironmentsService {
   }
 
   plan(id: string | null): Promise<Plan | null> {
-    return id ? this.db.read((m) => m.findOneBy(Plan, { id })) : Promise.resolve(null);
+    return id ? this.db.read((m) => findOne(m, Plan, { id })) : Promise.resolve(null);
   }
 }

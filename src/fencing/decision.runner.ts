@@ -8,6 +8,7 @@ import { Database } from '../database/database.js';
 import { type IdempotentCall, IdempotencyService } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Plan } from '../plans/plan.entity.js';
+import { findOneOrFail } from '../database/rows.js';
 
 export interface Decision {
   action: string;
@@ -69,7 +70,7 @@ export class DecisionRunner {
       }
       if (remembered) {
         if ('error' in remembered) return remembered;
-        return { result: await m.findOneByOrFail(Plan, { id: remembered.planId }) };
+        return { result: await findOneOrFail(m, Plan, { id: remembered.planId }) };
       }
       const first = await this.attempt(m, decision, work, summarize, now);
       await this.idempotency.remember(

@@ -8,6 +8,7 @@ import { LeaseGrant } from '../leases/lease-grant.entity.js';
 import { Lease } from '../leases/lease.model.js';
 import { Plan, PlanStatus } from '../plans/plan.entity.js';
 import { FenceError } from './fence.errors.js';
+import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
@@ -44,7 +45,7 @@ export class FenceService {
     m: EntityManager,
     p: { name: string; mode: FencingMode; requireApproval: boolean; now: number },
   ): Promise<Environment> {
-    if (await m.existsBy(Environment, { name: p.name })) {
+    if (await exists(m, Environment, { name: p.name })) {
       throw new EnvironmentError('ALREADY_EXISTS', `environment "${p.name}" already exists`);
     }
     await execute(
@@ -54,7 +55,7 @@ export class FenceService {
        VALUES (:name, :mode, :requireApproval, 0, 0, 0, 0, :now)`,
       p,
     );
-    return m.findOneByOrFail(Environment, { name: p.name });
+    return findOneOrFail(m, Environment, { name: p.name });
   }
 
   /** R1, R10: a new generation per grant; STRICT raises the fence to it in the same statement. */
@@ -87,7 +88,7 @@ export class FenceService {
       );
     }
     const generation = env.lastIssuedGeneration;
-    await m.insert(LeaseGrant, {
+    await insertRow(m, LeaseGrant, {
       environment: env.name,
       generation,
       principal: p.principal,
@@ -172,7 +173,7 @@ export class FenceService {
     const sequence = Number(next);
     const id = planId(p.environment, p.generation, sequence);
     const at = new Date(p.now);
-    await m.insert(Plan, {
+    await insertRow(m, Plan, {
       id,
       environment: p.environment,
       generation: p.generation,
@@ -206,7 +207,7 @@ export class FenceService {
     } else {
       await this.markObsolete(m, p.environment);
     }
-    const plan = await m.findOneByOrFail(Plan, { id });
+    const plan = await findOneOrFail(m, Plan, { id });
     if (publish) this.events.planPublished(m, plan);
     return plan;
   }
@@ -248,7 +249,7 @@ export class FenceService {
     // Stryker disable next-line all: only a concurrent reject on PostgreSQL gets here; SQLite runs transactions one at a time.
     if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
     await this.afterPublication(m, plan.environment, plan.id);
-    const publishedPlan = await m.findOneByOrFail(Plan, { id: plan.id });
+    const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
     this.events.planPublished(m, publishedPlan);
     return publishedPlan;
   }
@@ -302,13 +303,13 @@ export class FenceService {
   }
 
   private async environment(m: EntityManager, name: string): Promise<Environment> {
-    const env = await m.findOneBy(Environment, { name });
+    const env = await findOne(m, Environment, { name });
     if (!env) throw EnvironmentError.notFound(name);
     return env;
   }
 
   private async plan(m: EntityManager, id: string): Promise<Plan> {
-    const plan = await m.findOneBy(Plan, { id });
+    const plan = await findOne(m, Plan, { id });
     if (!plan) throw new FenceError('NOT_FOUND', `plan ${id} does not exist`);
     return plan;
   }
@@ -318,7 +319,7 @@ export class FenceService {
     m: EntityManager,
     p: { environment: string; principal: string; generation: number },
   ): Promise<FenceError | null> {
-    const grant = await m.findOneBy(LeaseGrant, {
+    const grant = await findOne(m, LeaseGrant, {
       environment: p.environment,
       generation: p.generation,
     });

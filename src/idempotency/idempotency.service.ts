@@ -7,6 +7,7 @@ import type { Config } from '../config/config.js';
 import { execute } from '../database/database.js';
 import { IdempotencyRecord } from './idempotency-record.entity.js';
 import { IdempotencyError } from './idempotency.errors.js';
+import { findOne, insertRow } from '../database/rows.js';
 
 export interface IdempotentCall {
   principal: string;
@@ -43,7 +44,7 @@ export class IdempotencyService {
     call: IdempotentCall,
     now: number,
   ): Promise<RememberedOutcome | null> {
-    const record = await m.findOneBy(IdempotencyRecord, {
+    const record = await findOne(m, IdempotencyRecord, {
       principal: call.principal,
       key: call.key,
     });
@@ -87,7 +88,7 @@ export class IdempotencyService {
     outcome: RememberedOutcome,
   ): Promise<void> {
     const error = 'error' in outcome ? outcome.error : null;
-    await m.insert(IdempotencyRecord, {
+    await insertRow(m, IdempotencyRecord, {
       principal: call.principal,
       key: call.key,
       operation: call.operation,

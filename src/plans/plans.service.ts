@@ -16,6 +16,7 @@ import type {
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
 import { Plan } from './plan.entity.js';
+import { findOne } from '../database/rows.js';
 
 /** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
 function parsePlanId(id: string): { environment: string; generation: number; sequence: number } {
@@ -105,7 +106,7 @@ export class PlansService {
   }
 
   find(id: string): Promise<Plan | null> {
-    return this.db.read((m) => m.findOneBy(Plan, { id }));
+    return this.db.read((m) => findOne(m, Plan, { id }));
   }
 
   /** Newest first by (generation, sequence). NOT_FOUND for an unknown environment. */

@@ -28,8 +28,19 @@ export class ServiceProcess {
   private port = 0;
   url = '';
 
-  /** `database`: a SQLite file path, or a postgres:// URL that several instances may share. */
-  constructor(private readonly database: string) {}
+  /**
+   * `database`: a SQLite file path, or a postgres:// URL that several instances may share.
+   * `env`: variables added to (or overriding) the service's environment.
+   */
+  constructor(
+    private readonly database: string,
+    private readonly env: Record<string, string> = {},
+  ) {}
+
+  /** The service's process id while it runs. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
 
   async start(): Promise<void> {
     this.port ||= await freePort();
@@ -43,6 +54,7 @@ export class ServiceProcess {
           : `sqlite:${this.database}`,
         PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
         PLANFENCE_SQLITE_SYNCHRONOUS: 'FULL',
+        ...this.env,
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });

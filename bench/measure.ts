@@ -1,0 +1,91 @@
+/** What one run of one scenario measured, and how runs become the medians the report shows. */
+import { readFileSync } from 'node:fs';
+
+export interface Run {
+  reqPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Peak resident memory of the process that decided (the service, or the bench itself in-process). */
+  peakRssMb: number | null;
+  /** How each request ended: `ok` or the GraphQL error code (`HTTP_<status>` for non-200 answers). */
+  outcomes: Record<string, number>;
+}
+
+export interface Row {
+  scenario: string;
+  variant: string;
+  durability: 'FULL' | 'NORMAL' | '—';
+  connections: number;
+  runs: Run[];
+  note?: string;
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+export function percentile(sortedMs: number[], p: number): number {
+  if (!sortedMs.length) return 0;
+  return sortedMs[Math.min(sortedMs.length - 1, Math.floor((p / 100) * sortedMs.length))];
+}
+
+/** VmHWM of a process: its peak resident set since it started, in MiB. */
+export function peakRssMb(pid: number): number | null {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = /VmHWM:\s+(\d+) kB/.exec(status)?.[1];
+    return kb ? Number(kb) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+export function addOutcome(outcomes: Record<string, number>, outcome: string): void {
+  outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+}
+
+/** The outcome of a GraphQL answer: `ok`, or its first error's code. */
+export function graphqlOutcome(status: number, body: string): string {
+  if (status !== 200) return `HTTP_${status}`;
+  try {
+    const parsed = JSON.parse(body) as { errors?: { extensions?: { code?: string } }[] };
+    return parsed.errors?.length ? (parsed.errors[0].extensions?.code ?? 'UNCODED') : 'ok';
+  } catch {
+    return 'UNPARSABLE';
+  }
+}
+
+/**
+ * Runs `decide` from `connections` concurrent loops for `seconds`, timing each call:
+ * the driver of the in-process storage floor and of the etcd peer.
+ */
+export async function closedLoop(
+  connections: number,
+  seconds: number,
+  decide: (worker: number) => Promise<string>,
+): Promise<Omit<Run, 'peakRssMb'>> {
+  const latencies: number[] = [];
+  const outcomes: Record<string, number> = {};
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: connections }, async (_, worker) => {
+      while (performance.now() < deadline) {
+        const t = performance.now();
+        const outcome = await decide(worker);
+        latencies.push(performance.now() - t);
+        addOutcome(outcomes, outcome);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    reqPerSec: latencies.length / elapsed,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    outcomes,
+  };
+}
