@@ -243,6 +243,37 @@ function bind(
   return [bound.text, values];
 }
 
+type SqliteConnection = import('better-sqlite3').Database;
+type SqliteStatement = import('better-sqlite3').Statement;
+
+/** Prepared statements per SQLite connection, by text (a service has one connection; tests have many). */
+const prepared = new WeakMap<SqliteConnection, Map<string, SqliteStatement>>();
+
+/**
+ * On SQLite, the statement prepared once on the driver's one connection, to run directly:
+ * inside the transaction TypeORM began on that connection, without the query runner's
+ * asynchronous layers around a synchronous driver. Null on PostgreSQL.
+ */
+function sqliteStatement(manager: EntityManager, text: string): SqliteStatement | null {
+  if (manager.connection.options.type !== 'better-sqlite3') return null;
+  const connection = (
+    manager.connection.driver as unknown as { databaseConnection: SqliteConnection }
+  ).databaseConnection;
+  let statements = prepared.get(connection);
+  if (!statements) prepared.set(connection, (statements = new Map<string, SqliteStatement>()));
+  let statement = statements.get(text);
+  if (!statement) statements.set(text, (statement = connection.prepare(text)));
+  return statement;
+}
+
+function runSqlite<T>(query: string, values: unknown[], run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    throw new QueryFailedError(query, values, error as Error);
+  }
+}
+
 /** Runs a conditional statement (named `:parameters`); the affected-row count is the decision. */
 export async function execute(
   manager: EntityManager,
@@ -251,6 +282,8 @@ export async function execute(
 ): Promise<number> {
   if (!manager.queryRunner) throw new Error('execute() needs a transaction manager');
   const [query, values] = bind(manager, sql, parameters);
+  const statement = sqliteStatement(manager, query);
+  if (statement) return runSqlite(query, values, () => statement.run(...values).changes);
   const result = await manager.queryRunner.query(query, values, true);
   return result.affected ?? 0;
 }
@@ -262,5 +295,7 @@ export async function select<R>(
   parameters: Record<string, unknown> = {},
 ): Promise<R[]> {
   const [query, values] = bind(manager, sql, parameters);
+  const statement = sqliteStatement(manager, query);
+  if (statement) return runSqlite(query, values, () => statement.all(...values) as R[]);
   return manager.query<R[]>(query, values);
 }
