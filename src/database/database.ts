@@ -54,6 +54,8 @@ export class Database implements OnModuleInit {
   /** SQLite: writes waiting for the next group commit, and whether one is scheduled. */
   private readonly waiting: WaitingWrite[] = [];
   private groupScheduled = false;
+  /** Transactions committed, and the writes they carried (more than one per commit with group commit). */
+  readonly commits = { transactions: 0, writes: 0 };
   /** Callbacks to run once the transaction of a manager has committed. */
   private readonly committed = new WeakMap<EntityManager, (() => void)[]>();
 
@@ -103,6 +105,8 @@ export class Database implements OnModuleInit {
           this.committed.set(manager, callbacks);
           return work(manager);
         });
+        this.commits.transactions++;
+        this.commits.writes++;
         for (const callback of callbacks) callback();
         return result;
       } catch (error) {
@@ -169,6 +173,8 @@ export class Database implements OnModuleInit {
       current?.reject(error);
       return;
     }
+    this.commits.transactions++;
+    this.commits.writes += group.filter(({ outcome }) => 'result' in outcome).length;
     // In commit order, before the next transaction starts.
     for (const { write, outcome } of group) {
       if ('error' in outcome) {

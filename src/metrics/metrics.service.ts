@@ -45,6 +45,25 @@ export class MetricsService {
       'Current fence (lowest generation that may still write), by environment',
       (env) => env.fence,
     );
+    const commits = db.commits;
+    new Counter({
+      name: 'planfence_commits_total',
+      help: 'Database transactions committed (on SQLite, the writes that arrive together share one commit)',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(commits.transactions);
+      },
+    });
+    new Counter({
+      name: 'planfence_committed_writes_total',
+      help: 'Writes committed (decisions, token and environment changes, retention runs)',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(commits.writes);
+      },
+    });
   }
 
   private environments(): Promise<Environment[]> {
