@@ -6,7 +6,7 @@ import autocannon from 'autocannon';
 import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, seededRandom, ServiceProcess } from '../test/fault/service.js';
-import { addOutcome, graphqlOutcome, peakRssMb, type Run } from './measure.js';
+import { addOutcome, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
 
 const WHOAMI = '{ whoami { name role } }';
 const SUBMIT = 'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id status } }';
@@ -61,46 +61,54 @@ export async function prepareTemplate(
   const file = join(dir, `${name}.db`);
   removeDatabase(file);
   let service = new ServiceProcess(file, { PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' });
-  await service.start();
-  const agentToken = await service.issueToken('bench-agent', 'AGENT');
-  const reviewerToken = await service.issueToken('bench-reviewer', 'REVIEWER');
-  const environments = Array.from({ length: options.count }, (_, i) => `${name}-${i}`);
-  await inParallel(environments, 8, (environment) =>
-    service.ok(
-      ADMIN_TOKEN,
-      'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
-      { input: { name: environment, requireApproval: options.requireApproval } },
-    ),
-  );
-  if (options.seed) {
-    await service.stop();
-    options.seed(file);
-    service = new ServiceProcess(file, { PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' });
+  try {
     await service.start();
-  }
-  const generations: number[] = [];
-  await inParallel(environments, 8, async (environment) => {
-    for (let grant = 0; grant < 2; grant++) {
-      const data = await service.ok<{ acquireLease: { generation: number } }>(
-        agentToken,
-        'mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { generation } }',
-        { input: { environment, ttlSeconds: 3600, instance: 'bench' } },
-      );
-      generations.push(data.acquireLease.generation);
+    const agentToken = await service.issueToken('bench-agent', 'AGENT');
+    const reviewerToken = await service.issueToken('bench-reviewer', 'REVIEWER');
+    const environments = Array.from({ length: options.count }, (_, i) => `${name}-${i}`);
+    await inParallel(environments, 8, (environment) =>
+      service.ok(
+        ADMIN_TOKEN,
+        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+        { input: { name: environment, requireApproval: options.requireApproval } },
+      ),
+    );
+    if (options.seed) {
+      await service.stop();
+      options.seed(file);
+      service = new ServiceProcess(file, { PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' });
+      await service.start();
     }
-  });
-  const fresh = Math.max(...generations);
-  // Every environment got the same two generations (all start from the same history).
-  await inParallel(environments, 8, async (environment) => {
-    const data = await service.ok<{ submitPlan: { id: string } }>(agentToken, SUBMIT, {
-      input: { environment, generation: fresh, idempotencyKey: 'template', content: CONTENT },
+    const generations: number[] = [];
+    await inParallel(environments, 8, async (environment) => {
+      for (let grant = 0; grant < 2; grant++) {
+        const data = await service.ok<{ acquireLease: { generation: number } }>(
+          agentToken,
+          'mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { generation } }',
+          { input: { environment, ttlSeconds: 3600, instance: 'bench' } },
+        );
+        generations.push(data.acquireLease.generation);
+      }
     });
-    if (options.requireApproval) {
-      await service.ok(reviewerToken, APPROVE, { input: { planId: data.submitPlan.id } });
-    }
-  });
-  await service.stop();
-  return { file, agentToken, reviewerToken, environments, fresh, stale: fresh - 1 };
+    const fresh = Math.max(...generations);
+    // Every environment got the same two generations (all start from the same history).
+    await inParallel(environments, 8, async (environment) => {
+      const data = await service.ok<{ submitPlan: { id: string } }>(agentToken, SUBMIT, {
+        input: {
+          environment,
+          generation: fresh,
+          idempotencyKey: `template-${environment}`,
+          content: CONTENT,
+        },
+      });
+      if (options.requireApproval) {
+        await service.ok(reviewerToken, APPROVE, { input: { planId: data.submitPlan.id } });
+      }
+    });
+    return { file, agentToken, reviewerToken, environments, fresh, stale: fresh - 1 };
+  } finally {
+    await service.stop();
+  }
 }
 
 async function inParallel<T>(items: T[], width: number, work: (item: T) => Promise<unknown>) {
@@ -202,15 +210,9 @@ export const manyEnvironments: Requests = (template, runId) => {
 };
 
 /** One run: a fresh copy of the template, the service on it, `seconds` of load from `connections` clients. */
-export async function runHttp(options: {
-  template: Template;
-  requests: Requests;
-  durability: 'FULL' | 'NORMAL';
-  connections: number;
-  seconds: number;
-  runId: string;
-  workDir: string;
-}): Promise<Run> {
+export async function runHttp(
+  options: Load & { template: Template; requests: Requests },
+): Promise<Run> {
   const file = join(options.workDir, `run-${options.runId}.db`);
   copyDatabase(options.template.file, file);
   const service = new ServiceProcess(file, { PLANFENCE_SQLITE_SYNCHRONOUS: options.durability });

@@ -11,6 +11,15 @@ export interface Run {
   outcomes: Record<string, number>;
 }
 
+/** What every run is given: its load and where it may write. */
+export interface Load {
+  durability: 'FULL' | 'NORMAL';
+  connections: number;
+  seconds: number;
+  runId: string;
+  workDir: string;
+}
+
 export interface Row {
   scenario: string;
   variant: string;

@@ -141,6 +141,28 @@ export function report(rows: Row[], machine: Machine): string {
       );
     }
   }
+  const floor10 = find('1 ', 10);
+  const storageNormal = find('6 ', 10, 'NORMAL', '0% stale');
+  const storageFull = find('6 ', 10, 'FULL', '0% stale');
+  if (floor10 && storageNormal) {
+    // A fenced publish is at least a framework-floor request plus the decision's statements.
+    const bound = 1 / (1 / floor10.reqPerSec + 1 / storageNormal.reqPerSec);
+    lines.push(
+      `- What bounds a publish on one service process: it costs at least one framework-floor request ` +
+        `(${fixed(floor10.reqPerSec, 0)}/s) plus the decision's statements without fsync ` +
+        `(storage floor NORMAL, ${fixed(storageNormal.reqPerSec, 0)}/s), i.e. at most ` +
+        `${fixed(bound, 0)} publishes/s = ${fixed((bound / floor10.reqPerSec) * 100, 0)}% of the framework floor, ` +
+        `with group commit taking the fsync out` +
+        (storageFull
+          ? ` (one commit per decision, FULL: ${fixed(storageFull.reqPerSec, 0)}/s).`
+          : '.'),
+    );
+    const peer = find('7 ', 10, 'FULL', '0% stale');
+    if (peer)
+      lines.push(
+        `- The framework floor itself is ${ratio(floor10.reqPerSec / peer.reqPerSec)} etcd's decision rate at c=10.`,
+      );
+  }
   const sizes = summaries.filter((s) => s.scenario.startsWith('5 ') && s.connections === 10);
   if (sizes.length >= 2) {
     const smallest = sizes[0];

@@ -8,17 +8,11 @@ import Sqlite from 'better-sqlite3';
 import { join } from 'node:path';
 import { copyFileSync } from 'node:fs';
 import { removeDatabase, type Template } from './http.js';
-import { closedLoop, type Run } from './measure.js';
+import { closedLoop, type Load, type Run } from './measure.js';
 
-export async function runStorageFloor(options: {
-  template: Template;
-  staleShare: 0 | 0.5;
-  durability: 'FULL' | 'NORMAL';
-  connections: number;
-  seconds: number;
-  runId: string;
-  workDir: string;
-}): Promise<Run> {
+export async function runStorageFloor(
+  options: Load & { template: Template; staleShare: 0 | 0.5 },
+): Promise<Run> {
   const file = join(options.workDir, `floor-${options.runId}.db`);
   removeDatabase(file);
   copyFileSync(options.template.file, file);

@@ -46,24 +46,28 @@ export class MetricsService {
       (env) => env.fence,
     );
     const commits = db.commits;
-    new Counter({
-      name: 'planfence_commits_total',
-      help: 'Database transactions committed (on SQLite, the writes that arrive together share one commit)',
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        this.inc(commits.transactions);
-      },
-    });
-    new Counter({
-      name: 'planfence_committed_writes_total',
-      help: 'Writes committed (decisions, token and environment changes, retention runs)',
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        this.inc(commits.writes);
-      },
-    });
+    for (const [name, help, value] of [
+      [
+        'planfence_commits_total',
+        'Database transactions committed (on SQLite, the writes that arrive together share one commit)',
+        () => commits.transactions,
+      ],
+      [
+        'planfence_committed_writes_total',
+        'Writes committed (decisions, token and environment changes, retention runs)',
+        () => commits.writes,
+      ],
+    ] as const) {
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(value());
+        },
+      });
+    }
   }
 
   private environments(): Promise<Environment[]> {

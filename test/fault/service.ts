@@ -12,7 +12,7 @@ const above = fileURLToPath(new URL('../../', import.meta.url));
 const DIST = above.endsWith('/dist/') ? above : `${above}dist/`;
 export const distFile = (path: string) => `${DIST}${path}`;
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.listen(0, '127.0.0.1', () => {
