@@ -143,16 +143,16 @@ export class Database implements OnModuleInit {
           const manager = this.dataSource.createEntityManager(runner);
           const own: (() => void)[] = [];
           this.committed.set(manager, own);
-          await runner.query('SAVEPOINT write');
+          sqliteStatement(manager, 'SAVEPOINT write')!.run();
           try {
             const result = await current.work(manager);
-            await runner.query('RELEASE write');
+            sqliteStatement(manager, 'RELEASE write')!.run();
             callbacks.set(current, own);
             group.push({ write: current, outcome: { result } });
             break;
           } catch (error) {
-            await runner.query('ROLLBACK TO write');
-            await runner.query('RELEASE write');
+            sqliteStatement(manager, 'ROLLBACK TO write')!.run();
+            sqliteStatement(manager, 'RELEASE write')!.run();
             if (isConflict(error) && attempt < MAX_ATTEMPTS) continue;
             group.push({ write: current, outcome: { error } });
             break;
