@@ -66,6 +66,16 @@ test('writes issued together share one commit on SQLite (one transaction each on
   expect(await marked('together-%')).toHaveLength(10);
 });
 
+test('more writes than one group holds are all committed, in further groups', async () => {
+  const db = app.app.get(Database);
+  const commitsBefore = db.commits.transactions;
+  await Promise.all(Array.from({ length: 300 }, (_, i) => db.write((m) => mark(m, `many-${i}`))));
+  expect(await marked('many-%')).toHaveLength(300);
+  const commits = db.commits.transactions - commitsBefore;
+  if (TEST_DATABASE === 'sqlite') expect(commits).toBe(2);
+  else expect(commits).toBe(300);
+});
+
 test('a write that fails in a group rolls back alone; the writes around it commit', async () => {
   const db = app.app.get(Database);
   const outcomes = await Promise.allSettled([

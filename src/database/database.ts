@@ -121,16 +121,29 @@ export class Database implements OnModuleInit {
   private grouped<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.waiting.push({ work, resolve: resolve as (value: unknown) => void, reject });
-      if (this.groupScheduled) return;
-      this.groupScheduled = true;
-      // After the requests that are ready now have had their turn to join the group.
-      setImmediate(() => void this.exclusive(() => this.commitGroup()));
+      this.scheduleGroup();
     });
+  }
+
+  private scheduleGroup(): void {
+    if (this.groupScheduled) return;
+    this.groupScheduled = true;
+    // After the requests that are ready now have had their turn to join the group.
+    setImmediate(() => void this.exclusive(() => this.commitGroup()));
   }
 
   private async commitGroup(): Promise<void> {
     this.groupScheduled = false;
     if (!this.waiting.length) return;
+    try {
+      await this.commitNextGroup();
+    } finally {
+      // Writes beyond the group's limit, or left waiting by a failed group.
+      if (this.waiting.length) this.scheduleGroup();
+    }
+  }
+
+  private async commitNextGroup(): Promise<void> {
     const runner = this.dataSource.createQueryRunner();
     const group: { write: WaitingWrite; outcome: { result: unknown } | { error: unknown } }[] = [];
     const callbacks = new Map<WaitingWrite, (() => void)[]>();
@@ -181,7 +194,13 @@ export class Database implements OnModuleInit {
         write.reject(outcome.error);
         continue;
       }
-      for (const callback of callbacks.get(write) ?? []) callback();
+      for (const callback of callbacks.get(write) ?? []) {
+        try {
+          callback();
+        } catch (error) {
+          this.logger.error(`after-commit callback failed: ${(error as Error).message}`);
+        }
+      }
       write.resolve(outcome.result);
     }
   }
