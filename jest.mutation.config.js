@@ -12,6 +12,7 @@ export default {
     '**/approval.test.ts',
     '**/idempotency.test.ts',
     '**/model.test.ts',
+    '**/subscriptions.test.ts',
   ],
   testTimeout: 60000,
 };

@@ -142,8 +142,22 @@ test('rejecting a proposal records who and why; a rejected plan cannot be approv
   const approve = await world.approve(reviewer, plan.id);
   expect(codeOf(approve)).toBe('INVALID_PLAN_STATE');
   expect(approve.errors![0].extensions).toMatchObject({ status: 'REJECTED' });
-  expect(codeOf(await world.reject(reviewer, plan.id, 'again'))).toBe('INVALID_PLAN_STATE');
+  const again = await world.reject(reviewer, plan.id, 'again');
+  expect(codeOf(again)).toBe('INVALID_PLAN_STATE');
+  expect(again.errors![0].extensions).toMatchObject({ status: 'REJECTED' });
   expect((await world.environment(env)).currentPlan).toBeNull();
+});
+
+test("a stale approval's message names the plan, its generation and the fence", async () => {
+  const { env, generation } = await leasedEnvironment();
+  const plan = await world.submitOk(agent, env, generation, 'built under the old lease');
+  const next = await world.acquire(agent, env, 600);
+  await world.submitOk(agent, env, next, 'built under the new lease');
+  const stale = await world.approve(reviewer, plan.id);
+  expect(codeOf(stale)).toBe('STALE_GENERATION');
+  expect(stale.errors![0].message).toBe(
+    `plan ${plan.id}'s generation ${generation} is below the fence ${next}`,
+  );
 });
 
 test('approving or rejecting an unknown plan is NOT_FOUND', async () => {

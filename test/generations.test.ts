@@ -42,6 +42,18 @@ describe('on one running service', () => {
     expect(codeOf(await world.submit(agentA, 'staging', second, 'new'))).toBe('OK');
   });
 
+  test('a grant reports when it was acquired; a lease is over at exactly its expiry', async () => {
+    world.advance(60);
+    await world.createEnvironment('edge', 'MONOTONIC');
+    const now = await app.clock.now();
+    const lease = ok(await world.acquireRaw(agentA, 'edge', 5)).acquireLease;
+    expect(new Date(lease.acquiredAt).getTime()).toBe(now);
+    expect(new Date(lease.expiresAt).getTime()).toBe(now + 5000);
+    world.advance(5);
+    expect((await world.environment('edge')).lease).toBeNull();
+    expect(codeOf(await world.acquireRaw(agentB, 'edge'))).toBe('OK');
+  });
+
   test("another holder's live lease is LEASE_HELD with its holder and expiry", async () => {
     world.advance(60);
     const held = ok(await world.acquireRaw(agentA, 'prod', 30, 'worker-1')).acquireLease;

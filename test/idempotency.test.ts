@@ -142,6 +142,31 @@ test('50 concurrent identical submits make exactly one plan', async () => {
   expect(await world.plans(env)).toHaveLength(1);
 });
 
+test('a key used for another operation says which one', async () => {
+  const { env, generation } = await leasedEnvironment('MONOTONIC');
+  const plan = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'shared' });
+  const reused = await world.submit(agent, env, generation, 'other plan', {
+    idempotencyKey: 'shared',
+  });
+  expect(reused.errors![0].message).toBe(
+    'idempotency key "shared" was already used for a different submitPlan input',
+  );
+  ok(await world.reject(reviewer, plan.id, 'no', { idempotencyKey: 'reviewer-key' }));
+  const crossed = await world.approve(reviewer, plan.id, { idempotencyKey: 'reviewer-key' });
+  expect(codeOf(crossed)).toBe('IDEMPOTENCY_KEY_REUSED');
+  expect(crossed.errors![0].message).toBe(
+    'idempotency key "reviewer-key" was already used for rejectPlan',
+  );
+});
+
+test('a record expires at exactly the end of its retention period', async () => {
+  const { env, generation } = await leasedEnvironment('MONOTONIC');
+  const first = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'edge' });
+  world.advance(3600);
+  const later = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'edge' });
+  expect(later.id).not.toBe(first.id);
+});
+
 test('after the retention period a key can be used again', async () => {
   const { env, generation } = await leasedEnvironment('MONOTONIC');
   const first = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'hourly' });

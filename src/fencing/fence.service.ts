@@ -82,6 +82,7 @@ export class FenceService {
         'LEASE_HELD',
         `environment "${env.name}" is leased to ${lease?.holder}`,
         {
+          // Stryker disable next-line OptionalChaining: a refused grant means another holder's lease is live at this same instant, so lease is never null here.
           holder: lease?.holder ?? null,
           expiresAt: lease ? lease.expiresAt.toISOString() : null,
         },
@@ -372,6 +373,7 @@ export class FenceService {
     if (unknown) return unknown;
     if (p.generation < env.fence) return this.stale(p.generation, env.fence, "the plan's");
     const lease = liveLease(env, p.now);
+    // Stryker disable next-line ConditionalExpression: the generation was issued to the caller (checked above), so the lease of that generation is the caller's.
     const holdsLiveLease = lease?.generation === p.generation && env.leasePrincipal === p.principal;
     if (env.mode === FencingMode.STRICT && !holdsLiveLease) {
       return new FenceError(
@@ -379,13 +381,15 @@ export class FenceService {
         `STRICT environment "${env.name}" accepts generation ${p.generation} only under its live lease`,
       );
     }
+    // Stryker disable all: the compare-and-swap is the only clause of the admission statement left, so
+    // this condition holds whenever it is reached, and the last return is unreachable.
     if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
       return this.preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
     }
-    // Stryker disable next-line all: unreachable (the checks above cover every clause of the admission statement).
     return new Error(
       `submit to ${p.environment} at generation ${p.generation} rejected for no known reason`,
     );
+    // Stryker restore all
   }
 
   private async whyApprovalRejected(
@@ -431,8 +435,10 @@ export class FenceService {
         },
       );
     }
-    // Stryker restore all
+    // The compare-and-swap is the only clause of the publication statement left, so this
+    // condition holds whenever it is reached, and the last return is unreachable.
     if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
+      // Stryker restore all
       return this.preconditionFailed(
         `plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`,
         env,

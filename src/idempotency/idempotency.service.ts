@@ -69,6 +69,9 @@ export class IdempotencyService {
       );
     }
     if (record.planId != null) return { planId: record.planId };
+    // Stryker disable all: a record is written in its effect's transaction with a plan or an error code and
+    // message, so the condition always holds here, the '' fallback is never used and IN_PROGRESS is not
+    // reachable (it stays for clients: see the IdempotencyService comment).
     if (record.errorCode != null) {
       const details = JSON.parse(record.errorDetails ?? '{}') as ErrorDetails;
       return {
@@ -79,6 +82,7 @@ export class IdempotencyService {
       'IDEMPOTENCY_IN_PROGRESS',
       `a call with idempotency key "${call.key}" is still in progress`,
     );
+    // Stryker restore all
   }
 
   async remember(

@@ -69,7 +69,9 @@ export class World {
   }
 
   acquireRaw(token: string, environment: string, ttlSeconds = 30, instance?: string) {
-    return this.gql<{ acquireLease: { generation: number; holder: string; expiresAt: string } }>(
+    return this.gql<{
+      acquireLease: { generation: number; holder: string; expiresAt: string; acquiredAt: string };
+    }>(
       token,
       'mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { generation holder expiresAt acquiredAt environment } }',
       { input: { environment, ttlSeconds, instance } },
