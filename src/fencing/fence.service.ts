@@ -201,9 +201,10 @@ export class FenceService {
         { id, environment: p.environment, generation: p.generation, sequence },
       );
       // Admission above already implies this; a failure here is a broken invariant, not a rejection.
-      // Stryker disable next-line all: unreachable while the admission statement holds the environment row.
+      // Stryker disable all: unreachable while the admission statement holds the environment row.
       if (moved !== 1)
         throw new Error(`pointer of ${p.environment} would not move forward to ${id}`);
+      // Stryker restore all
       await this.afterPublication(m, p.environment, id);
     } else {
       await this.markObsolete(m, p.environment);
