@@ -88,7 +88,8 @@ export function report(rows: Row[], machine: Machine): string {
       'etcd: one member, its default fsync per commit.',
     '- Load: autocannon from the bench process over loopback, one request in flight per connection; ' +
       'the service is the built `dist/src/main.js` as a child process with its normal logging (to /dev/null). ' +
-      'Peak RSS is the service process\u2019s VmHWM (etcd\u2019s for scenario 7; none for the in-process storage floor).',
+      'Peak RSS is the service process\u2019s VmHWM (etcd\u2019s for scenario 7; none for the in-process storage floor). ' +
+      'autocannon records HTTP latencies in whole milliseconds (rounded down); scenarios 6 and 7 are timed in the bench process with sub-millisecond resolution.',
     '',
   );
   lines.push('## Results', '');
