@@ -35,7 +35,8 @@ export interface Template {
 
 const SQLITE_FILES = ['', '-wal', '-shm'];
 
-function copyDatabase(from: string, to: string): void {
+/** Copies a SQLite database with its WAL files, replacing what `to` held. */
+export function copyDatabase(from: string, to: string): void {
   for (const suffix of SQLITE_FILES) {
     rmSync(to + suffix, { force: true });
     if (existsSync(from + suffix)) copyFileSync(from + suffix, to + suffix);

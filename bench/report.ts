@@ -82,7 +82,7 @@ export function report(rows: Row[], machine: Machine): string {
   lines.push(
     `- CPU: ${machine.cores}; memory ${machine.memory}; ${machine.kernel}`,
     `- Node ${machine.node}; SQLite ${machine.sqlite} (WAL); etcd ${machine.etcd}`,
-    `- Disk: ${machine.fsyncs.toFixed(0)} synchronous 4 KiB writes/s (write + fdatasync, measured at the start of the report)`,
+    `- Disk: ${machine.fsyncs.toFixed(0)} synchronous 4 KiB writes/s (write + fdatasync, measured when the report was written, after the runs)`,
     '- Durability: FULL = `synchronous=FULL` (the default: every acknowledged commit is on disk), ' +
       'NORMAL = `synchronous=NORMAL` (opt-in: survives a crash of the process, may lose the last commits on power loss). ' +
       'etcd: one member, its default fsync per commit.',

@@ -6,16 +6,14 @@
  */
 import Sqlite from 'better-sqlite3';
 import { join } from 'node:path';
-import { copyFileSync } from 'node:fs';
-import { removeDatabase, type Template } from './http.js';
+import { copyDatabase, removeDatabase, type Template } from './http.js';
 import { closedLoop, type Load, type Run } from './measure.js';
 
 export async function runStorageFloor(
   options: Load & { template: Template; staleShare: 0 | 0.5 },
 ): Promise<Run> {
   const file = join(options.workDir, `floor-${options.runId}.db`);
-  removeDatabase(file);
-  copyFileSync(options.template.file, file);
+  copyDatabase(options.template.file, file);
   const db = new Sqlite(file);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${options.durability}`);
