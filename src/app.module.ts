@@ -14,6 +14,7 @@ import { dataSourceOptions } from './database/data-source.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EnvironmentsModule } from './environments/environments.module.js';
 import { EventsModule } from './events/events.module.js';
+import { subscriptionOptions } from './events/subscription-options.js';
 import { DashboardController } from './dashboard/dashboard.controller.js';
 import { HealthController } from './health/health.controller.js';
 import { LeasesModule } from './leases/leases.module.js';
@@ -59,12 +60,7 @@ export class AppModule {
           graphiql: true,
           path: '/graphql',
           errorFormatter: formatGraphQLErrors as MercuriusDriverConfig['errorFormatter'],
-          subscription: {
-            // graphql-ws connection parameters carry the bearer token: { authorization: 'Bearer ...' }.
-            onConnect: ({ payload }: { payload?: Record<string, unknown> }) => ({
-              req: { headers: { authorization: payload?.authorization ?? payload?.Authorization } },
-            }),
-          },
+          subscription: subscriptionOptions(),
         }),
         AuthModule,
         AuditModule,

@@ -7,6 +7,11 @@ export type ErrorCode =
   | 'UNAUTHENTICATED'
   | 'FORBIDDEN'
   | 'SELF_APPROVAL'
+  | 'ALREADY_APPROVED'
+  | 'FROZEN'
+  | 'DEPLOYMENT_ACTIVE'
+  | 'DEPLOYMENT_NOT_ACTIVE'
+  | 'RATE_LIMITED'
   | 'BAD_USER_INPUT'
   | 'PAYLOAD_TOO_LARGE'
   | 'NOT_FOUND'
@@ -37,9 +42,18 @@ export function extensionsOf(error: DomainError): Extensions {
       return { code, status: details.status };
     case 'PRECONDITION_FAILED':
       return { code, currentPlanId: details.currentPlanId ?? null };
+    case 'FROZEN':
+      return { code, reason: details.reason ?? null, frozenBy: details.frozenBy ?? null };
+    case 'DEPLOYMENT_ACTIVE':
+      return { code, deploymentId: details.deploymentId ?? null, status: details.status ?? null };
+    case 'DEPLOYMENT_NOT_ACTIVE':
+      return { code, status: details.status ?? null };
+    case 'RATE_LIMITED':
+      return { code, retryAfterSeconds: details.retryAfterSeconds ?? null };
     case 'UNAUTHENTICATED':
     case 'FORBIDDEN':
     case 'SELF_APPROVAL':
+    case 'ALREADY_APPROVED':
     case 'BAD_USER_INPUT':
     case 'PAYLOAD_TOO_LARGE':
     case 'NOT_FOUND':
