@@ -8,7 +8,8 @@ import { Database } from '../database/database.js';
 import { type IdempotentCall, IdempotencyService } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Plan } from '../plans/plan.entity.js';
-import { findOneOrFail } from '../database/rows.js';
+import { exists, findOneOrFail } from '../database/rows.js';
+import { Environment } from '../environments/environment.entity.js';
 
 export interface Decision {
   action: string;
@@ -26,7 +27,8 @@ type Outcome<T> = { result: T } | { error: DomainError };
 /**
  * Runs a protected write as one transaction: the decision, its audit event (R12) and, with
  * an idempotency key, its remembered outcome (R9) commit together. A rejection commits its
- * audit event (and remembered error) and is thrown after the commit.
+ * audit event (and remembered error) and is thrown after the commit; a rejection that names
+ * an environment that does not exist is audited nowhere (there is no log to keep it in).
  */
 @Injectable()
 export class DecisionRunner {
@@ -114,6 +116,10 @@ export class DecisionRunner {
     error: unknown,
   ): Promise<{ error: DomainError }> {
     if (!isDomainError(error)) throw error;
+    // An environment's audit log starts with the environment: a rejection naming one that
+    // does not exist (yet) is answered but leaves no row that a later environment of that
+    // name would inherit.
+    if (!(await exists(m, Environment, { name: decision.environment }))) return { error };
     await this.audit.record(m, now, {
       ...decision,
       outcome: AuditOutcome.REJECTED,

@@ -1,6 +1,6 @@
 import { ArgsType, Field, ID, Int } from '@nestjs/graphql';
-import { IsOptional, Matches } from 'class-validator';
-import { IsName, IsPageSize } from '../../common/validation.js';
+import { IsOptional } from 'class-validator';
+import { IsName, IsPageSize, IsRowId } from '../../common/validation.js';
 
 @ArgsType()
 export class AuditEventsArgs {
@@ -14,6 +14,6 @@ export class AuditEventsArgs {
 
   @Field(() => ID, { nullable: true, description: 'the id of the last event of the previous page' })
   @IsOptional()
-  @Matches(/^[1-9][0-9]{0,15}$/, { message: 'after must be an audit event id' })
+  @IsRowId('an audit event id')
   after?: string | null;
 }

@@ -27,9 +27,6 @@ export class SubmitPlanInput {
   /** Limited by PLANFENCE_MAX_PLAN_BYTES (PAYLOAD_TOO_LARGE), checked by the service. */
   @Field()
   @Length(1, undefined, { message: 'content must not be empty' })
-  // PostgreSQL text cannot hold NUL; refuse it on every database alike.
-  // eslint-disable-next-line no-control-regex
-  @Matches(/^[^\u0000]*$/, { message: 'content must not contain NUL characters' })
   content: string;
 
   @Field(() => String, { nullable: true })
