@@ -20,6 +20,7 @@ import { HealthController } from './health/health.controller.js';
 import { LeasesModule } from './leases/leases.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { PlansModule } from './plans/plans.module.js';
+import { QuotasModule } from './quotas/quotas.module.js';
 import { RetentionModule } from './retention/retention.module.js';
 
 /** The given clock (tests), else the database's on PostgreSQL, else this process's. */
@@ -63,6 +64,7 @@ export class AppModule {
           subscription: subscriptionOptions(),
         }),
         AuthModule,
+        QuotasModule,
         AuditModule,
         EnvironmentsModule,
         LeasesModule,

@@ -4,6 +4,7 @@ import {
   type GraphQLErrorBody,
   IdempotencyInProgressError,
   LeaseNotHeldError,
+  RateLimitedError,
   TransportError,
 } from './errors.js';
 
@@ -75,6 +76,12 @@ export interface RetryOptions {
   baseDelayMs?: number;
   /** Longest back-off in ms (default 3000). */
   maxDelayMs?: number;
+  /**
+   * RATE_LIMITED: the longest `retryAfterSeconds` the client waits out (plus up to 10%
+   * jitter) before sending the same call again, in ms (default 30000). A longer wait, or
+   * running out of `attempts`, throws RateLimitedError.
+   */
+  maxRateLimitWaitMs?: number;
 }
 
 export interface ClientOptions {
@@ -125,11 +132,36 @@ export class PlanfenceClient {
   constructor(private readonly options: ClientOptions) {
     this.url = options.url.replace(/\/+$/, '');
     this.fetch = options.fetch ?? fetch;
-    this.retry = { attempts: 6, baseDelayMs: 100, maxDelayMs: 3000, ...options.retry };
+    this.retry = {
+      attempts: 6,
+      baseDelayMs: 100,
+      maxDelayMs: 3000,
+      maxRateLimitWaitMs: 30_000,
+      ...options.retry,
+    };
   }
 
-  /** One GraphQL operation. Throws a PlanfenceError subclass or a TransportError. */
+  /**
+   * One GraphQL operation. Throws a PlanfenceError subclass or a TransportError. A
+   * RATE_LIMITED answer means the service ran nothing: the same operation (the same
+   * variables, so the same idempotency key) is sent again after `retryAfterSeconds` plus
+   * jitter, within `attempts` and `maxRateLimitWaitMs`.
+   */
   async request<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.send<T>(query, variables);
+      } catch (error) {
+        if (!(error instanceof RateLimitedError) || attempt >= this.retry.attempts) throw error;
+        const waitMs = Math.max(1, error.retryAfterSeconds) * 1000;
+        if (waitMs > this.retry.maxRateLimitWaitMs) throw error;
+        // Never earlier than asked; the jitter spreads clients that were refused together.
+        await sleep(waitMs + Math.random() * waitMs * 0.1);
+      }
+    }
+  }
+
+  private async send<T>(query: string, variables: Record<string, unknown>): Promise<T> {
     let response: Response;
     try {
       response = await this.fetch(`${this.url}/graphql`, {
@@ -242,7 +274,8 @@ export class PlanfenceClient {
   /**
    * Submits a plan made under `generation`. One idempotency key per call (or the one
    * given), reused on every retry of transport failures, 5xx answers and
-   * IDEMPOTENCY_IN_PROGRESS, with bounded exponential back-off and jitter. Fencing
+   * IDEMPOTENCY_IN_PROGRESS, with bounded exponential back-off and jitter, and of
+   * RATE_LIMITED after the wait the service names (see `request`). Fencing
    * rejections (STALE_GENERATION, ...) are thrown at once: a stale plan cannot be
    * refreshed by retrying, only remade under a new lease.
    */
@@ -377,8 +410,12 @@ export class PlanfenceClient {
           await this.renewLease(environment, lease.generation, ttlSeconds);
           deadline = started + ttlSeconds * 1000;
         } catch (error) {
-          // A transport failure is retried until the lease would have expired; a refusal is final.
-          if (error instanceof TransportError && performance.now() < deadline - renewEveryMs)
+          // A transport failure or a rate limit is retried until the lease would have expired;
+          // a refusal is final.
+          if (
+            (error instanceof TransportError || error instanceof RateLimitedError) &&
+            performance.now() < deadline - renewEveryMs
+          )
             continue;
           controller.abort(
             error instanceof LeaseNotHeldError

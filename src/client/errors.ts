@@ -52,6 +52,16 @@ export class InvalidPlanStateError extends PlanfenceError {
     return this.extensions.status as string;
   }
 }
+/**
+ * A rate limit or quota of the service was reached; the call had no effect. The client
+ * waits `retryAfterSeconds` and sends the same call again (same idempotency key) within
+ * its bounds, and throws this when they are exhausted.
+ */
+export class RateLimitedError extends PlanfenceError {
+  get retryAfterSeconds(): number {
+    return Number(this.extensions.retryAfterSeconds ?? 1);
+  }
+}
 export class IdempotencyKeyReusedError extends PlanfenceError {}
 export class IdempotencyInProgressError extends PlanfenceError {}
 export class SelfApprovalError extends PlanfenceError {}
@@ -81,6 +91,7 @@ const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
   UNKNOWN_GENERATION: UnknownGenerationError,
   PRECONDITION_FAILED: PreconditionFailedError,
   INVALID_PLAN_STATE: InvalidPlanStateError,
+  RATE_LIMITED: RateLimitedError,
   IDEMPOTENCY_KEY_REUSED: IdempotencyKeyReusedError,
   IDEMPOTENCY_IN_PROGRESS: IdempotencyInProgressError,
   SELF_APPROVAL: SelfApprovalError,

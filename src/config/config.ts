@@ -21,6 +21,22 @@ export interface Config {
   /** How often the retention job runs. */
   retentionIntervalMs: number;
   logLevel: string;
+  quotas: QuotaConfig;
+}
+
+/**
+ * Per-principal rate limits and per-environment quotas, as token buckets kept in each
+ * instance's memory: `burst` is the bucket's size, the rate refills it.
+ */
+export interface QuotaConfig {
+  requestsPerSecond: number;
+  requestBurst: number;
+  writesPerSecond: number;
+  writeBurst: number;
+  /** acquireLease calls per principal per minute (the bucket holds one minute's worth). */
+  leasesPerMinute: number;
+  /** Bytes of plan content submitted per environment per hour (the bucket holds one hour's worth). */
+  planBytesPerHour: number;
 }
 
 /** A bad configuration value: the message names the variable, and the start stops. */
@@ -82,6 +98,30 @@ function database(env: Env): DatabaseConfig {
   throw new ConfigError('DATABASE_URL', `must start with sqlite: or postgres:// (got "${url}")`);
 }
 
+function quotas(env: Env, maxPlanBytes: number): QuotaConfig {
+  const planBytesPerHour = integer(
+    env,
+    'PLANFENCE_QUOTA_PLAN_BYTES_PER_HOUR',
+    100 * maxPlanBytes,
+    1,
+    Number.MAX_SAFE_INTEGER,
+  );
+  if (planBytesPerHour < maxPlanBytes) {
+    throw new ConfigError(
+      'PLANFENCE_QUOTA_PLAN_BYTES_PER_HOUR',
+      `must be at least PLANFENCE_MAX_PLAN_BYTES (${maxPlanBytes}), or no plan of the largest size could ever be submitted (got ${planBytesPerHour})`,
+    );
+  }
+  return {
+    requestsPerSecond: integer(env, 'PLANFENCE_RATE_REQUESTS_PER_SECOND', 500, 1, 1_000_000),
+    requestBurst: integer(env, 'PLANFENCE_RATE_REQUESTS_BURST', 5000, 1, 10_000_000),
+    writesPerSecond: integer(env, 'PLANFENCE_RATE_WRITES_PER_SECOND', 100, 1, 1_000_000),
+    writeBurst: integer(env, 'PLANFENCE_RATE_WRITES_BURST', 2000, 1, 10_000_000),
+    leasesPerMinute: integer(env, 'PLANFENCE_RATE_LEASES_PER_MINUTE', 600, 1, 1_000_000),
+    planBytesPerHour,
+  };
+}
+
 /** Reads and validates the whole configuration once, at start. */
 export function loadConfig(env: Env = process.env): Config {
   const db = database(env);
@@ -98,17 +138,19 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const dataDir =
     db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
+  const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
   return {
     port: integer(env, 'PORT', 4000, 0, 65535),
     host: env.HOST || '127.0.0.1',
     database: db,
     adminToken: adminToken || undefined,
     adminTokenFile: resolve(env.PLANFENCE_ADMIN_TOKEN_FILE || `${dataDir}/admin-token`),
-    maxPlanBytes: integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024),
+    maxPlanBytes,
     idempotencyTtlMs: integer(env, 'PLANFENCE_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365) * 3600_000,
     planRetentionMs: integer(env, 'PLANFENCE_PLAN_RETENTION_DAYS', 30, 1, 36500) * 86400_000,
     retentionIntervalMs:
       integer(env, 'PLANFENCE_RETENTION_INTERVAL_SECONDS', 3600, 1, 7 * 86400) * 1000,
     logLevel,
+    quotas: quotas(env, maxPlanBytes),
   };
 }

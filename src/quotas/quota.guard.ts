@@ -1,0 +1,68 @@
+import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
+import { GqlExecutionContext } from '@nestjs/graphql';
+import type { GraphQLResolveInfo } from 'graphql';
+import type { Principal } from '../auth/principal.entity.js';
+import { type Charge, QuotasService } from './quotas.service.js';
+
+const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);
+
+/**
+ * Charges each GraphQL root field against the caller's limits before its resolver runs:
+ * the first field of a request also pays for the request; every mutation field is a write
+ * (aliases of one mutation count one each); every acquireLease is a lease; a submitPlan's
+ * content is charged to its environment's hourly bytes, whether or not it is then accepted.
+ * Once a request is refused, the rest of its fields are refused with it.
+ *
+ * Registered after the AuthGuard (QuotasModule is imported after AuthModule), so the
+ * principal is known and unauthenticated or forbidden calls have already been turned away.
+ */
+@Injectable()
+export class QuotaGuard implements CanActivate {
+  /** Per request (its GraphQL context object): the refusal, once there is one. */
+  private readonly seen = new WeakMap<object, { refused: Error | null }>();
+
+  constructor(private readonly quotas: QuotasService) {}
+
+  canActivate(context: ExecutionContext): boolean {
+    if (context.getType<string>() !== 'graphql') return true;
+    const gql = GqlExecutionContext.create(context);
+    const info = gql.getInfo<GraphQLResolveInfo>();
+    if (!ROOT_TYPES.has(info.parentType.name)) return true;
+    const ctx = gql.getContext<{ req?: { principal?: Principal } }>();
+    const principal = ctx.req?.principal;
+    if (!principal) return true;
+
+    const charges: Charge[] = [];
+    let request = this.seen.get(ctx);
+    if (!request) {
+      request = { refused: null };
+      this.seen.set(ctx, request);
+      charges.push({ buckets: this.quotas.requests, key: principal.name, cost: 1 });
+    }
+    if (request.refused) throw request.refused;
+    if (info.parentType.name === 'Mutation') {
+      charges.push({ buckets: this.quotas.writes, key: principal.name, cost: 1 });
+      if (info.fieldName === 'acquireLease')
+        charges.push({ buckets: this.quotas.leases, key: principal.name, cost: 1 });
+      if (info.fieldName === 'submitPlan') {
+        const input = gql.getArgs<{ input?: { environment?: unknown; content?: unknown } }>().input;
+        if (typeof input?.environment === 'string' && typeof input.content === 'string') {
+          charges.push({
+            buckets: this.quotas.planBytes,
+            key: input.environment,
+            cost: Buffer.byteLength(input.content, 'utf8'),
+          });
+        }
+      }
+    }
+    try {
+      this.quotas.admit(charges);
+    } catch (error) {
+      // A request refused at its first field is refused whole; a later field refused for
+      // its own write, lease or bytes leaves the fields before it done.
+      if (charges[0]?.buckets === this.quotas.requests) request.refused = error as Error;
+      throw error;
+    }
+    return true;
+  }
+}
