@@ -82,7 +82,7 @@ test('each aliased mutation field is one write', async () => {
   expect(renewed.every((e) => e.outcome === 'ACCEPTED')).toBe(true);
   // A refused non-null field ends the mutation: the fields after it do not run.
   expect(result.errors!.map((e) => e.extensions?.code)).toEqual(['RATE_LIMITED']);
-  expect(result.errors![0].path).toEqual([`r${renewed.length}`]);
+  expect((result.errors![0] as { path?: unknown }).path).toEqual([`r${renewed.length}`]);
   // Reads are not writes.
   expect(ok(await world.gql(agent, WHOAMI)).whoami.name).toBe('agent');
 });
@@ -104,9 +104,9 @@ describe('acquireLease aliases in one request', () => {
     const result = await world.gql(agent, acquires('prod', 12));
 
     // The sixth is refused, and a refused non-null field ends the mutation there.
-    expect(result.errors!.map((e) => [e.extensions?.code, e.path])).toEqual([
-      ['RATE_LIMITED', ['a5']],
-    ]);
+    expect(result.errors!.map((e) => [e.extensions?.code, (e as { path?: unknown }).path])).toEqual(
+      [['RATE_LIMITED', ['a5']]],
+    );
     expect((await world.environment('prod')).lastIssuedGeneration).toBe(5);
   });
 
@@ -183,7 +183,7 @@ describe('the client', () => {
       url: world.app.url,
       token: agentToken,
       fetch: async (url, init) => {
-        bodies.push(String(init?.body));
+        bodies.push(init?.body as string);
         const response = await fetch(url, init);
         answers.push(JSON.stringify(await response.clone().json()));
         return response;
