@@ -235,7 +235,7 @@ export class FenceService {
        WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
          ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
          AND EXISTS (SELECT 1 FROM plans p WHERE p.id = :id AND p.status = 'PROPOSED'
-                     AND p.submitted_by <> :reviewer
+                     AND p.purged_at IS NULL AND p.submitted_by <> :reviewer
                      ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''})`,
       params,
     );
@@ -420,6 +420,13 @@ export class FenceService {
         {
           status: plan.status,
         },
+      );
+    }
+    if (plan.purgedAt != null) {
+      return new FenceError(
+        'INVALID_PLAN_STATE',
+        `plan ${plan.id} waited past the retention period and its content was purged; submit it again`,
+        { status: plan.status },
       );
     }
     // Stryker disable all: a PROPOSED plan older than the current one was already marked OBSOLETE in the pointer's

@@ -16,9 +16,16 @@ export interface PurgeReport {
 }
 
 /**
+ * The statuses whose content goes once the plan is older than the retention period. A
+ * PROPOSED plan that old has waited a month for review; once purged it can no longer be
+ * approved (the fencing module refuses plans without content). PUBLISHED content stays.
+ */
+export const PURGED_STATUSES = ['SUPERSEDED', 'OBSOLETE', 'REJECTED', 'PROPOSED'] as const;
+
+/**
  * Keeps the database from growing forever: expired idempotency records go, and so does
- * the content (never the metadata or hash) of SUPERSEDED, OBSOLETE and REJECTED plans
- * older than PLANFENCE_PLAN_RETENTION_DAYS. PROPOSED and PUBLISHED plans are never purged.
+ * the content (never the metadata or hash) of plans in PURGED_STATUSES submitted more than
+ * PLANFENCE_PLAN_RETENTION_DAYS ago. The published plan's content is never purged.
  */
 @Injectable()
 export class RetentionService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -56,7 +63,8 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
       planContents: await execute(
         m,
         `UPDATE plans SET content = '', purged_at = :now
-         WHERE status IN ('SUPERSEDED', 'OBSOLETE', 'REJECTED') AND submitted_at < :cutoff AND purged_at IS NULL`,
+         WHERE status IN (${PURGED_STATUSES.map((status) => `'${status}'`).join(', ')})
+           AND submitted_at < :cutoff AND purged_at IS NULL`,
         { now, cutoff },
       ),
     }));
