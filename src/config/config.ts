@@ -16,7 +16,7 @@ export interface Config {
   adminTokenFile: string;
   maxPlanBytes: number;
   idempotencyTtlMs: number;
-  /** Content of superseded, obsolete and rejected plans is kept this long. */
+  /** Content of superseded, obsolete, rejected and proposed plans is kept this long. */
   planRetentionMs: number;
   /** How often the retention job runs. */
   retentionIntervalMs: number;
