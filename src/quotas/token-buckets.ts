@@ -18,14 +18,17 @@ export class TokenBuckets {
     return Math.min(this.capacity, bucket.tokens + ((now - bucket.at) / 1000) * this.perSecond);
   }
 
-  /** Seconds until `cost` tokens are available under `key` (0: now). */
+  /** Seconds until `cost` tokens are available under `key` (0: now). A cost beyond the capacity counts as the capacity. */
   wait(key: string, cost: number, now: number): number {
     const missing = Math.min(cost, this.capacity) - this.level(key, now);
     return missing <= 0 ? 0 : missing / this.perSecond;
   }
 
   take(key: string, cost: number, now: number): void {
-    this.buckets.set(key, { tokens: this.level(key, now) - cost, at: now });
+    this.buckets.set(key, {
+      tokens: this.level(key, now) - Math.min(cost, this.capacity),
+      at: now,
+    });
   }
 
   /** Forgets every bucket that has refilled: a full bucket is the same as none. */
