@@ -132,7 +132,13 @@ export function loadConfig(env: Env = process.env): Config {
 function socketLimits(env: Env): SocketLimits {
   return {
     initTimeoutMs: integer(env, 'PLANFENCE_WS_INIT_TIMEOUT_SECONDS', 5, 1, 300) * 1000,
-    maxSubscriptionsPerSocket: integer(env, 'PLANFENCE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET', 100, 1, 100_000),
+    maxSubscriptionsPerSocket: integer(
+      env,
+      'PLANFENCE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET',
+      100,
+      1,
+      100_000,
+    ),
     maxSocketsPerPrincipal: integer(env, 'PLANFENCE_WS_MAX_SOCKETS_PER_PRINCIPAL', 20, 1, 100_000),
     maxSubscriptionFields: integer(env, 'PLANFENCE_WS_MAX_SUBSCRIPTION_FIELDS', 200, 1, 100_000),
     recheckIntervalMs: integer(env, 'PLANFENCE_WS_RECHECK_SECONDS', 30, 1, 86400) * 1000,

@@ -45,7 +45,11 @@ export class SocketSession {
 
   /** Closes the socket with a graphql-ws close code; its subscriptions end with it. */
   close(code: number, reason: string): void {
-    if (this.socket.readyState !== this.socket.OPEN && this.socket.readyState !== this.socket.CONNECTING) return;
+    if (
+      this.socket.readyState !== this.socket.OPEN &&
+      this.socket.readyState !== this.socket.CONNECTING
+    )
+      return;
     this.socket.close(code, truncateReason(reason));
   }
 }
@@ -67,11 +71,21 @@ function truncateReason(reason: string): string {
 interface MercuriusHooks {
   addHook(
     name: 'preSubscriptionParsing',
-    hook: (schema: GraphQLSchema, source: string, context: SubscriptionContext, id: string) => Promise<void>,
+    hook: (
+      schema: GraphQLSchema,
+      source: string,
+      context: SubscriptionContext,
+      id: string,
+    ) => Promise<void>,
   ): void;
   addHook(
     name: 'preSubscriptionExecution',
-    hook: (schema: GraphQLSchema, document: DocumentNode, context: SubscriptionContext, id: string) => Promise<void>,
+    hook: (
+      schema: GraphQLSchema,
+      document: DocumentNode,
+      context: SubscriptionContext,
+      id: string,
+    ) => Promise<void>,
   ): void;
 }
 
@@ -176,12 +190,18 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
         ),
       this.limits.initTimeoutMs,
     );
-    socket.on('message', (data: Buffer, isBinary: boolean) => this.received(session, data, isBinary));
+    socket.on('message', (data: Buffer, isBinary: boolean) =>
+      this.received(session, data, isBinary),
+    );
     socket.once('close', () => this.closed(session));
     // The server's `error` and `complete` for a subscription end it: it no longer counts.
     const send = socket.send.bind(socket) as (...args: unknown[]) => void;
     socket.send = ((data: unknown, ...rest: unknown[]) => {
-      if (typeof data === 'string' && data.length < 65536 && /^\{"type":"(error|complete)"/.test(data)) {
+      if (
+        typeof data === 'string' &&
+        data.length < 65536 &&
+        /^\{"type":"(error|complete)"/.test(data)
+      ) {
         const id = idOf(data);
         if (id !== null) session.active.delete(id);
       }
@@ -216,7 +236,10 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
 
   /** Answers `connection_init`: the caller, or null after closing the socket. */
   private async admit(session: SocketSession, payload: unknown): Promise<SocketRequest | null> {
-    const fields = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<string, unknown>;
+    const fields = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<
+      string,
+      unknown
+    >;
     const header = fields.authorization ?? fields.Authorization;
     if (typeof header !== 'string') {
       session.close(
@@ -265,7 +288,10 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
       throw new SocketError('UNAUTHENTICATED', 'this socket has no authenticated connection_init');
     }
     if (session.active.has(id)) {
-      throw new SocketError('BAD_USER_INPUT', `subscription id "${id}" is already in use on this socket`);
+      throw new SocketError(
+        'BAD_USER_INPUT',
+        `subscription id "${id}" is already in use on this socket`,
+      );
     }
     if (session.active.size >= this.limits.maxSubscriptionsPerSocket) {
       throw new SocketError(
@@ -298,7 +324,13 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     if (problem) throw new SocketError('BAD_USER_INPUT', problem);
     const errors = validate(schema, document);
     if (errors.length) {
-      throw new SocketError('BAD_USER_INPUT', errors.slice(0, 3).map((e) => e.message).join('; '));
+      throw new SocketError(
+        'BAD_USER_INPUT',
+        errors
+          .slice(0, 3)
+          .map((e) => e.message)
+          .join('; '),
+      );
     }
     return Promise.resolve();
   }
@@ -350,7 +382,8 @@ function idOf(frame: string): string | null {
 export function shapeProblem(document: DocumentNode, maxFields: number): string | null {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const definition of document.definitions) {
-    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+    if (definition.kind === Kind.FRAGMENT_DEFINITION)
+      fragments.set(definition.name.value, definition);
   }
   let fields = 0;
   for (const definition of document.definitions) {
