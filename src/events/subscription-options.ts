@@ -16,5 +16,5 @@ export function subscriptionOptions(): MercuriusDriverConfig['subscription'] {
       if (!session || !request) return {};
       return { req: request, planfenceSocket: session };
     },
-  } as MercuriusDriverConfig['subscription'];
+  };
 }

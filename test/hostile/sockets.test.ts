@@ -21,7 +21,7 @@ class RawSocket {
 
   private constructor(private readonly ws: WebSocket) {
     ws.on('message', (data) => {
-      const frame = JSON.parse(data.toString()) as Frame;
+      const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
       if (frame.type === 'ping') this.send({ type: 'pong' });
       this.frames.push(frame);
       this.wake();

@@ -56,7 +56,8 @@ async function scratch(): Promise<Scratch> {
 function startProcess(
   env: Record<string, string>,
 ): Promise<{ code: number | null; stderr: string }> {
-  const { PLANFENCE_ADMIN_TOKEN: _ignored, ...inherited } = process.env;
+  const inherited = { ...process.env };
+  delete inherited.PLANFENCE_ADMIN_TOKEN;
   const child = spawn(process.execPath, [distFile('src/main.js')], {
     env: { ...inherited, PORT: '0', LOG_LEVEL: 'error', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
