@@ -36,6 +36,7 @@ export class SocketSession {
   /** Ids of this socket's subscriptions that were admitted and have not ended. */
   readonly active = new Set<string>();
   initTimer: NodeJS.Timeout | null = null;
+  expiryTimer: NodeJS.Timeout | null = null;
 
   constructor(readonly socket: WebSocket) {}
 
@@ -195,6 +196,7 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     );
     socket.once('close', () => this.closed(session));
     // The server's `error` and `complete` for a subscription end it: it no longer counts.
+    // Every error frame leaves with a code, and an unexpected error without its details.
     const send = socket.send.bind(socket) as (...args: unknown[]) => void;
     socket.send = ((data: unknown, ...rest: unknown[]) => {
       if (
@@ -202,11 +204,36 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
         data.length < 65536 &&
         /^\{"type":"(error|complete)"/.test(data)
       ) {
-        const id = idOf(data);
-        if (id !== null) session.active.delete(id);
+        const frame = parseFrame(data);
+        if (typeof frame?.id === 'string') session.active.delete(frame.id);
+        if (frame?.type === 'error' && Array.isArray(frame.payload)) {
+          frame.payload = frame.payload.map((error) => this.coded(error));
+          return send(JSON.stringify(frame), ...rest);
+        }
       }
       send(data, ...rest);
     }) as WebSocket['send'];
+  }
+
+  /** An error for a subscription as the client may see it: with a code, and no internals. */
+  private coded(error: unknown): unknown {
+    const { message, extensions } = (error ?? {}) as {
+      message?: unknown;
+      extensions?: { code?: unknown };
+    };
+    if (typeof extensions?.code === 'string') return error;
+    const text = typeof message === 'string' ? message : '';
+    if (CLIENT_MISTAKES.some((pattern) => pattern.test(text))) {
+      return { ...(error as object), extensions: { code: 'BAD_USER_INPUT' } };
+    }
+    if (/reading 'operation'/.test(text)) {
+      return {
+        message: 'the document has no single operation to run (name one with operationName)',
+        extensions: { code: 'BAD_USER_INPUT' },
+      };
+    }
+    this.logger.error(`subscription failed: ${text}`);
+    return { message: 'internal error', extensions: { code: 'INTERNAL' } };
   }
 
   private received(session: SocketSession, data: Buffer, isBinary: boolean): void {
@@ -268,11 +295,13 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     mine.add(session);
     if (session.initTimer) clearTimeout(session.initTimer);
     session.request = { headers: { authorization: header }, principal };
+    this.expireAt(session, principal);
     return session.request;
   }
 
   private closed(session: SocketSession): void {
     if (session.initTimer) clearTimeout(session.initTimer);
+    if (session.expiryTimer) clearTimeout(session.expiryTimer);
     session.active.clear();
     const name = session.request?.principal.name;
     if (name === undefined) return;
@@ -339,19 +368,53 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
   private async stillValid(session: SocketSession): Promise<boolean> {
     const request = session.request;
     if (!request || !session.open) return false;
+    return this.settle([session], request.headers.authorization);
+  }
+
+  /**
+   * Authenticates `header` once for `group` (sockets that sent it): each keeps the fresh
+   * principal, or is closed (4403) with the reason when the token no longer authenticates.
+   */
+  private async settle(group: SocketSession[], header: string): Promise<boolean> {
+    let principal: Principal;
     try {
-      request.principal = await this.auth.authenticate(request.headers.authorization);
-      return true;
+      principal = await this.auth.authenticate(header);
     } catch (error) {
-      session.close(CloseCode.Forbidden, `UNAUTHENTICATED: ${(error as Error).message}`);
+      for (const session of group) {
+        session.close(CloseCode.Forbidden, `UNAUTHENTICATED: ${(error as Error).message}`);
+      }
       return false;
     }
+    for (const session of group) {
+      if (session.request) session.request.principal = principal;
+      this.expireAt(session, principal);
+    }
+    return true;
+  }
+
+  /** A principal whose token expires (when it has `expiresAt`) is checked again at that moment. */
+  private expireAt(session: SocketSession, principal: Principal): void {
+    const expiresAt = (principal as { expiresAt?: Date | null }).expiresAt;
+    if (session.expiryTimer) clearTimeout(session.expiryTimer);
+    session.expiryTimer = null;
+    if (!(expiresAt instanceof Date)) return;
+    const wait = Math.min(Math.max(expiresAt.getTime() - Date.now(), 0) + 10, 2 ** 31 - 1);
+    session.expiryTimer = setTimeout(() => void this.stillValid(session), wait);
+    session.expiryTimer.unref();
   }
 
   private async recheck(name: string): Promise<void> {
     const mine = this.byPrincipal.get(name);
     if (!mine) return;
-    await Promise.all([...mine].map((session) => this.stillValid(session).catch(() => false)));
+    const byHeader = new Map<string, SocketSession[]>();
+    for (const session of mine) {
+      const header = session.request?.headers.authorization;
+      if (header === undefined || !session.open) continue;
+      byHeader.set(header, [...(byHeader.get(header) ?? []), session]);
+    }
+    await Promise.all(
+      [...byHeader].map(([header, group]) => this.settle(group, header).catch(() => false)),
+    );
   }
 
   private async recheckAll(): Promise<void> {
@@ -365,10 +428,21 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
   }
 }
 
-function idOf(frame: string): string | null {
+/** What Mercurius reports without a code when a client sent something it cannot run. */
+const CLIENT_MISTAKES = [
+  /^Syntax Error: /,
+  /^Message must be a JSON string$/,
+  /^Invalid payload type$/,
+  /^Must provide document\.$/,
+  /^Invalid operation: /,
+  /^Unknown extension /,
+  /^Graphql validation error$/,
+];
+
+function parseFrame(frame: string): { type?: unknown; id?: unknown; payload?: unknown } | null {
   try {
-    const id = (JSON.parse(frame) as { id?: unknown }).id;
-    return typeof id === 'string' ? id : null;
+    const parsed = JSON.parse(frame) as unknown;
+    return typeof parsed === 'object' && parsed !== null ? parsed : null;
   } catch {
     return null;
   }

@@ -3,6 +3,7 @@
  * open subscriptions, thousands of subscriptions or sockets, thousands of root fields.
  * Each is refused with a graphql-ws close code or a coded error, on the real service.
  */
+import { parse } from 'graphql';
 import WebSocket from 'ws';
 import { scratchDatabase, startApp, TEST_DATABASE, type TestApp } from '../support/app.js';
 import { ok, World } from '../support/world.js';
@@ -320,16 +321,39 @@ describe('one root field per subscription', () => {
     expect(refused?.payload[0].message).toMatch(/nosuchfield/);
   });
 
+  test('a document that does not parse, or names no single operation, is refused with BAD_USER_INPUT', async () => {
+    const viewer = await world.issue('syntax-viewer', 'VIEWER');
+    const socket = await RawSocket.admitted(app, viewer);
+    socket.subscribe('broken', 'subscription { planPublished(');
+    socket.subscribe(
+      'two',
+      'subscription A { planPublished(environment: "x") { id } } subscription B { planPublished(environment: "y") { id } }',
+    );
+    const broken = await socket.next((f) => f.type === 'error' && f.id === 'broken');
+    const two = await socket.next((f) => f.type === 'error' && f.id === 'two');
+    expect(broken?.payload[0].extensions).toEqual({ code: 'BAD_USER_INPUT' });
+    expect(broken?.payload[0].message).toMatch(/^Syntax Error/);
+    expect(two?.payload[0]).toEqual({
+      message: 'the document has no single operation to run (name one with operationName)',
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
+    expect(socket.isOpen).toBe(true);
+  });
+
   test('a pre-parsed document instead of a query string is refused', async () => {
     const viewer = await world.issue('ast-viewer', 'VIEWER');
     const socket = await RawSocket.admitted(app, viewer);
-    socket.send({
-      id: 'ast',
-      type: 'subscribe',
-      payload: { query: { kind: 'Document', definitions: [] } },
-    });
+    // A well-formed subscription, sent as its syntax tree: it would skip the parsing hook.
+    const tree = JSON.parse(
+      JSON.stringify(parse('subscription { planPublished(environment: "x") { id } }')),
+    ) as unknown;
+    socket.send({ id: 'ast', type: 'subscribe', payload: { query: tree } });
     const refused = await socket.next((f) => f.type === 'error');
     expect(refused?.id).toBe('ast');
+    expect(refused?.payload[0]).toMatchObject({
+      message: 'a subscription query must be a string',
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
     expect(socket.frames.filter((f) => f.type === 'next')).toEqual([]);
   });
 });
