@@ -35,10 +35,22 @@ export class SocketSession {
   request: SocketRequest | null = null;
   /** Ids of this socket's subscriptions that were admitted and have not ended. */
   readonly active = new Set<string>();
+  /** Ids admitted by the parsing hook whose execution hook has not run yet. */
+  readonly starting = new Set<string>();
+  /** Ids the client ended while they were starting: they must not start. */
+  readonly endedEarly = new Set<string>();
   initTimer: NodeJS.Timeout | null = null;
   expiryTimer: NodeJS.Timeout | null = null;
+  /** Subscriptions refused on this socket so far. */
+  refusals = 0;
 
   constructor(readonly socket: WebSocket) {}
+
+  /** The client ended subscription `id` (`complete`/`stop`). */
+  ended(id: string): void {
+    this.active.delete(id);
+    if (this.starting.delete(id)) this.endedEarly.add(id);
+  }
 
   get open(): boolean {
     return this.socket.readyState === this.socket.OPEN;
@@ -147,10 +159,10 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     const fastify = this.adapterHost.httpAdapter?.getInstance<GuardedServer>();
     if (!fastify?.graphql) throw new Error('subscriptions: no GraphQL server to guard');
     fastify.graphql.addHook('preSubscriptionParsing', (_schema, _source, context, id) =>
-      this.admitSubscription(context, id),
+      this.counted(context, this.admitSubscription(context, id)),
     );
     fastify.graphql.addHook('preSubscriptionExecution', (schema, document, context, id) =>
-      this.checkDocument(schema, document, context, id),
+      this.counted(context, this.checkDocument(schema, document, context, id)),
     );
     // Mercurius' WebSocket server lives in the encapsulated context of its route; an upgrade
     // request names it before the socket exists, so its `connection` listener is in place
@@ -254,7 +266,7 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
         return;
       case 'complete':
       case 'stop':
-        if (typeof message.id === 'string') session.active.delete(message.id);
+        if (typeof message.id === 'string') session.ended(message.id);
         return;
       default:
         return;
@@ -303,11 +315,33 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     if (session.initTimer) clearTimeout(session.initTimer);
     if (session.expiryTimer) clearTimeout(session.expiryTimer);
     session.active.clear();
+    session.starting.clear();
+    session.endedEarly.clear();
     const name = session.request?.principal.name;
     if (name === undefined) return;
     const mine = this.byPrincipal.get(name);
     mine?.delete(session);
     if (mine?.size === 0) this.byPrincipal.delete(name);
+  }
+
+  /**
+   * Counts a refused subscription against its socket. Mercurius keeps a little state for
+   * each refused subscription until the socket closes, so a socket refused more than ten
+   * times its subscription cap is closed (4429).
+   */
+  private async counted(context: SubscriptionContext, check: Promise<void>): Promise<void> {
+    try {
+      await check;
+    } catch (error) {
+      const session = context.planfenceSocket;
+      if (session && ++session.refusals > this.limits.maxSubscriptionsPerSocket * 10) {
+        session.close(
+          CloseCode.TooManyRequests,
+          'RATE_LIMITED: too many refused subscriptions on this socket',
+        );
+      }
+      throw error;
+    }
   }
 
   /** Before Mercurius parses a subscription: the socket's token still authenticates, and the socket has room. */
@@ -333,6 +367,10 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
       session.active.delete(id);
       throw new SocketError('UNAUTHENTICATED', "this socket's token no longer authenticates");
     }
+    if (!session.active.has(id)) {
+      throw new SocketError('BAD_USER_INPUT', `subscription "${id}" was ended before it started`);
+    }
+    session.starting.add(id);
     // The guard reads the caller from the request; give it the one just checked.
     context.req = session.request;
   }
@@ -345,7 +383,10 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     id: string,
   ): Promise<void> {
     const session = context.planfenceSocket;
-    if (!session?.active.has(id)) {
+    if (!session?.starting.delete(id)) {
+      if (session?.endedEarly.delete(id)) {
+        throw new SocketError('BAD_USER_INPUT', `subscription "${id}" was ended before it started`);
+      }
       // Mercurius skips the parsing hook when `query` is not a string (a pre-parsed document).
       throw new SocketError('BAD_USER_INPUT', 'a subscription query must be a string');
     }

@@ -221,7 +221,12 @@ describe('caps', () => {
     const viewer = await world.issue('greedy-viewer', 'VIEWER');
     const agent = await world.issue('greedy-agent', 'AGENT');
     const socket = await RawSocket.admitted(app, viewer);
-    for (const id of ['1', '2', '3', '4']) socket.subscribe(id, PUBLISHED, { e: 'greedy' });
+    for (const id of ['1', '2', '3']) socket.subscribe(id, PUBLISHED, { e: 'greedy' });
+    await socket.roundTrip();
+    await publish(agent, 'greedy');
+    for (const id of ['1', '2', '3']) await socket.next((f) => f.type === 'next' && f.id === id);
+
+    socket.subscribe('4', PUBLISHED, { e: 'greedy' });
     const refused = await socket.next((f) => f.type === 'error');
     expect(refused?.id).toBe('4');
     expect(refused?.payload[0].extensions).toEqual({
@@ -234,15 +239,40 @@ describe('caps', () => {
     socket.send({ id: '1', type: 'complete' });
     socket.subscribe('5', PUBLISHED, { e: 'greedy' });
     await socket.roundTrip();
+    const second = await publish(agent, 'greedy');
+    for (const id of ['2', '3', '5']) {
+      await socket.next(
+        (f) => f.type === 'next' && f.id === id && f.payload.data.planPublished.id === second,
+      );
+    }
     expect(socket.frames.filter((f) => f.type === 'error')).toHaveLength(1);
-    await publish(agent, 'greedy');
-    for (const id of ['2', '3', '5']) await socket.next((f) => f.type === 'next' && f.id === id);
     expect(
       socket.frames
         .filter((f) => f.type === 'next')
         .map((f) => f.id)
         .sort(),
-    ).toEqual(['2', '3', '5']);
+    ).toEqual(['1', '2', '2', '3', '3', '5']);
+    expect(socket.isOpen).toBe(true);
+  });
+
+  test('a socket that keeps sending refused subscriptions is closed 4429 after ten times its cap', async () => {
+    const viewer = await world.issue('spammer', 'VIEWER');
+    const socket = await RawSocket.admitted(app, viewer);
+    const twoRoots =
+      'subscription { a: planPublished(environment: "x") { id } b: planPublished(environment: "y") { id } }';
+    for (let i = 0; i < 31; i++) socket.subscribe(`spam-${i}`, twoRoots);
+    expect(await socket.closed).toEqual({
+      code: 4429,
+      reason: 'RATE_LIMITED: too many refused subscriptions on this socket',
+    });
+    const refusals = socket.frames.filter((f) => f.type === 'error');
+    // The last refusals may be cut off by the close itself; each one that arrived is coded.
+    expect(refusals.length).toBeGreaterThan(0);
+    // Arriving together, the later ones also meet the subscription cap.
+    for (const refusal of refusals) {
+      expect(['BAD_USER_INPUT', 'RATE_LIMITED']).toContain(refusal.payload[0].extensions.code);
+    }
+    expect(socket.frames.filter((f) => f.type === 'next')).toEqual([]);
   });
 
   test('a principal holds at most PLANFENCE_WS_MAX_SOCKETS_PER_PRINCIPAL sockets; one more is closed 4429 RATE_LIMITED', async () => {
