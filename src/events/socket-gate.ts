@@ -69,7 +69,7 @@ export class SocketSession {
 
 const sessions = new WeakMap<WebSocket, SocketSession>();
 
-/** The session of a socket the gate admitted to the service (undefined for any other). */
+/** The session of a socket the gate watches (undefined for any other). */
 export function sessionOf(socket: WebSocket): SocketSession | undefined {
   return sessions.get(socket);
 }
@@ -248,10 +248,18 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     return { message: 'internal error', extensions: { code: 'INTERNAL' } };
   }
 
-  private received(session: SocketSession, data: Buffer, isBinary: boolean): void {
+  private received(session: SocketSession, data: Buffer, _isBinary: boolean): void {
+    // The frames read here (connection_init, complete) are small; a large one is a
+    // subscription, left to Mercurius, and not welcome before the socket was admitted.
+    if (data.length > MAX_CONTROL_FRAME) {
+      if (!session.request) {
+        session.close(CloseCode.BadRequest, 'the first frame must be a small connection_init');
+      }
+      return;
+    }
     let message: { type?: unknown; id?: unknown; payload?: unknown };
     try {
-      message = JSON.parse(isBinary ? data.toString('utf8') : data.toString()) as typeof message;
+      message = JSON.parse(data.toString('utf8')) as typeof message;
     } catch {
       return; // Mercurius answers a frame that is not JSON
     }
@@ -468,6 +476,9 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     }
   }
 }
+
+/** Bytes of the largest frame the gate reads itself (connection_init, complete). */
+const MAX_CONTROL_FRAME = 64 * 1024;
 
 /** What Mercurius reports without a code when a client sent something it cannot run. */
 const CLIENT_MISTAKES = [

@@ -13,7 +13,11 @@ export function subscriptionOptions(): MercuriusDriverConfig['subscription'] {
     context: async (socket: WebSocket): Promise<SubscriptionContext> => {
       const session = sessionOf(socket);
       const request = session?.admission ? await session.admission : null;
-      if (!session || !request) return {};
+      if (!session || !request) {
+        // Refused sockets are closed already; one the gate never saw is closed here.
+        socket.close(4403, 'UNAUTHENTICATED: this socket was not admitted');
+        return {};
+      }
       return { req: request, planfenceSocket: session };
     },
   };

@@ -172,6 +172,18 @@ describe('admission: connection_init must carry a valid token', () => {
     expect(event?.payload).toEqual({ data: { planPublished: { id } } });
   });
 
+  test('a huge connection_init is refused with 4400 before it is read', async () => {
+    const socket = await RawSocket.init(app, {
+      authorization: 'Bearer x',
+      padding: 'x'.repeat(100_000),
+    });
+    expect(await socket.closed).toEqual({
+      code: 4400,
+      reason: 'the first frame must be a small connection_init',
+    });
+    expect(socket.frames.map((f) => f.type)).not.toContain('connection_ack');
+  });
+
   test('a second connection_init closes the socket 4429', async () => {
     const viewer = await world.issue('twice', 'VIEWER');
     const socket = await RawSocket.admitted(app, viewer);
