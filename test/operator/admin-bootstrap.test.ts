@@ -93,6 +93,26 @@ async function principalRows(databaseUrl: string): Promise<number> {
   }
 }
 
+/** Runs statements on the database directly (not through the service). */
+async function runSql(databaseUrl: string, statements: string[]): Promise<void> {
+  if (databaseUrl.startsWith('sqlite:')) {
+    const db = new Sqlite(databaseUrl.slice('sqlite:'.length));
+    try {
+      for (const statement of statements) db.exec(statement);
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    for (const statement of statements) await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
 /** The service started in this process without PLANFENCE_ADMIN_TOKEN, so that it generates one. */
 function startGenerating(s: Scratch) {
   return startApp(
@@ -177,6 +197,40 @@ describe('the generated admin-token file', () => {
     } finally {
       await app.close();
     }
+  });
+
+  test('when the admin row cannot be committed, the token file is removed again and the start stops', async () => {
+    const s = await scratch();
+    // A database with every migration applied and no principal, whose inserts of principals fail.
+    const migrated = await startApp(
+      { DATABASE_URL: s.databaseUrl, PLANFENCE_ADMIN_TOKEN: 'pf_only_to_migrate_000000' },
+      null,
+    );
+    await migrated.close();
+    await runSql(
+      s.databaseUrl,
+      s.databaseUrl.startsWith('sqlite:')
+        ? [
+            'DELETE FROM principals',
+            "CREATE TRIGGER refuse BEFORE INSERT ON principals BEGIN SELECT RAISE(ABORT, 'no principals today'); END",
+          ]
+        : [
+            'DELETE FROM principals',
+            "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'no principals today'; END $$ LANGUAGE plpgsql",
+            'CREATE TRIGGER refuse BEFORE INSERT ON principals FOR EACH ROW EXECUTE FUNCTION refuse()',
+          ],
+    );
+
+    const run = await startProcess({
+      DATABASE_URL: s.databaseUrl,
+      PLANFENCE_ADMIN_TOKEN_FILE: s.tokenFile,
+    });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(
+      `could not store the admin principal, so the token file ${s.tokenFile} was removed again`,
+    );
+    expect(existsSync(s.tokenFile)).toBe(false);
+    expect(await principalRows(s.databaseUrl)).toBe(0);
   });
 
   test('a normal first start writes the token to a new 0600 file, and the token works; a restart keeps both', async () => {
