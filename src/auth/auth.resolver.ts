@@ -20,7 +20,10 @@ export class AuthResolver {
     return this.auth.issueToken(name, role);
   }
 
-  /** ADMIN only. The principal's token stops working at once; its name stays taken. */
+  /**
+   * ADMIN only. The principal's token stops working at once, its open WebSockets close;
+   * its name stays taken. FORBIDDEN for the last ADMIN whose token works.
+   */
   @Roles()
   @Mutation(() => Principal)
   revokeToken(@Args() { name }: RevokeTokenArgs): Promise<Principal> {

@@ -1,12 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  fchmodSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
-import { Database } from '../database/database.js';
+import { Database, execute, select } from '../database/database.js';
+import { PrincipalChanges } from '../events/principal-changes.js';
 import { AuthError } from './auth.errors.js';
 import { type IssuedToken, Principal, Role } from './principal.entity.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
@@ -24,21 +34,32 @@ export class AuthService implements OnApplicationBootstrap {
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
+    private readonly changes: PrincipalChanges,
     @Inject(CONFIG) private readonly config: Config,
   ) {}
 
   /**
-   * `PLANFENCE_ADMIN_TOKEN`, when set, is the admin's token. Otherwise the first start
-   * creates one and writes it once to a file only its owner can read.
+   * `PLANFENCE_ADMIN_TOKEN`, when set, is the admin's token: the row `admin` gets its hash,
+   * the ADMIN role and no revocation (so a restart with a new token restores access).
+   * Otherwise the first start creates a token and writes it to a new file only its owner
+   * can read; the file and the admin row are both written or neither, and the start stops
+   * when the file cannot be created exclusively (it exists, or is a symlink).
    */
   async onApplicationBootstrap(): Promise<void> {
     const now = await this.clock.now();
     const configured = this.config.adminToken;
-    const created = await this.db.write(async (m) => {
-      const admin = await findOne(m, Principal, { name: ADMIN_NAME });
-      if (configured) {
-        const tokenHash = sha256(configured);
-        if (!admin) {
+    if (configured) {
+      const tokenHash = sha256(configured);
+      await this.db.write(async (m) => {
+        const restored = await execute(
+          m,
+          `UPDATE principals SET token_hash = :tokenHash, role = :role, revoked_at = NULL
+           WHERE name = :name
+             AND (token_hash <> :tokenHash OR role <> :role OR revoked_at IS NOT NULL)`,
+          { tokenHash, role: Role.ADMIN, name: ADMIN_NAME },
+        );
+        if (restored) await this.changes.changed(m, ADMIN_NAME);
+        else if (!(await exists(m, Principal, { name: ADMIN_NAME }))) {
           await insertRow(m, Principal, {
             name: ADMIN_NAME,
             role: Role.ADMIN,
@@ -46,29 +67,31 @@ export class AuthService implements OnApplicationBootstrap {
             createdAt: new Date(now),
             revokedAt: null,
           });
-        } else if (admin.tokenHash !== tokenHash || admin.role !== Role.ADMIN) {
-          await m.update(Principal, { name: ADMIN_NAME }, { tokenHash, role: Role.ADMIN });
         }
-        return null;
-      }
-      if (admin) return null;
-      const token = newToken();
-      await insertRow(m, Principal, {
-        name: ADMIN_NAME,
-        role: Role.ADMIN,
-        tokenHash: sha256(token),
-        createdAt: new Date(now),
-        revokedAt: null,
       });
-      return token;
-    });
-    if (created) {
-      mkdirSync(dirname(this.config.adminTokenFile), { recursive: true });
-      writeFileSync(this.config.adminTokenFile, `${created}\n`, { mode: 0o600 });
-      this.logger.log(
-        `created the admin token; it is in ${this.config.adminTokenFile} (readable by its owner only)`,
+      return;
+    }
+    if (await this.db.read((m) => exists(m, Principal, { name: ADMIN_NAME }))) return;
+    const path = this.config.adminTokenFile;
+    const token = newToken();
+    writeNewSecretFile(path, `${token}\n`);
+    try {
+      await this.db.write((m) =>
+        insertRow(m, Principal, {
+          name: ADMIN_NAME,
+          role: Role.ADMIN,
+          tokenHash: sha256(token),
+          createdAt: new Date(now),
+          revokedAt: null,
+        }),
+      );
+    } catch (error) {
+      rmSync(path, { force: true });
+      throw new Error(
+        `could not store the admin principal, so the token file ${path} was removed again: ${(error as Error).message}`,
       );
     }
+    this.logger.log(`created the admin token; it is in ${path} (readable by its owner only)`);
   }
 
   /** The principal a bearer header names; UNAUTHENTICATED for a missing, malformed, unknown or revoked token. */
@@ -110,15 +133,76 @@ export class AuthService implements OnApplicationBootstrap {
     return { principal, token };
   }
 
+  /**
+   * Revokes `name`'s token; revoking a revoked one changes nothing. The last ADMIN whose
+   * token works cannot be revoked (FORBIDDEN): one conditional statement decides, and on
+   * PostgreSQL revocations of admins take a transaction lock so that two admins revoking
+   * each other cannot both succeed. Open WebSockets of the principal close at once, on
+   * every instance (PrincipalChanges).
+   */
   async revokeToken(name: string): Promise<Principal> {
     const now = await this.clock.now();
     const principal = await this.db.write(async (m) => {
+      if (this.db.dialect === 'postgres') {
+        await select(m, 'SELECT pg_advisory_xact_lock(:key)', { key: ADMIN_REVOCATION_LOCK });
+      }
+      const revoked = await execute(
+        m,
+        `UPDATE principals SET revoked_at = :now
+         WHERE name = :name AND revoked_at IS NULL
+           AND (role <> :admin OR EXISTS (
+             SELECT 1 FROM principals other
+             WHERE other.role = :admin AND other.revoked_at IS NULL AND other.name <> :name))`,
+        { now: now, name, admin: Role.ADMIN },
+      );
       const found = await findOne(m, Principal, { name });
       if (!found) throw new AuthError('NOT_FOUND', `principal "${name}" does not exist`);
-      if (!found.revokedAt) await m.update(Principal, { name }, { revokedAt: new Date(now) });
-      return findOneOrFail(m, Principal, { name });
+      if (!revoked && !found.revokedAt) {
+        throw new AuthError(
+          'FORBIDDEN',
+          `"${name}" is the last admin whose token works; issue another ADMIN token first (docs/operations.md, "Lost or revoked admin access")`,
+        );
+      }
+      if (revoked) await this.changes.changed(m, name);
+      return found;
     });
     this.logger.log(`revoked the token of ${name}`);
     return principal;
   }
+}
+
+/** Transaction lock key that orders revocations on PostgreSQL (an arbitrary constant). */
+const ADMIN_REVOCATION_LOCK = 7_114_020_11;
+
+/**
+ * Creates `path` with `content`, readable and writable by its owner only (0600). Never
+ * follows a symlink and never reuses an existing file: either is an Error naming the path.
+ */
+export function writeNewSecretFile(path: string, content: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  let fd: number;
+  try {
+    fd = openSync(
+      path,
+      fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW,
+      0o600,
+    );
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why =
+      code === 'EEXIST' || code === 'ELOOP'
+        ? 'a file or symlink is already there; it was left untouched. Move it away (or set PLANFENCE_ADMIN_TOKEN) and start again'
+        : (error as Error).message;
+    throw new Error(`cannot create the admin token file ${path}: ${why}`);
+  }
+  try {
+    fchmodSync(fd, 0o600);
+    writeSync(fd, content);
+    fsyncSync(fd);
+  } catch (error) {
+    closeSync(fd);
+    rmSync(path, { force: true });
+    throw new Error(`cannot write the admin token file ${path}: ${(error as Error).message}`);
+  }
+  closeSync(fd);
 }

@@ -22,6 +22,7 @@ export interface Config {
   retentionIntervalMs: number;
   logLevel: string;
   quotas: QuotaConfig;
+  sockets: SocketLimits;
 }
 
 /**
@@ -37,6 +38,20 @@ export interface QuotaConfig {
   leasesPerMinute: number;
   /** Bytes of plan content submitted per environment per hour (the bucket holds one hour's worth). */
   planBytesPerHour: number;
+}
+
+/** WebSocket (graphql-ws) admission and limits. */
+export interface SocketLimits {
+  /** A socket that has not sent `connection_init` with a valid token within this is closed (4408). */
+  initTimeoutMs: number;
+  /** Open subscriptions one socket may hold; more are refused with RATE_LIMITED. */
+  maxSubscriptionsPerSocket: number;
+  /** Open sockets one principal may hold; one more is closed (4429). */
+  maxSocketsPerPrincipal: number;
+  /** Field selections in one subscription document, fragments expanded. */
+  maxSubscriptionFields: number;
+  /** How often every open socket's token is checked again (the backstop to revocation signals). */
+  recheckIntervalMs: number;
 }
 
 /** A bad configuration value: the message names the variable, and the start stops. */
@@ -152,5 +167,22 @@ export function loadConfig(env: Env = process.env): Config {
       integer(env, 'PLANFENCE_RETENTION_INTERVAL_SECONDS', 3600, 1, 7 * 86400) * 1000,
     logLevel,
     quotas: quotas(env, maxPlanBytes),
+    sockets: socketLimits(env),
+  };
+}
+
+function socketLimits(env: Env): SocketLimits {
+  return {
+    initTimeoutMs: integer(env, 'PLANFENCE_WS_INIT_TIMEOUT_SECONDS', 5, 1, 300) * 1000,
+    maxSubscriptionsPerSocket: integer(
+      env,
+      'PLANFENCE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET',
+      100,
+      1,
+      100_000,
+    ),
+    maxSocketsPerPrincipal: integer(env, 'PLANFENCE_WS_MAX_SOCKETS_PER_PRINCIPAL', 20, 1, 100_000),
+    maxSubscriptionFields: integer(env, 'PLANFENCE_WS_MAX_SUBSCRIPTION_FIELDS', 200, 1, 100_000),
+    recheckIntervalMs: integer(env, 'PLANFENCE_WS_RECHECK_SECONDS', 30, 1, 86400) * 1000,
   };
 }

@@ -1,0 +1,555 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import {
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  Kind,
+  type SelectionSetNode,
+  validate,
+} from 'graphql';
+import type { WebSocket, WebSocketServer } from 'ws';
+import { AuthService } from '../auth/auth.service.js';
+import type { Principal } from '../auth/principal.entity.js';
+import { CONFIG } from '../config/config.module.js';
+import type { Config, SocketLimits } from '../config/config.js';
+import { PrincipalChanges } from './principal-changes.js';
+import { CloseCode, SocketError } from './socket.errors.js';
+
+/** What a subscription's resolvers and the AuthGuard see of the socket's caller. */
+export interface SocketRequest {
+  headers: { authorization: string };
+  principal: Principal;
+}
+
+/** One WebSocket, from its upgrade to its close. */
+export class SocketSession {
+  /** Settles once `connection_init` was answered: the caller, or null when refused. */
+  admission: Promise<SocketRequest | null> | null = null;
+  request: SocketRequest | null = null;
+  /** Ids of this socket's subscriptions that were admitted and have not ended. */
+  readonly active = new Set<string>();
+  /** Ids admitted by the parsing hook whose execution hook has not run yet. */
+  readonly starting = new Set<string>();
+  /** Ids the client ended while they were starting: they must not start. */
+  readonly endedEarly = new Set<string>();
+  initTimer: NodeJS.Timeout | null = null;
+  expiryTimer: NodeJS.Timeout | null = null;
+  /** Subscriptions refused on this socket so far. */
+  refusals = 0;
+
+  constructor(readonly socket: WebSocket) {}
+
+  /** The client ended subscription `id` (`complete`/`stop`). */
+  ended(id: string): void {
+    this.active.delete(id);
+    if (this.starting.delete(id)) this.endedEarly.add(id);
+  }
+
+  get open(): boolean {
+    return this.socket.readyState === this.socket.OPEN;
+  }
+
+  /** Closes the socket with a graphql-ws close code; its subscriptions end with it. */
+  close(code: number, reason: string): void {
+    if (
+      this.socket.readyState !== this.socket.OPEN &&
+      this.socket.readyState !== this.socket.CONNECTING
+    )
+      return;
+    this.socket.close(code, truncateReason(reason));
+  }
+}
+
+const sessions = new WeakMap<WebSocket, SocketSession>();
+
+/** The session of a socket the gate watches (undefined for any other). */
+export function sessionOf(socket: WebSocket): SocketSession | undefined {
+  return sessions.get(socket);
+}
+
+/** A WebSocket close reason is at most 123 bytes of UTF-8. */
+function truncateReason(reason: string): string {
+  let out = reason;
+  while (Buffer.byteLength(out) > 123) out = out.slice(0, -1);
+  return out;
+}
+
+interface MercuriusHooks {
+  addHook(
+    name: 'preSubscriptionParsing',
+    hook: (
+      schema: GraphQLSchema,
+      source: string,
+      context: SubscriptionContext,
+      id: string,
+    ) => Promise<void>,
+  ): void;
+  addHook(
+    name: 'preSubscriptionExecution',
+    hook: (
+      schema: GraphQLSchema,
+      document: DocumentNode,
+      context: SubscriptionContext,
+      id: string,
+    ) => Promise<void>,
+  ): void;
+}
+
+interface GuardedServer {
+  graphql?: MercuriusHooks;
+  addHook(
+    name: 'onRequest',
+    hook: (
+      request: { headers: Record<string, unknown>; server: { websocketServer?: WebSocketServer } },
+      reply: unknown,
+      done: () => void,
+    ) => void,
+  ): void;
+}
+
+/** The per-subscription context Mercurius hands to its hooks (what `subscriptionOptions().context` returned, merged). */
+export interface SubscriptionContext {
+  req?: SocketRequest;
+  planfenceSocket?: SocketSession;
+}
+
+/**
+ * Admission and limits of GraphQL subscriptions over WebSockets (docs/security.md):
+ *
+ * - a socket must send `connection_init` with `payload.authorization: "Bearer <token>"`
+ *   naming a valid token within `initTimeoutMs`, else it is closed (4408); a bad token
+ *   closes it at once (4403, reason `UNAUTHENTICATED: ...`) and nothing is acknowledged;
+ * - a principal holds at most `maxSocketsPerPrincipal` open sockets (one more: 4429,
+ *   reason `RATE_LIMITED: ...`), a socket at most `maxSubscriptionsPerSocket`
+ *   subscriptions (one more is refused with RATE_LIMITED; the socket stays);
+ * - a subscription selects exactly one root field, at most `maxSubscriptionFields` fields
+ *   with fragments expanded, and passes GraphQL validation (else BAD_USER_INPUT);
+ * - when a principal's access changes (PrincipalChanges), each of its sockets is checked
+ *   again at once and closed (4403) when its token no longer authenticates, which ends
+ *   every subscription on it; every socket is also checked every `recheckIntervalMs`, and
+ *   every new subscription checks the token before it starts.
+ */
+@Injectable()
+export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(SocketGate.name);
+  private readonly limits: SocketLimits;
+  /** Admitted open sockets by principal name. */
+  private readonly byPrincipal = new Map<string, Set<SocketSession>>();
+  private recheckTimer: NodeJS.Timeout | null = null;
+  private readonly watched = new WeakSet<WebSocketServer>();
+  private stopListening: (() => void) | null = null;
+
+  constructor(
+    private readonly auth: AuthService,
+    private readonly changes: PrincipalChanges,
+    private readonly adapterHost: HttpAdapterHost,
+    @Inject(CONFIG) config: Config,
+  ) {
+    this.limits = config.sockets;
+  }
+
+  onApplicationBootstrap(): void {
+    const fastify = this.adapterHost.httpAdapter?.getInstance<GuardedServer>();
+    if (!fastify?.graphql) throw new Error('subscriptions: no GraphQL server to guard');
+    fastify.graphql.addHook('preSubscriptionParsing', (_schema, _source, context, id) =>
+      this.counted(context, this.admitSubscription(context, id)),
+    );
+    fastify.graphql.addHook('preSubscriptionExecution', (schema, document, context, id) =>
+      this.counted(context, this.checkDocument(schema, document, context, id)),
+    );
+    // Mercurius' WebSocket server lives in the encapsulated context of its route; an upgrade
+    // request names it before the socket exists, so its `connection` listener is in place
+    // before the first socket opens, and runs before Mercurius sees that socket.
+    fastify.addHook('onRequest', (request, _reply, done) => {
+      if (request.headers.upgrade) this.watch(request.server.websocketServer);
+      done();
+    });
+    this.stopListening = this.changes.onChange((name) => void this.recheck(name));
+    this.recheckTimer = setInterval(() => void this.recheckAll(), this.limits.recheckIntervalMs);
+    this.recheckTimer.unref();
+  }
+
+  private watch(server: WebSocketServer | undefined): void {
+    if (!server || this.watched.has(server)) return;
+    this.watched.add(server);
+    server.on('connection', (socket: WebSocket) => this.opened(socket));
+  }
+
+  onApplicationShutdown(): void {
+    if (this.recheckTimer) clearInterval(this.recheckTimer);
+    this.stopListening?.();
+  }
+
+  /** Open admitted sockets of `name` (tests and metrics). */
+  socketsOf(name: string): number {
+    return this.byPrincipal.get(name)?.size ?? 0;
+  }
+
+  private opened(socket: WebSocket): void {
+    const session = new SocketSession(socket);
+    sessions.set(socket, session);
+    session.initTimer = setTimeout(
+      () =>
+        session.close(
+          CloseCode.ConnectionInitialisationTimeout,
+          `UNAUTHENTICATED: no connection_init with a valid token within ${this.limits.initTimeoutMs / 1000} s`,
+        ),
+      this.limits.initTimeoutMs,
+    );
+    socket.on('message', (data: Buffer, isBinary: boolean) =>
+      this.received(session, data, isBinary),
+    );
+    socket.once('close', () => this.closed(session));
+    // The server's `error` and `complete` for a subscription end it: it no longer counts.
+    // Every error frame leaves with a code, and an unexpected error without its details.
+    const send = socket.send.bind(socket) as (...args: unknown[]) => void;
+    socket.send = ((data: unknown, ...rest: unknown[]) => {
+      if (
+        typeof data === 'string' &&
+        data.length < 65536 &&
+        /^\{"type":"(error|complete)"/.test(data)
+      ) {
+        const frame = parseFrame(data);
+        if (typeof frame?.id === 'string') session.active.delete(frame.id);
+        if (frame?.type === 'error' && Array.isArray(frame.payload)) {
+          frame.payload = frame.payload.map((error) => this.coded(error));
+          return send(JSON.stringify(frame), ...rest);
+        }
+      }
+      send(data, ...rest);
+    }) as WebSocket['send'];
+  }
+
+  /** An error for a subscription as the client may see it: with a code, and no internals. */
+  private coded(error: unknown): unknown {
+    const { message, extensions } = (error ?? {}) as {
+      message?: unknown;
+      extensions?: { code?: unknown };
+    };
+    if (typeof extensions?.code === 'string') return error;
+    const text = typeof message === 'string' ? message : '';
+    if (CLIENT_MISTAKES.some((pattern) => pattern.test(text))) {
+      return { ...(error as object), extensions: { code: 'BAD_USER_INPUT' } };
+    }
+    if (/reading 'operation'/.test(text)) {
+      return {
+        message: 'the document has no single operation to run (name one with operationName)',
+        extensions: { code: 'BAD_USER_INPUT' },
+      };
+    }
+    this.logger.error(`subscription failed: ${text}`);
+    return { message: 'internal error', extensions: { code: 'INTERNAL' } };
+  }
+
+  private received(session: SocketSession, data: Buffer, _isBinary: boolean): void {
+    // The frames read here (connection_init, complete) are small; a large one is a
+    // subscription, left to Mercurius, and not welcome before the socket was admitted.
+    if (data.length > MAX_CONTROL_FRAME) {
+      if (!session.request) {
+        session.close(CloseCode.BadRequest, 'the first frame must be a small connection_init');
+      }
+      return;
+    }
+    let message: { type?: unknown; id?: unknown; payload?: unknown };
+    try {
+      message = JSON.parse(data.toString('utf8')) as typeof message;
+    } catch {
+      return; // Mercurius answers a frame that is not JSON
+    }
+    if (typeof message !== 'object' || message === null) return;
+    switch (message.type) {
+      case 'connection_init':
+        if (session.admission) {
+          session.close(CloseCode.TooManyRequests, 'Too many initialisation requests');
+          return;
+        }
+        session.admission = this.admit(session, message.payload);
+        return;
+      case 'complete':
+      case 'stop':
+        if (typeof message.id === 'string') session.ended(message.id);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** Answers `connection_init`: the caller, or null after closing the socket. */
+  private async admit(session: SocketSession, payload: unknown): Promise<SocketRequest | null> {
+    const fields = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<
+      string,
+      unknown
+    >;
+    const header = fields.authorization ?? fields.Authorization;
+    if (typeof header !== 'string') {
+      session.close(
+        CloseCode.Forbidden,
+        'UNAUTHENTICATED: connection_init payload.authorization must be the string "Bearer <token>"',
+      );
+      return null;
+    }
+    let principal: Principal;
+    try {
+      principal = await this.auth.authenticate(header);
+    } catch (error) {
+      session.close(CloseCode.Forbidden, `UNAUTHENTICATED: ${(error as Error).message}`);
+      return null;
+    }
+    if (!session.open) return null;
+    let mine = this.byPrincipal.get(principal.name);
+    if ((mine?.size ?? 0) >= this.limits.maxSocketsPerPrincipal) {
+      session.close(
+        CloseCode.TooManyRequests,
+        `RATE_LIMITED: ${principal.name} already has ${this.limits.maxSocketsPerPrincipal} open sockets`,
+      );
+      return null;
+    }
+    if (!mine) this.byPrincipal.set(principal.name, (mine = new Set()));
+    mine.add(session);
+    if (session.initTimer) clearTimeout(session.initTimer);
+    session.request = { headers: { authorization: header }, principal };
+    this.expireAt(session, principal);
+    return session.request;
+  }
+
+  private closed(session: SocketSession): void {
+    if (session.initTimer) clearTimeout(session.initTimer);
+    if (session.expiryTimer) clearTimeout(session.expiryTimer);
+    session.active.clear();
+    session.starting.clear();
+    session.endedEarly.clear();
+    const name = session.request?.principal.name;
+    if (name === undefined) return;
+    const mine = this.byPrincipal.get(name);
+    mine?.delete(session);
+    if (mine?.size === 0) this.byPrincipal.delete(name);
+  }
+
+  /**
+   * Counts a refused subscription against its socket. Mercurius keeps a little state for
+   * each refused subscription until the socket closes, so a socket refused more than ten
+   * times its subscription cap is closed (4429).
+   */
+  private async counted(context: SubscriptionContext, check: Promise<void>): Promise<void> {
+    try {
+      await check;
+    } catch (error) {
+      const session = context.planfenceSocket;
+      if (session && ++session.refusals > this.limits.maxSubscriptionsPerSocket * 10) {
+        session.close(
+          CloseCode.TooManyRequests,
+          'RATE_LIMITED: too many refused subscriptions on this socket',
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Before Mercurius parses a subscription: the socket's token still authenticates, and the socket has room. */
+  private async admitSubscription(context: SubscriptionContext, id: string): Promise<void> {
+    const session = context.planfenceSocket;
+    if (!session?.request) {
+      throw new SocketError('UNAUTHENTICATED', 'this socket has no authenticated connection_init');
+    }
+    if (session.active.has(id)) {
+      throw new SocketError(
+        'BAD_USER_INPUT',
+        `subscription id "${id}" is already in use on this socket`,
+      );
+    }
+    if (session.active.size >= this.limits.maxSubscriptionsPerSocket) {
+      throw new SocketError(
+        'RATE_LIMITED',
+        `this socket already holds ${this.limits.maxSubscriptionsPerSocket} subscriptions (PLANFENCE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET)`,
+      );
+    }
+    session.active.add(id);
+    if (!(await this.stillValid(session))) {
+      session.active.delete(id);
+      throw new SocketError('UNAUTHENTICATED', "this socket's token no longer authenticates");
+    }
+    if (!session.active.has(id)) {
+      throw new SocketError('BAD_USER_INPUT', `subscription "${id}" was ended before it started`);
+    }
+    session.starting.add(id);
+    // The guard reads the caller from the request; give it the one just checked.
+    context.req = session.request;
+  }
+
+  /** Before a subscription executes: its document is one that passed `admitSubscription` and is small and valid. */
+  private async checkDocument(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    context: SubscriptionContext,
+    id: string,
+  ): Promise<void> {
+    const session = context.planfenceSocket;
+    if (!session?.starting.delete(id)) {
+      if (session?.endedEarly.delete(id)) {
+        throw new SocketError('BAD_USER_INPUT', `subscription "${id}" was ended before it started`);
+      }
+      // Mercurius skips the parsing hook when `query` is not a string (a pre-parsed document).
+      throw new SocketError('BAD_USER_INPUT', 'a subscription query must be a string');
+    }
+    const problem = shapeProblem(document, this.limits.maxSubscriptionFields);
+    if (problem) throw new SocketError('BAD_USER_INPUT', problem);
+    const errors = validate(schema, document);
+    if (errors.length) {
+      throw new SocketError(
+        'BAD_USER_INPUT',
+        errors
+          .slice(0, 3)
+          .map((e) => e.message)
+          .join('; '),
+      );
+    }
+    return Promise.resolve();
+  }
+
+  /** Authenticates the socket's token again; closes the socket (4403) when it no longer does. */
+  private async stillValid(session: SocketSession): Promise<boolean> {
+    const request = session.request;
+    if (!request || !session.open) return false;
+    return this.settle([session], request.headers.authorization);
+  }
+
+  /**
+   * Authenticates `header` once for `group` (sockets that sent it): each keeps the fresh
+   * principal, or is closed (4403) with the reason when the token no longer authenticates.
+   */
+  private async settle(group: SocketSession[], header: string): Promise<boolean> {
+    let principal: Principal;
+    try {
+      principal = await this.auth.authenticate(header);
+    } catch (error) {
+      for (const session of group) {
+        session.close(CloseCode.Forbidden, `UNAUTHENTICATED: ${(error as Error).message}`);
+      }
+      return false;
+    }
+    for (const session of group) {
+      if (session.request) session.request.principal = principal;
+      this.expireAt(session, principal);
+    }
+    return true;
+  }
+
+  /** A principal whose token expires (when it has `expiresAt`) is checked again at that moment. */
+  private expireAt(session: SocketSession, principal: Principal): void {
+    const expiresAt = (principal as { expiresAt?: Date | null }).expiresAt;
+    if (session.expiryTimer) clearTimeout(session.expiryTimer);
+    session.expiryTimer = null;
+    if (!(expiresAt instanceof Date)) return;
+    const wait = Math.min(Math.max(expiresAt.getTime() - Date.now(), 0) + 10, 2 ** 31 - 1);
+    session.expiryTimer = setTimeout(() => void this.stillValid(session), wait);
+    session.expiryTimer.unref();
+  }
+
+  private async recheck(name: string): Promise<void> {
+    const mine = this.byPrincipal.get(name);
+    if (!mine) return;
+    const byHeader = new Map<string, SocketSession[]>();
+    for (const session of mine) {
+      const header = session.request?.headers.authorization;
+      if (header === undefined || !session.open) continue;
+      byHeader.set(header, [...(byHeader.get(header) ?? []), session]);
+    }
+    await Promise.all(
+      [...byHeader].map(([header, group]) => this.settle(group, header).catch(() => false)),
+    );
+  }
+
+  private async recheckAll(): Promise<void> {
+    for (const name of [...this.byPrincipal.keys()]) {
+      try {
+        await this.recheck(name);
+      } catch (error) {
+        this.logger.warn(`socket re-check of ${name} failed: ${(error as Error).message}`);
+      }
+    }
+  }
+}
+
+/** Bytes of the largest frame the gate reads itself (connection_init, complete). */
+const MAX_CONTROL_FRAME = 64 * 1024;
+
+/** What Mercurius reports without a code when a client sent something it cannot run. */
+const CLIENT_MISTAKES = [
+  /^Syntax Error: /,
+  /^Message must be a JSON string$/,
+  /^Invalid payload type$/,
+  /^Must provide document\.$/,
+  /^Invalid operation: /,
+  /^Unknown extension /,
+  /^Graphql validation error$/,
+];
+
+function parseFrame(frame: string): { type?: unknown; id?: unknown; payload?: unknown } | null {
+  try {
+    const parsed = JSON.parse(frame) as unknown;
+    return typeof parsed === 'object' && parsed !== null ? parsed : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Why a subscription document is refused before validation, or null: each operation selects
+ * exactly one root field, and the document selects at most `maxFields` fields counted with
+ * every fragment spread expanded (so a fragment cycle or a fragment bomb stops the count).
+ */
+export function shapeProblem(document: DocumentNode, maxFields: number): string | null {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION)
+      fragments.set(definition.name.value, definition);
+  }
+  let fields = 0;
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+    const roots = countFields(definition.selectionSet, fragments, 2, false);
+    if (roots !== 1) {
+      return `a subscription selects exactly one root field (this one selects ${roots > 1 ? 'more' : 'none'})`;
+    }
+    fields += countFields(definition.selectionSet, fragments, maxFields + 1 - fields, true);
+    if (fields > maxFields) {
+      return `a subscription selects at most ${maxFields} fields, fragments expanded (PLANFENCE_WS_MAX_SUBSCRIPTION_FIELDS)`;
+    }
+  }
+  return null;
+}
+
+/** Fields under `root` (fragments expanded; nested ones too when `deep`), counting stops at `budget`. */
+function countFields(
+  root: SelectionSetNode,
+  fragments: Map<string, FragmentDefinitionNode>,
+  budget: number,
+  deep: boolean,
+): number {
+  let count = 0;
+  let expansions = 0;
+  const stack: SelectionSetNode[] = [root];
+  while (stack.length && count < budget) {
+    // A spread expands to nothing new forever in a cycle: the expansions are bounded too.
+    if (++expansions > budget * 4 + 16) return budget;
+    for (const selection of stack.pop()!.selections) {
+      if (selection.kind === Kind.FIELD) {
+        count++;
+        if (deep && selection.selectionSet) stack.push(selection.selectionSet);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        stack.push(selection.selectionSet);
+      } else {
+        const fragment = fragments.get(selection.name.value);
+        if (fragment) stack.push(fragment.selectionSet);
+      }
+    }
+  }
+  return Math.min(count, budget);
+}
