@@ -21,6 +21,18 @@ export interface Config {
   /** How often the retention job runs. */
   retentionIntervalMs: number;
   logLevel: string;
+  storage: StorageConfig;
+}
+
+/** Storage safety (docs/operations.md). */
+export interface StorageConfig {
+  /**
+   * SQLite: create a new empty database even where the folder shows one existed, or adopt
+   * a database whose id differs from the folder's marker (PLANFENCE_INIT_DATABASE=1).
+   */
+  initialize: boolean;
+  /** How often the service checks that its SQLite file is still the one it opened. */
+  checkIntervalMs: number;
 }
 
 /** A bad configuration value: the message names the variable, and the start stops. */
@@ -82,6 +94,20 @@ function database(env: Env): DatabaseConfig {
   throw new ConfigError('DATABASE_URL', `must start with sqlite: or postgres:// (got "${url}")`);
 }
 
+function flag(env: Env, name: string): boolean {
+  const raw = (env[name] ?? '').trim().toLowerCase();
+  if (raw === '' || raw === '0' || raw === 'false') return false;
+  if (raw === '1' || raw === 'true') return true;
+  throw new ConfigError(name, `must be 1 or 0 (got "${env[name]}")`);
+}
+
+function storage(env: Env): StorageConfig {
+  return {
+    initialize: flag(env, 'PLANFENCE_INIT_DATABASE'),
+    checkIntervalMs: integer(env, 'PLANFENCE_STORAGE_CHECK_MS', 1000, 50, 60_000),
+  };
+}
+
 /** Reads and validates the whole configuration once, at start. */
 export function loadConfig(env: Env = process.env): Config {
   const db = database(env);
@@ -110,5 +136,6 @@ export function loadConfig(env: Env = process.env): Config {
     retentionIntervalMs:
       integer(env, 'PLANFENCE_RETENTION_INTERVAL_SECONDS', 3600, 1, 7 * 86400) * 1000,
     logLevel,
+    storage: storage(env),
   };
 }
