@@ -104,7 +104,8 @@ function gone(holder: Holder): boolean {
 }
 
 function isBusy(error: unknown): boolean {
-  return String((error as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY');
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
 /**

@@ -30,7 +30,8 @@ const POSTGRES_FAILURES: Record<string, string> = {
 export function storageFailureOf(error: unknown): string | null {
   if (!error || typeof error !== 'object') return null;
   const driver = (error as { driverError?: { code?: unknown } }).driverError;
-  const code = String(driver?.code ?? (error as { code?: unknown }).code ?? '');
+  const raw = driver?.code ?? (error as { code?: unknown }).code;
+  const code = typeof raw === 'string' ? raw : '';
   for (const [prefix, reason] of SQLITE_FAILURES) if (code.startsWith(prefix)) return reason;
   return POSTGRES_FAILURES[code] ?? null;
 }
