@@ -102,10 +102,11 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       throw error;
     }
     this.storage.recordOpenedFiles();
-    if (this.storage.files) {
-      this.storageTimer = setInterval(() => this.storage.lost(), this.config.storage.checkIntervalMs);
-      this.storageTimer.unref();
-    }
+    // Notices a lost file without traffic, and writability coming back (disk space freed).
+    this.storageTimer = setInterval(() => {
+      if (!this.storage.lost() && this.storage.unwritable) this.probeWrite().catch(() => undefined);
+    }, this.config.storage.checkIntervalMs);
+    this.storageTimer.unref();
     await this.probeWrite().catch((error: unknown) => {
       if (!(error instanceof StorageError)) throw error;
       this.logger.error(`the database takes no writes (${error.message}): /health answers 503`);
@@ -128,15 +129,17 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * A real small write (the probe column of storage_identity), committed like any other.
-   * Concurrent callers share one probe.
+   * A real small write (the probe column of storage_identity), committed like any other;
+   * the one proof that the database takes writes again. Concurrent callers share one probe.
    */
   probeWrite(): Promise<void> {
     this.probing ??= this.write(async (m) => {
       await execute(m, 'UPDATE storage_identity SET probed_at = :now', { now: Date.now() });
-    }).finally(() => {
-      this.probing = null;
-    });
+    })
+      .then(() => this.storage.succeeded())
+      .finally(() => {
+        this.probing = null;
+      });
     return this.probing;
   }
 
@@ -197,9 +200,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   async write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     this.storage.assertWritable();
     try {
-      const result = await (this.serialized ? this.grouped(work) : this.transaction(work));
-      this.storage.succeeded();
-      return result;
+      return await (this.serialized ? this.grouped(work) : this.transaction(work));
     } catch (error) {
       // Disk full, read-only, file lost: STORAGE_UNAVAILABLE instead of INTERNAL.
       throw this.storage.failed(error);

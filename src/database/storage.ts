@@ -39,9 +39,9 @@ export function storageFailureOf(error: unknown): string | null {
 /**
  * What the service knows about its storage. `lost`: the SQLite file it writes to is no
  * longer the one in the folder (deleted or replaced): writes are refused until a restart,
- * since they would go to a file nobody will open again. `unwritable`: the last write failed
- * for a storage reason (disk full, read-only); writes are still tried, and the first one
- * that commits (a client's or the health probe's) clears it.
+ * since they would go to a file nobody will open again. `unwritable`: a write failed for a
+ * storage reason (disk full, read-only); writes are still tried, and a probe write that
+ * commits (Database.probeWrite: on /health and every check interval) clears it.
  */
 export class StorageMonitor {
   private readonly logger = new Logger('Storage');
@@ -93,6 +93,7 @@ export class StorageMonitor {
     if (reason) throw new StorageError(reason);
   }
 
+  /** A probe write committed: the database takes writes. */
   succeeded(): void {
     if (this.unwritableReason) this.logger.log('the database takes writes again');
     this.unwritableReason = null;
