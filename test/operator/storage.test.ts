@@ -18,6 +18,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { distFile, freePort } from '../fault/service.js';
 import {
   ADMIN_TOKEN,
@@ -129,6 +130,20 @@ async function eventually(condition: () => Promise<boolean>, what: string): Prom
 }
 
 const onSqlite = TEST_DATABASE === 'sqlite' ? describe : describe.skip;
+
+test.each([
+  ['PLANFENCE_INIT_DATABASE', 'yes'],
+  ['PLANFENCE_STORAGE_CHECK_MS', '10'],
+  ['PLANFENCE_STORAGE_CHECK_MS', 'often'],
+])('a bad %s (%s) stops the start with a message naming it', (variable, value) => {
+  expect(() => loadConfig({ [variable]: value })).toThrow(ConfigError);
+  expect(() => loadConfig({ [variable]: value })).toThrow(variable);
+});
+
+test('the storage defaults: no initialisation of a missing database, a file check every second', () => {
+  expect(loadConfig({}).storage).toEqual({ initialize: false, checkIntervalMs: 1000 });
+  expect(loadConfig({ PLANFENCE_INIT_DATABASE: '1' }).storage.initialize).toBe(true);
+});
 
 onSqlite('one SQLite file, one process', () => {
   let dir: { path: string; cleanup: () => void };
