@@ -87,10 +87,12 @@ export class StorageMonitor {
     return this.unwritableReason;
   }
 
-  /** Throws the coded refusal when the file is lost. */
+  /**
+   * Throws the coded refusal when the file is known to be lost (no file check here: the
+   * commit checks the files before any write is acknowledged).
+   */
   assertWritable(): void {
-    const reason = this.lost();
-    if (reason) throw new StorageError(reason);
+    if (this.lostReason) throw new StorageError(this.lostReason);
   }
 
   /** A probe write committed: the database takes writes. */
