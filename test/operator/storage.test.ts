@@ -176,6 +176,28 @@ onSqlite('one SQLite file, one process', () => {
     }
   });
 
+  test('three processes started at once on a new file: one serves, the others exit naming it', async () => {
+    const other = scratchDir();
+    const file = join(other.path, 'planfence.db');
+    const services = await Promise.all([1, 2, 3].map(() => Service.start(file)));
+    try {
+      const healthy: Service[] = [];
+      for (const service of services) {
+        const answer = await service.health().catch(() => null);
+        if (answer?.status === 200) healthy.push(service);
+      }
+      expect(healthy).toHaveLength(1);
+      const [holder] = healthy;
+      for (const loser of services.filter((s) => s !== holder)) {
+        expect(await loser.exited).not.toBe(0);
+        expect(loser.stderr).toContain(`in use by process ${holder.pid}`);
+      }
+    } finally {
+      await Promise.all(services.map((s) => s.stop()));
+      other.cleanup();
+    }
+  });
+
   test('a process that was killed leaves no lock behind: the next start takes over', async () => {
     const other = scratchDir();
     try {
