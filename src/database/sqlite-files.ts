@@ -124,6 +124,17 @@ export class ProcessLock {
   ) {}
 
   static acquire(path: string, database: string): ProcessLock {
+    try {
+      return ProcessLock.take(path, database);
+    } catch (error) {
+      if (error instanceof StorageStartError) throw error;
+      throw new StorageStartError(
+        `cannot take the lock ${path} for ${database}: ${(error as Error).message}`,
+      );
+    }
+  }
+
+  private static take(path: string, database: string): ProcessLock {
     createPrivateFile(path);
     restrictMode(path);
     const connection = new Sqlite(path, { timeout: 0 });
