@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'PRECONDITION_FAILED'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'IDEMPOTENCY_IN_PROGRESS'
+  | 'STORAGE_UNAVAILABLE'
   | 'INTERNAL';
 
 export type ErrorDetails = Record<string, string | number | null>;
@@ -62,6 +63,7 @@ export function extensionsOf(error: DomainError): Extensions {
     case 'UNKNOWN_GENERATION':
     case 'IDEMPOTENCY_KEY_REUSED':
     case 'IDEMPOTENCY_IN_PROGRESS':
+    case 'STORAGE_UNAVAILABLE':
     case 'INTERNAL':
       return { code };
     default: {

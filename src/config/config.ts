@@ -23,6 +23,7 @@ export interface Config {
   logLevel: string;
   quotas: QuotaConfig;
   sockets: SocketLimits;
+  storage: StorageConfig;
 }
 
 /**
@@ -52,6 +53,17 @@ export interface SocketLimits {
   maxSubscriptionFields: number;
   /** How often every open socket's token is checked again (the backstop to revocation signals). */
   recheckIntervalMs: number;
+}
+
+/** Storage safety (docs/operations.md). */
+export interface StorageConfig {
+  /**
+   * SQLite: create a new empty database even where the folder shows one existed, or adopt
+   * a database whose id differs from the folder's marker (PLANFENCE_INIT_DATABASE=1).
+   */
+  initialize: boolean;
+  /** How often the service checks that its SQLite file is still the one it opened. */
+  checkIntervalMs: number;
 }
 
 /** A bad configuration value: the message names the variable, and the start stops. */
@@ -137,6 +149,20 @@ function quotas(env: Env, maxPlanBytes: number): QuotaConfig {
   };
 }
 
+function flag(env: Env, name: string): boolean {
+  const raw = (env[name] ?? '').trim().toLowerCase();
+  if (raw === '' || raw === '0' || raw === 'false') return false;
+  if (raw === '1' || raw === 'true') return true;
+  throw new ConfigError(name, `must be 1 or 0 (got "${env[name]}")`);
+}
+
+function storage(env: Env): StorageConfig {
+  return {
+    initialize: flag(env, 'PLANFENCE_INIT_DATABASE'),
+    checkIntervalMs: integer(env, 'PLANFENCE_STORAGE_CHECK_MS', 1000, 50, 60_000),
+  };
+}
+
 /** Reads and validates the whole configuration once, at start. */
 export function loadConfig(env: Env = process.env): Config {
   const db = database(env);
@@ -168,6 +194,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     quotas: quotas(env, maxPlanBytes),
     sockets: socketLimits(env),
+    storage: storage(env),
   };
 }
 

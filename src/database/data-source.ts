@@ -3,20 +3,33 @@ import { dirname } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
 import { InitialSchema1764400000000 } from '../../migrations/1764400000000-initial-schema.js';
 import { PlanPurgedAt1764500000000 } from '../../migrations/1764500000000-plan-purged-at.js';
+import { StorageIdentity1764610000000 } from '../../migrations/1764610000000-storage-identity.js';
 import { AuditEvent } from '../audit/audit-event.entity.js';
 import { Principal } from '../auth/principal.entity.js';
 import type { Config } from '../config/config.js';
+import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
 import { Plan } from '../plans/plan.entity.js';
 
 export const entities = [Principal, Environment, LeaseGrant, Plan, AuditEvent, IdempotencyRecord];
-export const migrations = [InitialSchema1764400000000, PlanPurgedAt1764500000000];
+export const migrations = [
+  InitialSchema1764400000000,
+  PlanPurgedAt1764500000000,
+  StorageIdentity1764610000000,
+];
 
-/** The options of the one data source, used by the service and by the migration CLI alike. */
-export function dataSourceOptions(config: Config): DataSourceOptions {
+/**
+ * The options of the one data source, used by the service and by the migration CLI alike.
+ * `toRetry` is read by TypeOrmModule: a storage refusal (lock held, database missing) is
+ * final, not worth the connection retries.
+ */
+export function dataSourceOptions(
+  config: Config,
+): DataSourceOptions & { toRetry: (error: unknown) => boolean } {
   const common = {
+    toRetry: (error: unknown) => !(error instanceof StorageStartError),
     entities,
     migrations,
     synchronize: false,
@@ -27,12 +40,16 @@ export function dataSourceOptions(config: Config): DataSourceOptions {
   if (db.kind === 'postgres') {
     return { ...common, type: 'postgres', url: db.url, poolSize: db.poolSize };
   }
-  if (db.path !== ':memory:') mkdirSync(dirname(db.path), { recursive: true });
+  const file = db.path !== ':memory:';
+  if (file) mkdirSync(dirname(db.path), { recursive: true });
   return {
     ...common,
     type: 'better-sqlite3',
     database: db.path,
-    enableWAL: db.path !== ':memory:',
+    // A file is opened through the storage guard: one process per file, no silent new
+    // database where one existed, files readable by their owner only (sqlite-files.ts).
+    ...(file ? { driver: guardedSqliteDriver({ initialize: config.storage.initialize }) } : {}),
+    enableWAL: file,
     prepareDatabase: (sqlite: { pragma(statement: string): unknown }) => {
       // FULL fsyncs every commit: an acknowledged grant or publication survives power loss.
       sqlite.pragma(`synchronous = ${db.synchronous}`);

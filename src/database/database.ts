@@ -1,5 +1,15 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { DataSource, type EntityManager, QueryFailedError } from 'typeorm';
+import { CONFIG } from '../config/config.module.js';
+import type { Config } from '../config/config.js';
+import { checkMarker, sqliteFiles } from './sqlite-files.js';
+import { StorageError, StorageMonitor } from './storage.js';
 
 /** Thrown inside a write transaction to roll it back and run it again (a lost race, not a client error). */
 export class RetryTransaction extends Error {
@@ -47,7 +57,7 @@ function isConflict(error: unknown): boolean {
  * On PostgreSQL each transaction has its own pooled connection and row locks order writers.
  */
 @Injectable()
-export class Database implements OnModuleInit {
+export class Database implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(Database.name);
   private readonly serialized: boolean;
   private tail: Promise<unknown> = Promise.resolve();
@@ -59,16 +69,107 @@ export class Database implements OnModuleInit {
   /** Callbacks to run once the transaction of a manager has committed. */
   private readonly committed = new WeakMap<EntityManager, (() => void)[]>();
 
-  constructor(readonly dataSource: DataSource) {
+  /** Whether writes can succeed (see StorageMonitor); /health reports it. */
+  readonly storage: StorageMonitor;
+  private storageTimer: NodeJS.Timeout | undefined;
+  private probing: Promise<void> | null = null;
+
+  constructor(
+    readonly dataSource: DataSource,
+    @Inject(CONFIG) private readonly config: Config,
+  ) {
     this.serialized = dataSource.options.type === 'better-sqlite3';
+    const db = config.database;
+    this.storage = new StorageMonitor(
+      db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
+    );
   }
 
   get dialect(): 'sqlite' | 'postgres' {
     return this.serialized ? 'sqlite' : 'postgres';
   }
 
-  /** Runs pending migrations before anything else touches the database. */
+  /**
+   * Runs pending migrations before anything else touches the database; then checks that the
+   * database is the one its folder held, and whether it takes writes.
+   */
   async onModuleInit(): Promise<void> {
+    await this.migrate();
+    try {
+      await this.checkIdentity();
+    } catch (error) {
+      await this.dataSource.destroy().catch(() => undefined);
+      throw error;
+    }
+    this.storage.recordOpenedFiles();
+    // Notices a lost file without traffic, and writability coming back (disk space freed).
+    this.storageTimer = setInterval(() => {
+      if (!this.storage.lost() && this.storage.unwritable) this.probeWrite().catch(() => undefined);
+    }, this.config.storage.checkIntervalMs);
+    this.storageTimer.unref();
+    await this.probeWrite().catch((error: unknown) => {
+      if (!(error instanceof StorageError)) throw error;
+      this.logger.error(`the database takes no writes (${error.message}): /health answers 503`);
+    });
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.storageTimer);
+  }
+
+  /** SQLite file: the database id must match the folder's marker (written on first start). */
+  private async checkIdentity(): Promise<void> {
+    const files = this.storage.files;
+    if (!files) return;
+    const [row] = await this.read((m) =>
+      m.query<{ id: string }[]>('SELECT id FROM storage_identity LIMIT 1'),
+    );
+    if (!row) throw new Error('storage_identity has no row');
+    checkMarker(files, row.id, { initialize: this.config.storage.initialize });
+  }
+
+  /**
+   * A real small write (the probe column of storage_identity), committed like any other;
+   * the one proof that the database takes writes again. Concurrent callers share one probe.
+   */
+  probeWrite(): Promise<void> {
+    this.probing ??= this.write(async (m) => {
+      await execute(m, 'UPDATE storage_identity SET probed_at = :now', { now: Date.now() });
+    })
+      .then(() => this.storage.succeeded())
+      .finally(() => {
+        this.probing = null;
+      });
+    return this.probing;
+  }
+
+  /**
+   * Why the service is not ready to take writes, or null: the SQLite file was deleted or
+   * replaced; the last write failed for a storage reason and a probe write fails too; the
+   * database does not answer.
+   */
+  async storageProblem(): Promise<string | null> {
+    const lost = this.storage.lost();
+    if (lost) return lost;
+    if (this.storage.unwritable) {
+      try {
+        await this.probeWrite();
+      } catch (error) {
+        return error instanceof StorageError
+          ? (this.storage.unwritable ?? error.message)
+          : 'the database does not answer';
+      }
+      return null;
+    }
+    try {
+      await this.read((m) => m.query('SELECT 1'));
+    } catch {
+      return 'the database does not answer';
+    }
+    return null;
+  }
+
+  private async migrate(): Promise<void> {
     if (this.serialized) {
       await this.dataSource.runMigrations({ transaction: 'each' });
       return;
@@ -97,7 +198,16 @@ export class Database implements OnModuleInit {
    * of them answered. If the transaction as a whole fails, every write in it fails.
    */
   async write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    if (this.serialized) return this.grouped(work);
+    this.storage.assertWritable();
+    try {
+      return await (this.serialized ? this.grouped(work) : this.transaction(work));
+    } catch (error) {
+      // Disk full, read-only, file lost: STORAGE_UNAVAILABLE instead of INTERNAL.
+      throw this.storage.failed(error);
+    }
+  }
+
+  private async transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         const callbacks: (() => void)[] = [];
@@ -164,8 +274,13 @@ export class Database implements OnModuleInit {
             group.push({ write: current, outcome: { result } });
             break;
           } catch (error) {
-            sqliteStatement(manager, 'ROLLBACK TO write')!.run();
-            sqliteStatement(manager, 'RELEASE write')!.run();
+            try {
+              sqliteStatement(manager, 'ROLLBACK TO write')!.run();
+              sqliteStatement(manager, 'RELEASE write')!.run();
+            } catch {
+              // SQLite ended the whole transaction (as it may on a full disk): the write's own error says why.
+              throw error;
+            }
             if (isConflict(error) && attempt < MAX_ATTEMPTS) continue;
             group.push({ write: current, outcome: { error } });
             break;
@@ -184,6 +299,12 @@ export class Database implements OnModuleInit {
       );
       for (const { write } of group) write.reject(error);
       current?.reject(error);
+      return;
+    }
+    // Committed to a file that was deleted or replaced meanwhile: not durable, not acknowledged.
+    const lost = this.storage.lost();
+    if (lost) {
+      for (const { write } of group) write.reject(new StorageError(lost));
       return;
     }
     this.commits.transactions++;

@@ -5,17 +5,18 @@ import { Database } from '../database/database.js';
 export class HealthController {
   constructor(private readonly db: Database) {}
 
-  /** 200 when the database answers, 503 when it does not. */
+  /**
+   * 200 when the service can serve writes; 503 with the reason when it cannot: the
+   * database does not answer, the last write failed for a storage reason (disk full,
+   * read-only) and a probe write fails too, or the SQLite file was deleted or replaced.
+   */
   @Get()
   async health(): Promise<{ status: string; database: string }> {
-    try {
-      await this.db.read((m) => m.query('SELECT 1'));
-      return { status: 'ok', database: this.db.dialect };
-    } catch {
-      throw new HttpException(
-        { status: 'unavailable', database: this.db.dialect },
-        HttpStatus.SERVICE_UNAVAILABLE,
-      );
-    }
+    const problem = await this.db.storageProblem();
+    if (problem === null) return { status: 'ok', database: this.db.dialect };
+    throw new HttpException(
+      { status: 'unavailable', database: this.db.dialect, reason: problem },
+      HttpStatus.SERVICE_UNAVAILABLE,
+    );
   }
 }

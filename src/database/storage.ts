@@ -1,0 +1,116 @@
+import { Logger } from '@nestjs/common';
+import { DomainError } from '../common/errors.js';
+import { identityOf, type SqliteFiles } from './sqlite-files.js';
+
+/**
+ * The database cannot take writes: the disk is full, the file is read-only, or the SQLite
+ * file was deleted or replaced under the running service. Nothing was written; the
+ * message says why without SQL or paths.
+ */
+export class StorageError extends DomainError<'STORAGE_UNAVAILABLE'> {
+  constructor(reason: string) {
+    super('STORAGE_UNAVAILABLE', `storage unavailable: ${reason}; nothing was written`);
+  }
+}
+
+/** SQLite result codes (extended ones share the prefix) and PostgreSQL SQLSTATEs that mean "writes cannot succeed". */
+const SQLITE_FAILURES: [string, string][] = [
+  ['SQLITE_FULL', 'the disk is full'],
+  ['SQLITE_READONLY', 'the database is read-only'],
+  ['SQLITE_IOERR', 'the database file cannot be written (I/O error)'],
+  ['SQLITE_CANTOPEN', 'the database file cannot be opened'],
+];
+const POSTGRES_FAILURES: Record<string, string> = {
+  '53100': 'the disk is full',
+  '25006': 'the database is read-only',
+  '58030': 'the database cannot be written (I/O error)',
+};
+
+/** Why `error` means that writes cannot succeed now, or null when it is some other error. */
+export function storageFailureOf(error: unknown): string | null {
+  if (!error || typeof error !== 'object') return null;
+  const driver = (error as { driverError?: { code?: unknown } }).driverError;
+  const raw = driver?.code ?? (error as { code?: unknown }).code;
+  const code = typeof raw === 'string' ? raw : '';
+  for (const [prefix, reason] of SQLITE_FAILURES) if (code.startsWith(prefix)) return reason;
+  return POSTGRES_FAILURES[code] ?? null;
+}
+
+/**
+ * What the service knows about its storage. `lost`: the SQLite file it writes to is no
+ * longer the one in the folder (deleted or replaced): writes are refused until a restart,
+ * since they would go to a file nobody will open again. `unwritable`: a write failed for a
+ * storage reason (disk full, read-only); writes are still tried, and a probe write that
+ * commits (Database.probeWrite: on /health and every check interval) clears it.
+ */
+export class StorageMonitor {
+  private readonly logger = new Logger('Storage');
+  private lostReason: string | null = null;
+  private unwritableReason: string | null = null;
+  /** Device:inode of the database and WAL files as opened. */
+  private opened: { path: string; identity: string }[] = [];
+
+  constructor(readonly files: SqliteFiles | null) {}
+
+  /** Records the files as they are now (right after the service opened them). */
+  recordOpenedFiles(): void {
+    if (!this.files) return;
+    this.opened = [this.files.database, this.files.wal].flatMap((path) => {
+      const identity = identityOf(path);
+      return identity ? [{ path, identity }] : [];
+    });
+  }
+
+  /** Why writes are refused, or null. Checks the files first (a few stat calls). */
+  lost(): string | null {
+    if (this.lostReason || !this.files) return this.lostReason;
+    for (const { path, identity } of this.opened) {
+      let now: string | null;
+      try {
+        now = identityOf(path);
+      } catch {
+        continue;
+      }
+      if (now === identity) continue;
+      const which = path === this.files.database ? 'database file' : 'database WAL file';
+      this.lostReason = `the ${which} was ${now === null ? 'deleted' : 'replaced'} while the service ran; restart the service`;
+      this.logger.error(
+        `${path} was ${now === null ? 'deleted' : 'replaced'}: writes are refused and /health answers 503 until a restart (see docs/operations.md)`,
+      );
+      break;
+    }
+    return this.lostReason;
+  }
+
+  /** Why the last write failed for a storage reason, or null. */
+  get unwritable(): string | null {
+    return this.unwritableReason;
+  }
+
+  /**
+   * Throws the coded refusal when the file is known to be lost (no file check here: the
+   * commit checks the files before any write is acknowledged).
+   */
+  assertWritable(): void {
+    if (this.lostReason) throw new StorageError(this.lostReason);
+  }
+
+  /** A probe write committed: the database takes writes. */
+  succeeded(): void {
+    if (this.unwritableReason) this.logger.log('the database takes writes again');
+    this.unwritableReason = null;
+  }
+
+  /** The error to give the client: a storage failure becomes STORAGE_UNAVAILABLE. */
+  failed(error: unknown): unknown {
+    if (error instanceof DomainError) return error;
+    const lost = this.lost();
+    if (lost) return new StorageError(lost);
+    const reason = storageFailureOf(error);
+    if (!reason) return error;
+    if (!this.unwritableReason)
+      this.logger.error(`write failed: ${reason} (${(error as Error).message})`);
+    this.unwritableReason = reason;
+    return new StorageError(reason);
+  }
+}
