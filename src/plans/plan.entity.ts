@@ -8,9 +8,17 @@ export enum PlanStatus {
   SUPERSEDED = 'SUPERSEDED',
   OBSOLETE = 'OBSOLETE',
   REJECTED = 'REJECTED',
+  EXPIRED = 'EXPIRED',
 }
 
-registerEnumType(PlanStatus, { name: 'PlanStatus' });
+registerEnumType(PlanStatus, {
+  name: 'PlanStatus',
+  valuesMap: {
+    EXPIRED: {
+      description: "PROPOSED past the environment's proposalTtlSeconds: can no longer be approved.",
+    },
+  },
+});
 
 /** An immutable staged version. Only `status` and the review fields ever change, in the fencing module. */
 @ObjectType()
@@ -38,7 +46,10 @@ export class Plan {
   @Column({ type: 'integer' })
   sequence: number;
 
-  @Field(() => PlanStatus)
+  /**
+   * The stored status. GraphQL reads it through PlansResolver.status, which shows a
+   * PROPOSED plan past its expiresAt as EXPIRED before any write has materialised that.
+   */
   @Column({ type: 'varchar', length: 16 })
   status: PlanStatus;
 
@@ -81,6 +92,14 @@ export class Plan {
   @Field(() => GraphQLISODateTime, { nullable: true })
   @Column({ name: 'published_at', type: 'bigint', nullable: true, transformer: millis })
   publishedAt: Date | null;
+
+  @Field(() => GraphQLISODateTime, {
+    nullable: true,
+    description:
+      "When a PROPOSED plan expires; null where the environment sets no proposalTtlSeconds.",
+  })
+  @Column({ name: 'expires_at', type: 'bigint', nullable: true, transformer: millis })
+  expiresAt: Date | null;
 
   @Field(() => GraphQLISODateTime, {
     nullable: true,

@@ -1,13 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Principal } from '../auth/principal.entity.js';
+import { In } from 'typeorm';
+import { AuthError } from '../auth/auth.errors.js';
+import { type Principal, Role } from '../auth/principal.entity.js';
+import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
-import { Database } from '../database/database.js';
+import { Database, select } from '../database/database.js';
 import { EnvironmentsService } from '../environments/environments.service.js';
 import { DecisionRunner } from '../fencing/decision.runner.js';
-import { FenceService } from '../fencing/fence.service.js';
+import { APPROVALS_OF_RULE, FenceService } from '../fencing/fence.service.js';
+import type { ApprovalRule } from '../environments/policy.model.js';
+import type { Approval } from './approval.model.js';
 import { idempotentCall } from '../idempotency/idempotency.service.js';
 import type {
   ApprovePlanInput,
@@ -15,7 +20,7 @@ import type {
   RejectPlanInput,
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
-import { Plan } from './plan.entity.js';
+import { Plan, PlanStatus } from './plan.entity.js';
 import { findOne } from '../database/rows.js';
 
 /** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
@@ -33,6 +38,7 @@ export class PlansService {
     private readonly decisions: DecisionRunner,
     private readonly fence: FenceService,
     private readonly environments: EnvironmentsService,
+    private readonly clock: Clock,
   ) {}
 
   submit(principal: Principal, input: SubmitPlanInput): Promise<Plan> {
@@ -67,9 +73,19 @@ export class PlansService {
     );
   }
 
+  /**
+   * R13–R17. A break-glass approval (breakGlassReason) is for ADMINs only: FORBIDDEN for
+   * anyone else, audited like every rejection. The accepted decision's audit event says
+   * whether it published, and the break-glass reason.
+   */
   approve(principal: Principal, input: ApprovePlanInput): Promise<Plan> {
     const { idempotencyKey, ...call } = input;
-    const canonical = { planId: call.planId, contentHash: call.contentHash ?? null };
+    const breakGlassReason = call.breakGlassReason ?? null;
+    const canonical = {
+      planId: call.planId,
+      contentHash: call.contentHash ?? null,
+      ...(breakGlassReason != null ? { breakGlassReason } : {}),
+    };
     const { environment, generation } = parsePlanId(input.planId);
     return this.decisions.decidePlan(
       {
@@ -82,7 +98,27 @@ export class PlansService {
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'approvePlan', canonical)
         : null,
-      (m, now) => this.fence.publishPlan(m, { ...canonical, reviewer: principal.name, now }),
+      (m, now) => {
+        if (breakGlassReason != null && principal.role !== Role.ADMIN) {
+          throw new AuthError(
+            'FORBIDDEN',
+            `only an ADMIN may approve with breakGlassReason; ${principal.name} is ${principal.role}`,
+          );
+        }
+        return this.fence.publishPlan(m, {
+          planId: canonical.planId,
+          contentHash: canonical.contentHash,
+          breakGlassReason,
+          reviewer: principal.name,
+          now,
+        });
+      },
+      (plan) => {
+        if (plan.status !== PlanStatus.PUBLISHED) return 'approval recorded; not yet published';
+        return breakGlassReason != null
+          ? `published by break-glass: ${breakGlassReason}`
+          : 'published';
+      },
     );
   }
 
@@ -109,9 +145,13 @@ export class PlansService {
     return this.db.read((m) => findOne(m, Plan, { id }));
   }
 
-  /** Newest first by (generation, sequence). NOT_FOUND for an unknown environment. */
+  /**
+   * Newest first by (generation, sequence). NOT_FOUND for an unknown environment. PROPOSED
+   * and EXPIRED are filtered by the status reads show (R16), before any write stored it.
+   */
   async list(args: PlansArgs): Promise<Plan[]> {
     await this.environments.get(args.environment);
+    const now = await this.clock.now();
     return this.db.read((m) => {
       const query = m
         .createQueryBuilder(Plan, 'p')
@@ -119,7 +159,18 @@ export class PlansService {
         .orderBy('p.generation', 'DESC')
         .addOrderBy('p.sequence', 'DESC')
         .limit(args.first);
-      if (args.status) query.andWhere('p.status = :status', { status: args.status });
+      if (args.status === PlanStatus.EXPIRED) {
+        query.andWhere(
+          "(p.status = 'EXPIRED' OR (p.status = 'PROPOSED' AND p.expires_at <= :now))",
+          { now },
+        );
+      } else if (args.status === PlanStatus.PROPOSED) {
+        query.andWhere("p.status = 'PROPOSED' AND (p.expires_at IS NULL OR p.expires_at > :now)", {
+          now,
+        });
+      } else if (args.status) {
+        query.andWhere('p.status = :status', { status: args.status });
+      }
       if (args.after) {
         const after = parsePlanId(args.after);
         query.andWhere('(p.generation < :g OR (p.generation = :g AND p.sequence < :s))', {
@@ -128,6 +179,92 @@ export class PlansService {
         });
       }
       return query.getMany();
+    });
+  }
+
+  /** R16: what reads show: a PROPOSED plan reads EXPIRED from the instant the clock reaches its expiresAt. */
+  async status(plan: Plan): Promise<PlanStatus> {
+    if (plan.status !== PlanStatus.PROPOSED || plan.expiresAt == null) return plan.status;
+    return plan.expiresAt.getTime() <= (await this.clock.now())
+      ? PlanStatus.EXPIRED
+      : PlanStatus.PROPOSED;
+  }
+
+  /** Every approval recorded for the plan, in the order they were given. */
+  approvals(planId: string): Promise<Approval[]> {
+    return this.db.read(async (m) => {
+      const rows = await select<{
+        approver: string;
+        at: number | string;
+        content_hash: string;
+        break_glass_reason: string | null;
+      }>(
+        m,
+        `SELECT approver, at, content_hash, break_glass_reason FROM approvals
+         WHERE plan_id = :id ORDER BY at, approver`,
+        { id: planId },
+      );
+      return rows.map((row) => ({
+        approver: row.approver,
+        at: new Date(Number(row.at)),
+        contentHash: row.content_hash,
+        breakGlassReason: row.break_glass_reason,
+      }));
+    });
+  }
+
+  /**
+   * R14, R15: for a PROPOSED plan, each rule its approvals do not meet yet, with the number of
+   * approvals it still needs as `count`. A published (or superseded) plan needs nothing; an
+   * OBSOLETE, EXPIRED or REJECTED plan's approvals count for nothing: every rule in full.
+   */
+  async pendingApprovalRules(plan: Plan): Promise<ApprovalRule[]> {
+    const status = await this.status(plan);
+    if (status === PlanStatus.PUBLISHED || status === PlanStatus.SUPERSEDED) return [];
+    const rows = await this.db.read((m) =>
+      select<{ group_name: string | null; required_count: number | string; met: number | string }>(
+        m,
+        `SELECT r.group_name, r.required_count, ${APPROVALS_OF_RULE} AS met
+         FROM approval_rules r WHERE r.environment = :environment ORDER BY r.position`,
+        { id: plan.id, submitter: plan.submittedBy, environment: plan.environment },
+      ),
+    );
+    const counted = status === PlanStatus.PROPOSED;
+    return rows
+      .map((row) => ({
+        group: row.group_name,
+        count: Number(row.required_count) - (counted ? Number(row.met) : 0),
+      }))
+      .filter((rule) => rule.count > 0);
+  }
+
+  /**
+   * PROPOSED plans, across environments, that `principal` may approve now: not their own, not
+   * approved by them yet, not expired, and with a rule their approval would count toward that
+   * is still unmet. Oldest first.
+   */
+  async reviewQueue(principal: Principal, first: number): Promise<Plan[]> {
+    const now = await this.clock.now();
+    return this.db.read(async (m) => {
+      const rows = await select<{ id: string }>(
+        m,
+        `SELECT q.id FROM plans q
+         WHERE q.status = 'PROPOSED' AND (q.expires_at IS NULL OR q.expires_at > :now)
+           AND q.submitted_by <> :me
+           AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = q.id AND mine.approver = :me)
+           AND EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = q.environment
+             AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+                  WHERE g.principal = :me AND g.group_name = r.group_name))
+             AND (SELECT COUNT(*) FROM approvals a WHERE a.plan_id = q.id AND a.approver <> q.submitted_by
+                  AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+                    WHERE g.principal = a.approver AND g.group_name = r.group_name))) < r.required_count)
+         ORDER BY q.submitted_at, q.id LIMIT :first`,
+        { now, me: principal.name, first },
+      );
+      if (!rows.length) return [];
+      const plans = await m.findBy(Plan, { id: In(rows.map((row) => row.id)) });
+      const byId = new Map(plans.map((plan) => [plan.id, plan]));
+      return rows.map((row) => byId.get(row.id)!);
     });
   }
 }

@@ -9,6 +9,7 @@ import { Clock } from '../common/clock.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
+import { FenceService } from '../fencing/fence.service.js';
 
 export interface PurgeReport {
   idempotencyRecords: number;
@@ -18,7 +19,8 @@ export interface PurgeReport {
 /**
  * Keeps the database from growing forever: expired idempotency records go, and so does
  * the content (never the metadata or hash) of SUPERSEDED, OBSOLETE and REJECTED plans
- * older than PLANFENCE_PLAN_RETENTION_DAYS. PROPOSED and PUBLISHED plans are never purged.
+ * older than PLANFENCE_PLAN_RETENTION_DAYS; expired proposals are stored as EXPIRED (and
+ * their content then goes like that of the others). PROPOSED and PUBLISHED plans are never purged.
  */
 @Injectable()
 export class RetentionService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -29,6 +31,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     private readonly db: Database,
     private readonly clock: Clock,
     @Inject(CONFIG) private readonly config: Config,
+    private readonly fence: FenceService,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -47,19 +50,24 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   async purge(): Promise<PurgeReport> {
     const now = await this.clock.now();
     const cutoff = now - this.config.planRetentionMs;
-    const report = await this.db.write(async (m) => ({
-      idempotencyRecords: await execute(
-        m,
-        'DELETE FROM idempotency_records WHERE expires_at <= :now',
-        { now },
-      ),
-      planContents: await execute(
-        m,
-        `UPDATE plans SET content = '', purged_at = :now
-         WHERE status IN ('SUPERSEDED', 'OBSOLETE', 'REJECTED') AND submitted_at < :cutoff AND purged_at IS NULL`,
-        { now, cutoff },
-      ),
-    }));
+    let expired = 0;
+    const report = await this.db.write(async (m) => {
+      expired = await this.fence.expireProposals(m, now);
+      return {
+        idempotencyRecords: await execute(
+          m,
+          'DELETE FROM idempotency_records WHERE expires_at <= :now',
+          { now },
+        ),
+        planContents: await execute(
+          m,
+          `UPDATE plans SET content = '', purged_at = :now
+           WHERE status IN ('SUPERSEDED', 'OBSOLETE', 'REJECTED', 'EXPIRED') AND submitted_at < :cutoff AND purged_at IS NULL`,
+          { now, cutoff },
+        ),
+      };
+    });
+    if (expired) this.logger.log(`${expired} proposals expired (R16)`);
     if (report.idempotencyRecords || report.planContents) {
       this.logger.log(
         `purged ${report.idempotencyRecords} idempotency records and the content of ${report.planContents} plans`,
