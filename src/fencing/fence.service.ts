@@ -10,6 +10,7 @@ import { Plan, PlanStatus } from '../plans/plan.entity.js';
 import { FenceError } from './fence.errors.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
+import { APPROVALS_OF_RULE, snapshotOf } from '../plans/approvals.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
@@ -396,7 +397,11 @@ export class FenceService {
                      AND (p.expires_at IS NULL OR p.expires_at > :now))`,
       params,
     );
-    if (!published) return this.plan(m, plan.id);
+    if (!published) {
+      const proposed = await this.plan(m, plan.id);
+      proposed.snapshot = await snapshotOf(m, proposed);
+      return proposed;
+    }
     const marked = await execute(
       m,
       `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
@@ -409,6 +414,7 @@ export class FenceService {
     if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
     await this.afterPublication(m, plan.environment, plan.id);
     const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
+    publishedPlan.snapshot = await snapshotOf(m, publishedPlan);
     this.events.planPublished(m, publishedPlan);
     return publishedPlan;
   }
@@ -641,15 +647,6 @@ const LIVE_LEASE_OF_CALLER = `lease_holder IS NOT NULL AND lease_generation = :g
 /** R6: (generation, sequence) strictly after the current plan's. */
 const POINTER_MOVES_FORWARD = `(current_generation < :generation
   OR (current_generation = :generation AND current_sequence < :sequence))`;
-
-/**
- * R14: how many approvers of plan :id count toward approval rule `r` (any approver where
- * r.group_name is null, else those in that group). The submitter (:submitter) never counts.
- */
-export const APPROVALS_OF_RULE = `(SELECT COUNT(*) FROM approvals a
-  WHERE a.plan_id = :id AND a.approver <> :submitter
-    AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
-      WHERE g.principal = a.approver AND g.group_name = r.group_name)))`;
 
 /** 1 when :reviewer would count toward rule `r`, else 0. */
 const REVIEWER_IN_RULE = `(CASE WHEN r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g

@@ -1,6 +1,7 @@
 import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
+import type { ApprovalSnapshot } from './approvals.js';
 
 export enum PlanStatus {
   PROPOSED = 'PROPOSED',
@@ -96,7 +97,7 @@ export class Plan {
   @Field(() => GraphQLISODateTime, {
     nullable: true,
     description:
-      "When a PROPOSED plan expires; null where the environment sets no proposalTtlSeconds.",
+      'When a PROPOSED plan expires; null where the environment sets no proposalTtlSeconds.',
   })
   @Column({ name: 'expires_at', type: 'bigint', nullable: true, transformer: millis })
   expiresAt: Date | null;
@@ -108,4 +109,10 @@ export class Plan {
   })
   @Column({ name: 'purged_at', type: 'bigint', nullable: true, transformer: millis })
   purgedAt: Date | null;
+
+  /**
+   * Not stored: set on the plan an approval answers with, read in that approval's
+   * transaction, so that its approvals and pending rules agree with its status.
+   */
+  snapshot?: ApprovalSnapshot;
 }

@@ -74,7 +74,9 @@ export class PlansResolver {
 
   /** REVIEWER (and ADMIN). */
   @Roles(Role.REVIEWER)
-  @Query(() => [Plan], { description: 'PROPOSED plans the caller could approve now, oldest first.' })
+  @Query(() => [Plan], {
+    description: 'PROPOSED plans the caller could approve now, oldest first.',
+  })
   reviewQueue(
     @CurrentPrincipal() principal: Principal,
     @Args() { first }: ReviewQueueArgs,
@@ -89,7 +91,7 @@ export class PlansResolver {
 
   @ResolveField('approvals', () => [Approval])
   approvals(@Parent() plan: Plan): Promise<Approval[]> {
-    return this.service.approvals(plan.id);
+    return this.service.approvals(plan);
   }
 
   @ResolveField('pendingApprovalRules', () => [ApprovalRule], {

@@ -10,7 +10,8 @@ import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
 import { EnvironmentsService } from '../environments/environments.service.js';
 import { DecisionRunner } from '../fencing/decision.runner.js';
-import { APPROVALS_OF_RULE, FenceService } from '../fencing/fence.service.js';
+import { FenceService } from '../fencing/fence.service.js';
+import { approvalsOf, pendingRulesOf } from './approvals.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval } from './approval.model.js';
 import { idempotentCall } from '../idempotency/idempotency.service.js';
@@ -190,52 +191,15 @@ export class PlansService {
       : PlanStatus.PROPOSED;
   }
 
-  /** Every approval recorded for the plan, in the order they were given. */
-  approvals(planId: string): Promise<Approval[]> {
-    return this.db.read(async (m) => {
-      const rows = await select<{
-        approver: string;
-        at: number | string;
-        content_hash: string;
-        break_glass_reason: string | null;
-      }>(
-        m,
-        `SELECT approver, at, content_hash, break_glass_reason FROM approvals
-         WHERE plan_id = :id ORDER BY at, approver`,
-        { id: planId },
-      );
-      return rows.map((row) => ({
-        approver: row.approver,
-        at: new Date(Number(row.at)),
-        contentHash: row.content_hash,
-        breakGlassReason: row.break_glass_reason,
-      }));
-    });
+  approvals(plan: Plan): Promise<Approval[]> {
+    if (plan.snapshot) return Promise.resolve(plan.snapshot.approvals);
+    return this.db.read((m) => approvalsOf(m, plan.id));
   }
 
-  /**
-   * R14, R15: for a PROPOSED plan, each rule its approvals do not meet yet, with the number of
-   * approvals it still needs as `count`. A published (or superseded) plan needs nothing; an
-   * OBSOLETE, EXPIRED or REJECTED plan's approvals count for nothing: every rule in full.
-   */
   async pendingApprovalRules(plan: Plan): Promise<ApprovalRule[]> {
+    if (plan.snapshot) return plan.snapshot.pendingApprovalRules;
     const status = await this.status(plan);
-    if (status === PlanStatus.PUBLISHED || status === PlanStatus.SUPERSEDED) return [];
-    const rows = await this.db.read((m) =>
-      select<{ group_name: string | null; required_count: number | string; met: number | string }>(
-        m,
-        `SELECT r.group_name, r.required_count, ${APPROVALS_OF_RULE} AS met
-         FROM approval_rules r WHERE r.environment = :environment ORDER BY r.position`,
-        { id: plan.id, submitter: plan.submittedBy, environment: plan.environment },
-      ),
-    );
-    const counted = status === PlanStatus.PROPOSED;
-    return rows
-      .map((row) => ({
-        group: row.group_name,
-        count: Number(row.required_count) - (counted ? Number(row.met) : 0),
-      }))
-      .filter((rule) => rule.count > 0);
+    return this.db.read((m) => pendingRulesOf(m, plan, status));
   }
 
   /**
