@@ -49,7 +49,7 @@ const GROUP_SETS: string[][] = [[], ['platform'], ['security'], ['platform', 'se
 beforeAll(async () => {
   app = await startApp({ PLANFENCE_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) });
   world = new World(app);
-  for (const { name, role } of PRINCIPALS) tokens[name] = await world.issue(name, role as never);
+  for (const { name, role } of PRINCIPALS) tokens[name] = await world.issue(name, role);
 });
 
 async function setGroups(name: string, groups: string[]) {
