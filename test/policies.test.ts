@@ -1,9 +1,14 @@
 /** R14–R17: approval rules by group, proposal expiry, freeze and break-glass. */
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createClient, type Client } from 'graphql-ws';
 import { DataSource } from 'typeorm';
 import WebSocket from 'ws';
 import { RetentionService } from '../src/retention/retention.service.js';
-import { startApp, type TestApp } from './support/app.js';
+import { scratchDir, startApp, type TestApp } from './support/app.js';
+import { AlreadyApprovedError, FrozenError, PlanfenceClient } from '../src/client/index.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
 
 let app: TestApp;
@@ -761,3 +766,148 @@ test('reviewQueue: PROPOSED plans the caller may approve now, oldest first, acro
 function answer_contentHashes(plan: PolicyPlan): boolean {
   return plan.approvals.every((approval) => /^[0-9a-f]{64}$/.test(approval.contentHash));
 }
+
+describe('the client and the command line', () => {
+  const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+  const planfence = (token: string, ...args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const env = { ...process.env, PLANFENCE_URL: app.url, PLANFENCE_TOKEN: token };
+      execFile(process.execPath, [BIN, ...args], { env }, (error, stdout, stderr) =>
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+
+  test('the client throws AlreadyApprovedError and FrozenError, typed', async () => {
+    const admin = new PlanfenceClient({ url: app.url, token: world.admin });
+    const p1 = new PlanfenceClient({ url: app.url, token: reviewers.p1 });
+    const policy = await admin.createEnvironmentWithPolicy({
+      name: `pol-${++envs}`,
+      approvalRules: [{ group: 'platform', count: 2 }],
+      proposalTtlSeconds: 3600,
+    });
+    expect(policy).toMatchObject({
+      approvalRules: [{ group: 'platform', count: 2 }],
+      proposalTtlSeconds: 3600,
+      freeze: null,
+    });
+    const generation = await world.acquire(agent, policy.name, 3600);
+    const plan = await submit(policy.name, generation, 'client');
+    const first = await p1.review(plan.id);
+    expect(first.pendingApprovalRules).toEqual([{ group: 'platform', count: 1 }]);
+    await expect(p1.review(plan.id)).rejects.toBeInstanceOf(AlreadyApprovedError);
+    await admin.freezeEnvironment(policy.name, 'audit week');
+    const frozen = await new PlanfenceClient({ url: app.url, token: reviewers.p2 })
+      .review(plan.id)
+      .catch((error: unknown) => error);
+    expect(frozen).toBeInstanceOf(FrozenError);
+    expect(frozen).toMatchObject({ reason: 'audit week', frozenBy: 'admin' });
+    const broken = await admin.review(plan.id, { breakGlassReason: 'approved by the CAB' });
+    expect(broken.status).toBe('PUBLISHED');
+    expect((await admin.unfreezeEnvironment(policy.name)).freeze).toBeNull();
+  });
+
+  test('env policy, freeze, token issue --group, plan queue and plan approve --break-glass', async () => {
+    const env = `cli-pol-${++envs}`;
+    ok(
+      await world.gql(
+        world.admin,
+        `mutation { createEnvironment(input: { name: "${env}" }) { name } }`,
+      ),
+    );
+    const set = await planfence(
+      world.admin,
+      'env',
+      'policy',
+      env,
+      '--rule',
+      'platform:2',
+      '--rule',
+      'security:1',
+      '--ttl',
+      '600',
+      '--json',
+    );
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({
+      approvalRules: PLATFORM_AND_SECURITY,
+      proposalTtlSeconds: 600,
+    });
+    const issued = await planfence(
+      world.admin,
+      'token',
+      'issue',
+      'cli-reviewer',
+      'REVIEWER',
+      '--group',
+      'platform',
+      '--json',
+    );
+    expect(issued.code).toBe(0);
+    const reviewer = (JSON.parse(issued.stdout) as { token: string }).token;
+
+    const generation = await world.acquire(agent, env, 3600);
+    const dir = scratchDir();
+    const file = join(dir.path, 'plan.txt');
+    writeFileSync(file, 'scale web to 8');
+    const submitted = await planfence(
+      agent,
+      'plan',
+      'submit',
+      env,
+      String(generation),
+      '--file',
+      file,
+      '--json',
+    );
+    dir.cleanup();
+    const planId = (JSON.parse(submitted.stdout) as { id: string }).id;
+
+    const queue = await planfence(reviewer, 'plan', 'queue');
+    expect(queue.code).toBe(0);
+    expect(queue.stdout).toContain(planId);
+    expect(queue.stdout).toContain('platform:2, security:1');
+    const partial = await planfence(reviewer, 'plan', 'approve', planId);
+    expect(partial).toMatchObject({
+      code: 0,
+      stdout: `${planId} PROPOSED: approval recorded; still needed: platform:1, security:1\n`,
+    });
+    const again = await planfence(reviewer, 'plan', 'approve', planId);
+    expect(again.code).toBe(3);
+    expect(again.stderr).toContain('ALREADY_APPROVED');
+
+    const frozen = await planfence(world.admin, 'env', 'freeze', env, '--reason', 'quarter close');
+    expect(frozen.code).toBe(0);
+    expect(frozen.stdout).toContain('by admin');
+    expect(frozen.stdout).toContain('quarter close');
+    const forbidden = await planfence(
+      reviewers.both,
+      'plan',
+      'approve',
+      planId,
+      '--break-glass',
+      'hotfix',
+    );
+    expect(forbidden.code).toBe(3);
+    expect(forbidden.stderr).toContain('FORBIDDEN');
+    const blocked = await planfence(reviewers.both, 'plan', 'approve', planId);
+    expect(blocked.code).toBe(7);
+    expect(blocked.stderr).toContain('FROZEN');
+    expect(blocked.stderr).toContain('reason=quarter close');
+    const broken = await planfence(
+      world.admin,
+      'plan',
+      'approve',
+      planId,
+      '--break-glass',
+      'INC-1: capacity',
+    );
+    expect(broken).toMatchObject({
+      code: 0,
+      stdout: `${planId} PUBLISHED, approved by admin (break-glass)\n`,
+    });
+    const thawed = await planfence(world.admin, 'env', 'unfreeze', env, '--json');
+    expect(JSON.parse(thawed.stdout)).toMatchObject({ freeze: null });
+    const bad = await planfence(world.admin, 'env', 'policy', env, '--rule', 'platform');
+    expect(bad.code).toBe(2);
+  });
+});
