@@ -37,7 +37,8 @@ export function planId(environment: string, generation: number, sequence: number
  * nothing, the rows are read only to name the rejection.
  *
  * Every method runs inside the caller's write transaction (`manager`), and throws a
- * rejection only before it has written anything.
+ * rejection only before it has written anything but EXPIRED for proposals whose time has
+ * come (R16), which holds whatever the decision.
  */
 @Injectable()
 export class FenceService {
