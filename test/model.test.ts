@@ -2,12 +2,20 @@
  * Model-based test: random command sequences run against the reference model
  * (test/model/reference-model.ts) and the real service over HTTP; after every
  * command the outcome code and the observable state (fence, generations, lease,
- * pointer, every plan's status) must be the same. FC_RUNS sets the number of runs.
+ * pointer, freeze, every plan's status, approvals and pending rules) must be the same.
+ * Principals carry groups; environments carry approval rules and a proposal TTL, and can
+ * be frozen. FC_RUNS sets the number of runs.
  */
 import fc from 'fast-check';
-import { ReferenceModel, type Mode, type SubmitInput } from './model/reference-model.js';
+import {
+  ReferenceModel,
+  type Mode,
+  type Role,
+  type Rule,
+  type SubmitInput,
+} from './model/reference-model.js';
 import { startApp, type TestApp } from './support/app.js';
-import { codeOf, World } from './support/world.js';
+import { codeOf, ok, World } from './support/world.js';
 
 const RUNS = Number(process.env.FC_RUNS ?? 200);
 const TTL_HOURS = 1;
@@ -18,14 +26,39 @@ const tokens: Record<string, string> = {};
 /** a1 is an AGENT; a2 is an ADMIN, so it can approve (others' plans) and trip four eyes on its own. */
 const AGENTS = ['a1', 'a2'] as const;
 type Agent = (typeof AGENTS)[number];
+/** Who approves, and their role and first groups. The submitters are in groups too: they must never count. */
+const PRINCIPALS: { name: string; role: Role; groups: string[] }[] = [
+  { name: 'a1', role: 'AGENT', groups: ['platform'] },
+  { name: 'a2', role: 'ADMIN', groups: ['platform', 'security'] },
+  { name: 'r', role: 'REVIEWER', groups: ['platform'] },
+  { name: 'r2', role: 'REVIEWER', groups: ['security'] },
+  { name: 'r3', role: 'REVIEWER', groups: ['platform', 'security'] },
+];
+const roleOf = (name: string) => PRINCIPALS.find((p) => p.name === name)!.role;
+const RULE_SETS: Rule[][] = [
+  [{ group: null, count: 1 }],
+  [{ group: 'platform', count: 2 }],
+  [
+    { group: 'platform', count: 1 },
+    { group: 'security', count: 1 },
+  ],
+  [{ group: null, count: 2 }],
+];
+const GROUP_SETS: string[][] = [[], ['platform'], ['security'], ['platform', 'security']];
 
 beforeAll(async () => {
   app = await startApp({ PLANFENCE_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) });
   world = new World(app);
-  tokens.a1 = await world.issue('a1', 'AGENT');
-  tokens.a2 = await world.issue('a2', 'ADMIN');
-  tokens.r = await world.issue('r', 'REVIEWER');
+  for (const { name, role } of PRINCIPALS) tokens[name] = await world.issue(name, role);
 });
+
+async function setGroups(name: string, groups: string[]) {
+  return world.gql(
+    world.admin,
+    'mutation($n: String!, $g: [String!]!) { setPrincipalGroups(name: $n, groups: $g) { name } }',
+    { n: name, g: groups },
+  );
+}
 afterAll(() => app.close());
 
 let runs = 0;
@@ -61,14 +94,23 @@ function runPlans(s: ModelState) {
   return [...s.model.plans.values()].sort((a, b) => a.id.localeCompare(b.id));
 }
 
+/** Approvals given at one instant are listed by approver: compare them in that order. */
+function byApprover<A extends { approver: string }>(approvals: A[]): A[] {
+  return [...approvals].sort((a, b) => a.approver.localeCompare(b.approver));
+}
+
 async function expectSameState(s: ModelState): Promise<void> {
   const parts: string[] = [];
   s.names.forEach((name, i) => {
     parts.push(
-      `e${i}: environment(name: "${name}") { fence lastIssuedGeneration lease { holder generation } currentPlan { id } }`,
+      `e${i}: environment(name: "${name}") { fence lastIssuedGeneration lease { holder generation } currentPlan { id }
+         freeze { reason frozenBy } approvalRules { group count } proposalTtlSeconds }`,
     );
     if (s.model.environments.has(name))
-      parts.push(`p${i}: plans(environment: "${name}", first: 500) { id status }`);
+      parts.push(
+        `p${i}: plans(environment: "${name}", first: 500) { id status
+           approvals { approver breakGlassReason } pendingApprovalRules { group count } }`,
+      );
   });
   const result = await world.gql<Record<string, any>>(world.admin, `{ ${parts.join('\n')} }`);
   expect(result.errors).toBeUndefined();
@@ -86,13 +128,24 @@ async function expectSameState(s: ModelState): Promise<void> {
       lastIssuedGeneration: e.lastIssued,
       lease: lease ? { holder: lease.holder, generation: lease.generation } : null,
       currentPlan: e.current ? { id: e.current.id } : null,
+      freeze: e.frozen,
+      approvalRules: e.rules,
+      proposalTtlSeconds: e.proposalTtlSeconds,
     });
     const expectedPlans = runPlans(s)
       .filter((p) => p.environment === name)
-      .map((p) => ({ id: p.id, status: p.status }));
-    const realPlans = [...result.data![`p${i}`]].sort((a: { id: string }, b: { id: string }) =>
-      a.id.localeCompare(b.id),
-    );
+      .map((p) => ({
+        id: p.id,
+        status: s.model.statusOf(p),
+        approvals: byApprover(p.approvals),
+        pendingApprovalRules: s.model.pendingRules(p),
+      }));
+    const realPlans = [...result.data![`p${i}`]]
+      .sort((a: { id: string }, b: { id: string }) => a.id.localeCompare(b.id))
+      .map((p: { approvals: { approver: string }[] }) => ({
+        ...p,
+        approvals: byApprover(p.approvals),
+      }));
     expect(realPlans).toEqual(expectedPlans);
   });
 }
@@ -101,9 +154,11 @@ async function expectSameState(s: ModelState): Promise<void> {
 function command(
   describe: string,
   act: (s: ModelState) => Promise<{ expected: string; actual: string }>,
+  /** When the command makes sense; the others are left out of the run. */
+  check: (s: ModelState) => boolean = () => true,
 ): Command {
   return {
-    check: () => true,
+    check,
     async run(s) {
       const { expected, actual } = await act(s);
       const kind = `${describe.split(' ')[1]} ${actual.split(' ')[0]}`;
@@ -146,7 +201,7 @@ const commands = [
       actual: codeOf(await world.acquireRaw(tokens[a], s.names[i], ttl)),
     })),
   ),
-  fc.constantFrom(500, 5_000, 31_000, TTL_HOURS * 3600_000 + 1).map((ms) =>
+  fc.constantFrom(500, 5_000, 31_000, 60_000, 60_000, TTL_HOURS * 3600_000 + 1).map((ms) =>
     command(`${ms} ms pass`, (s) => {
       s.model.now += ms;
       app.clock.advance(ms);
@@ -237,22 +292,46 @@ const commands = [
   fc
     .record({
       pick: fc.nat(),
-      pin: fc.constantFrom('none', 'none', 'right', 'wrong'),
-      by: fc.constantFrom('r', 'r', 'a2'),
+      pin: fc.constantFrom('none', 'none', 'none', 'right', 'wrong'),
+      by: fc.constantFrom('r', 'r', 'r2', 'r3', 'a2'),
+      breakGlass: fc.constantFrom(false, false, false, true),
+      /** Break-glass mostly by the ADMIN, now and then by a REVIEWER (FORBIDDEN). */
+      breaker: fc.constantFrom('a2', 'a2', 'a2', 'r'),
+      proposedOnly: fc.boolean(),
     })
-    .map(({ pick, pin, by }) =>
-      command(`${by} approves plan #${pick} (pin ${pin})`, async (s) => {
-        const plans = runPlans(s);
-        const plan = plans[pick % (plans.length + 1)];
-        const id = plan?.id ?? `${s.names[0]}@99.1`;
-        const hash =
-          pin === 'none' ? null : pin === 'right' && plan ? plan.contentHash : 'f'.repeat(64);
-        return {
-          expected: s.model.approve(by, id, hash),
-          actual: codeOf(await world.approve(tokens[by], id, hash ? { contentHash: hash } : {})),
-        };
-      }),
-    ),
+    .map(({ pick, pin, by: approver, breakGlass, breaker, proposedOnly }) => {
+      const by = breakGlass ? breaker : approver;
+      return command(
+        `${by} ${breakGlass ? 'break-glass-approves' : 'approves'} plan #${pick} (pin ${pin})`,
+        async (s) => {
+          // Half the time a plan still stored as PROPOSED (it may read EXPIRED by now).
+          const all = runPlans(s);
+          const proposed = all.filter((p) => p.status === 'PROPOSED');
+          const plan =
+            proposedOnly && proposed.length
+              ? proposed[pick % proposed.length]
+              : all[pick % (all.length + 1)];
+          const id = plan?.id ?? `${s.names[0]}@99.1`;
+          const hash =
+            pin === 'none' ? null : pin === 'right' && plan ? plan.contentHash : 'f'.repeat(64);
+          const reason = breakGlass ? `emergency ${s.keys}` : null;
+          const real = await world.approve(tokens[by], id, {
+            ...(hash ? { contentHash: hash } : {}),
+            ...(reason ? { breakGlassReason: reason } : {}),
+          });
+          const code = codeOf(real);
+          const actual =
+            code === 'OK'
+              ? `OK:${real.data!.approvePlan.status}`
+              : code === 'INVALID_PLAN_STATE'
+                ? `${code}:${real.errors![0].extensions!.status}`
+                : code;
+          return { expected: s.model.approve(by, roleOf(by), id, hash, reason), actual };
+        },
+        // Approvals need a plan (NOT_FOUND stays reachable: the pick may fall past the last one).
+        (s) => s.model.plans.size > 0,
+      );
+    }),
   fc.nat().map((pick) =>
     command(`r rejects plan #${pick}`, async (s) => {
       const plans = runPlans(s);
@@ -263,10 +342,73 @@ const commands = [
       };
     }),
   ),
+  fc
+    .record({
+      i: envIndex,
+      rules: fc.option(fc.constantFrom(...RULE_SETS.keys()), { nil: undefined }),
+      ttl: fc.constantFrom<number | null | undefined>(undefined, null, 60, 600),
+    })
+    .map(({ i, rules, ttl }) =>
+      command(`admin sets-policy e${i} (rules #${rules ?? '-'}, ttl ${ttl})`, async (s) => ({
+        expected: s.model.updatePolicy(
+          s.names[i],
+          rules === undefined ? undefined : RULE_SETS[rules],
+          ttl,
+        ),
+        actual: codeOf(
+          await world.gql(
+            world.admin,
+            'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+            {
+              input: {
+                environment: s.names[i],
+                ...(rules === undefined ? {} : { approvalRules: RULE_SETS[rules] }),
+                ...(ttl === undefined ? {} : { proposalTtlSeconds: ttl }),
+              },
+            },
+          ),
+        ),
+      })),
+    ),
+  fc.record({ i: envIndex, freeze: fc.constantFrom(true, true, false) }).map(({ i, freeze }) =>
+    command(`admin ${freeze ? 'freezes' : 'unfreezes'} e${i}`, async (s) => {
+      const reason = `freeze in run ${s.run}`;
+      return freeze
+        ? {
+            expected: s.model.freeze(s.names[i], reason, 'admin'),
+            actual: codeOf(
+              await world.gql(
+                world.admin,
+                'mutation($e: String!, $r: String!) { freezeEnvironment(environment: $e, reason: $r) { name } }',
+                { e: s.names[i], r: reason },
+              ),
+            ),
+          }
+        : {
+            expected: s.model.unfreeze(s.names[i]),
+            actual: codeOf(
+              await world.gql(
+                world.admin,
+                'mutation($e: String!) { unfreezeEnvironment(environment: $e) { name } }',
+                { e: s.names[i] },
+              ),
+            ),
+          };
+    }),
+  ),
+  fc
+    .record({ who: fc.constantFrom('a1', 'r', 'r2', 'r3'), groups: fc.nat(GROUP_SETS.length - 1) })
+    .map(({ who, groups }) =>
+      command(`admin regroups ${who} as [${GROUP_SETS[groups].join(' ')}]`, async (s) => ({
+        expected: s.model.setGroups(who, GROUP_SETS[groups]),
+        actual: codeOf(await setGroups(who, GROUP_SETS[groups])),
+      })),
+    ),
 ];
 
 /** Acquiring, submitting and approving are what the rules are about: they come up most often. */
-const [, acquire, pass, renewOrRelease, submit, approve, reject] = commands;
+const [, acquire, pass, renewOrRelease, submit, approve, reject, policy, freeze, regroup] =
+  commands;
 const weighted = [
   createEnvironment,
   acquire,
@@ -279,13 +421,25 @@ const weighted = [
   submit,
   submit,
   submit,
+  submit,
+  approve,
+  approve,
   approve,
   approve,
   approve,
   reject,
+  policy,
+  freeze,
+  freeze,
+  regroup,
 ];
 const environmentSetup = fc.array(
-  fc.record({ mode: fc.constantFrom<Mode>('MONOTONIC', 'STRICT'), requireApproval: fc.boolean() }),
+  fc.record({
+    mode: fc.constantFrom<Mode>('MONOTONIC', 'STRICT'),
+    requireApproval: fc.constantFrom(true, true, false),
+    rules: fc.nat(RULE_SETS.length - 1),
+    ttl: fc.constantFrom<number | null>(null, 60, 60, 600),
+  }),
   { minLength: 2, maxLength: 2 },
 );
 
@@ -293,7 +447,7 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
   await fc.assert(
     fc.asyncProperty(
       environmentSetup,
-      fc.commands(weighted, { maxCommands: 40, size: 'large' }),
+      fc.commands(weighted, { maxCommands: 50, size: 'large' }),
       async (setup, cmds) => {
         const run = ++runs;
         const s: ModelState = {
@@ -303,9 +457,32 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
           keys: 0,
           run,
         };
-        for (const [i, { mode, requireApproval }] of setup.entries()) {
-          s.model.createEnvironment(s.names[i], mode, requireApproval);
-          await world.createEnvironment(s.names[i], mode, requireApproval);
+        for (const { name, groups } of PRINCIPALS) {
+          s.model.setGroups(name, groups);
+          ok(await setGroups(name, groups));
+        }
+        for (const [i, { mode, requireApproval, rules, ttl }] of setup.entries()) {
+          s.model.createEnvironment(s.names[i], mode, requireApproval, RULE_SETS[rules], ttl);
+          ok(
+            await world.gql(
+              world.admin,
+              'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+              {
+                input: {
+                  name: s.names[i],
+                  mode,
+                  requireApproval,
+                  approvalRules: RULE_SETS[rules],
+                  proposalTtlSeconds: ttl,
+                },
+              },
+            ),
+          );
+        }
+        // Each agent starts with a lease on one environment, so that runs reach plans and their reviews.
+        for (const [i, a] of AGENTS.entries()) {
+          expect(s.model.acquire(a, s.names[i], 30)).toBe('OK');
+          ok(await world.acquireRaw(tokens[a], s.names[i], 30));
         }
         await fc.asyncModelRun(() => ({ model: s, real: world }), cmds);
       },
@@ -323,9 +500,20 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
       'submits STALE_GENERATION',
       'submits LEASE_NOT_HELD',
       'submits IDEMPOTENCY_KEY_REUSED',
-      'approves OK',
+      'approves OK:PUBLISHED',
+      'approves OK:PROPOSED',
       'approves STALE_GENERATION',
       'approves SELF_APPROVAL',
+      'approves ALREADY_APPROVED',
+      'approves FROZEN',
+      'approves INVALID_PLAN_STATE:EXPIRED',
+      'break-glass-approves OK:PUBLISHED',
+      'break-glass-approves FORBIDDEN',
+      'submits FROZEN',
+      'sets-policy OK',
+      'freezes OK',
+      'unfreezes OK',
+      'regroups OK',
     ]) {
       expect(outcomes.get(reached)).toBeGreaterThan(0);
     }

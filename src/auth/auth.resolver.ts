@@ -1,6 +1,6 @@
-import { Args, Mutation, Query, Resolver } from '@nestjs/graphql';
+import { Args, Mutation, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
 import { AuthService } from './auth.service.js';
-import { IssueTokenArgs, RevokeTokenArgs } from './dto/token.args.js';
+import { IssueTokenArgs, RevokeTokenArgs, SetPrincipalGroupsArgs } from './dto/token.args.js';
 import { IssuedToken, Principal } from './principal.entity.js';
 import { CurrentPrincipal, Roles } from './roles.decorator.js';
 
@@ -16,8 +16,22 @@ export class AuthResolver {
   /** ADMIN only. The token is in the answer once; ALREADY_EXISTS when the name is taken. */
   @Roles()
   @Mutation(() => IssuedToken)
-  issueToken(@Args() { name, role }: IssueTokenArgs): Promise<IssuedToken> {
-    return this.auth.issueToken(name, role);
+  async issueToken(@Args() { name, role, groups }: IssueTokenArgs): Promise<IssuedToken> {
+    const issued = await this.auth.issueToken(name, role);
+    if (groups?.length) await this.auth.setPrincipalGroups(name, groups);
+    return issued;
+  }
+
+  /** ADMIN only. Replaces the principal's groups (R14); later approval decisions count them. */
+  @Roles()
+  @Mutation(() => Principal)
+  setPrincipalGroups(@Args() { name, groups }: SetPrincipalGroupsArgs): Promise<Principal> {
+    return this.auth.setPrincipalGroups(name, groups);
+  }
+
+  @ResolveField('groups', () => [String])
+  groups(@Parent() principal: Principal): Promise<string[]> {
+    return this.auth.groupsOf(principal.name);
   }
 
   /**

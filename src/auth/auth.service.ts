@@ -169,6 +169,38 @@ export class AuthService implements OnApplicationBootstrap {
     this.logger.log(`revoked the token of ${name}`);
     return principal;
   }
+
+  /** R14: replaces the principal's groups (duplicates count once). NOT_FOUND for an unknown principal. */
+  async setPrincipalGroups(name: string, groups: string[]): Promise<Principal> {
+    const principal = await this.db.write(async (m) => {
+      const found = await findOne(m, Principal, { name });
+      if (!found) throw new AuthError('NOT_FOUND', `principal "${name}" does not exist`);
+      await execute(m, 'DELETE FROM principal_groups WHERE principal = :name', { name });
+      for (const group of new Set(groups)) {
+        await execute(
+          m,
+          'INSERT INTO principal_groups (principal, group_name) VALUES (:name, :group)',
+          { name, group },
+        );
+      }
+      return found;
+    });
+    this.logger.log(`set the groups of ${name}: ${[...new Set(groups)].join(', ') || '(none)'}`);
+    return principal;
+  }
+
+  /** The principal's groups, by name. */
+  groupsOf(name: string): Promise<string[]> {
+    return this.db.read(async (m) =>
+      (
+        await select<{ group_name: string }>(
+          m,
+          'SELECT group_name FROM principal_groups WHERE principal = :name ORDER BY group_name',
+          { name },
+        )
+      ).map((row) => row.group_name),
+    );
+  }
 }
 
 /** Transaction lock key that orders revocations on PostgreSQL (an arbitrary constant). */

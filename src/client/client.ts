@@ -9,7 +9,8 @@ import {
 } from './errors.js';
 
 export type FencingMode = 'MONOTONIC' | 'STRICT';
-export type PlanStatus = 'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED';
+export type PlanStatus =
+  'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED' | 'EXPIRED';
 export type Role = 'ADMIN' | 'AGENT' | 'REVIEWER' | 'VIEWER';
 
 export interface Lease {
@@ -114,6 +115,38 @@ const PLAN =
 const LEASE = 'environment holder generation acquiredAt expiresAt';
 const PRINCIPAL = 'name role createdAt revokedAt';
 const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt lease { ${LEASE} } currentPlan { ${PLAN} }`;
+
+/** R14: `count` approvers of `group` (any approver where null). */
+export interface ApprovalRule {
+  group: string | null;
+  count: number;
+}
+
+export interface Approval {
+  approver: string;
+  at: string;
+  contentHash: string;
+  breakGlassReason: string | null;
+}
+
+/** A plan with its review: the approvals so far, the rules still unmet, when it expires. */
+export interface ReviewedPlan extends Plan {
+  approvals: Approval[];
+  pendingApprovalRules: ApprovalRule[];
+  expiresAt: string | null;
+}
+
+/** An environment's approval policy and freeze (DESIGN §9). */
+export interface EnvironmentPolicy {
+  name: string;
+  approvalRules: ApprovalRule[];
+  proposalTtlSeconds: number | null;
+  freeze: { reason: string; frozenBy: string; frozenAt: string } | null;
+}
+
+const REVIEWED_PLAN = `${PLAN} approvals { approver at contentHash breakGlassReason } pendingApprovalRules { group count } expiresAt`;
+const POLICY =
+  'name approvalRules { group count } proposalTtlSeconds freeze { reason frozenBy frozenAt }';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -380,6 +413,130 @@ export class PlanfenceClient {
         { e: environment, first: options.first ?? 50, after: options.after },
       )
     ).auditEvents;
+  }
+
+  /** ADMIN: issues a token to a principal in `groups` (R14). */
+  async issueTokenWithGroups(
+    name: string,
+    role: Role,
+    groups: string[],
+  ): Promise<{ principal: Principal & { groups: string[] }; token: string }> {
+    const data = await this.request<{
+      issueToken: { principal: Principal & { groups: string[] }; token: string };
+    }>(
+      `mutation($name: String!, $role: Role!, $groups: [String!]) { issueToken(name: $name, role: $role, groups: $groups) { token principal { ${PRINCIPAL} groups } } }`,
+      { name, role, groups },
+    );
+    return data.issueToken;
+  }
+
+  /** ADMIN: replaces a principal's groups. */
+  async setPrincipalGroups(
+    name: string,
+    groups: string[],
+  ): Promise<Principal & { groups: string[] }> {
+    return (
+      await this.request<{ setPrincipalGroups: Principal & { groups: string[] } }>(
+        `mutation($name: String!, $groups: [String!]!) { setPrincipalGroups(name: $name, groups: $groups) { ${PRINCIPAL} groups } }`,
+        { name, groups },
+      )
+    ).setPrincipalGroups;
+  }
+
+  /** ADMIN: creates an environment with approval rules and a proposal TTL. */
+  async createEnvironmentWithPolicy(input: {
+    name: string;
+    mode?: FencingMode;
+    requireApproval?: boolean;
+    approvalRules?: ApprovalRule[];
+    proposalTtlSeconds?: number;
+  }): Promise<EnvironmentPolicy> {
+    return (
+      await this.request<{ createEnvironment: EnvironmentPolicy }>(
+        `mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { ${POLICY} } }`,
+        { input },
+      )
+    ).createEnvironment;
+  }
+
+  /** The environment's approval rules, proposal TTL and freeze; null when it does not exist. */
+  async policy(environment: string): Promise<EnvironmentPolicy | null> {
+    return (
+      await this.request<{ environment: EnvironmentPolicy | null }>(
+        `query($name: String!) { environment(name: $name) { ${POLICY} } }`,
+        { name: environment },
+      )
+    ).environment;
+  }
+
+  /** ADMIN: new rules and/or TTL (a null TTL: proposals stop expiring; undefined: unchanged). */
+  async updateEnvironmentPolicy(input: {
+    environment: string;
+    approvalRules?: ApprovalRule[];
+    proposalTtlSeconds?: number | null;
+  }): Promise<EnvironmentPolicy> {
+    return (
+      await this.request<{ updateEnvironmentPolicy: EnvironmentPolicy }>(
+        `mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { ${POLICY} } }`,
+        { input },
+      )
+    ).updateEnvironmentPolicy;
+  }
+
+  /** ADMIN: nothing is published in `environment` until unfrozen, but by break-glass. */
+  async freezeEnvironment(environment: string, reason: string): Promise<EnvironmentPolicy> {
+    return (
+      await this.request<{ freezeEnvironment: EnvironmentPolicy }>(
+        `mutation($e: String!, $r: String!) { freezeEnvironment(environment: $e, reason: $r) { ${POLICY} } }`,
+        { e: environment, r: reason },
+      )
+    ).freezeEnvironment;
+  }
+
+  async unfreezeEnvironment(environment: string): Promise<EnvironmentPolicy> {
+    return (
+      await this.request<{ unfreezeEnvironment: EnvironmentPolicy }>(
+        `mutation($e: String!) { unfreezeEnvironment(environment: $e) { ${POLICY} } }`,
+        { e: environment },
+      )
+    ).unfreezeEnvironment;
+  }
+
+  /**
+   * Approves and returns the plan with its review: PROPOSED with the rules still pending,
+   * or PUBLISHED when this approval completed them. `breakGlassReason` (ADMIN only)
+   * publishes despite a freeze and the rules. Retries like `approvePlan`; throws
+   * AlreadyApprovedError, FrozenError, SelfApprovalError, StaleGenerationError, ...
+   */
+  async review(
+    planId: string,
+    options: { contentHash?: string; idempotencyKey?: string; breakGlassReason?: string } = {},
+  ): Promise<ReviewedPlan> {
+    const input = {
+      planId,
+      contentHash: options.contentHash,
+      breakGlassReason: options.breakGlassReason,
+      idempotencyKey: options.idempotencyKey ?? randomUUID(),
+    };
+    return this.retrying(
+      async () =>
+        (
+          await this.request<{ approvePlan: ReviewedPlan }>(
+            `mutation($input: ApprovePlanInput!) { approvePlan(input: $input) { ${REVIEWED_PLAN} } }`,
+            { input },
+          )
+        ).approvePlan,
+    );
+  }
+
+  /** PROPOSED plans the caller may approve now, across environments, oldest first. */
+  async reviewQueue(first = 50): Promise<ReviewedPlan[]> {
+    return (
+      await this.request<{ reviewQueue: ReviewedPlan[] }>(
+        `query($first: Int!) { reviewQueue(first: $first) { ${REVIEWED_PLAN} } }`,
+        { first },
+      )
+    ).reviewQueue;
   }
 
   /**

@@ -65,6 +65,17 @@ export class RateLimitedError extends PlanfenceError {
 export class IdempotencyKeyReusedError extends PlanfenceError {}
 export class IdempotencyInProgressError extends PlanfenceError {}
 export class SelfApprovalError extends PlanfenceError {}
+/** This principal has already approved the plan (R14); its approval is recorded once. */
+export class AlreadyApprovedError extends PlanfenceError {}
+/** The environment is frozen (R17): nothing is published but by an ADMIN's break-glass approval. */
+export class FrozenError extends PlanfenceError {
+  get reason(): string {
+    return this.extensions.reason as string;
+  }
+  get frozenBy(): string {
+    return this.extensions.frozenBy as string;
+  }
+}
 export class NotFoundError extends PlanfenceError {}
 export class AlreadyExistsError extends PlanfenceError {}
 export class UnauthenticatedError extends PlanfenceError {}
@@ -95,6 +106,8 @@ const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
   IDEMPOTENCY_KEY_REUSED: IdempotencyKeyReusedError,
   IDEMPOTENCY_IN_PROGRESS: IdempotencyInProgressError,
   SELF_APPROVAL: SelfApprovalError,
+  ALREADY_APPROVED: AlreadyApprovedError,
+  FROZEN: FrozenError,
   NOT_FOUND: NotFoundError,
   ALREADY_EXISTS: AlreadyExistsError,
   UNAUTHENTICATED: UnauthenticatedError,

@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
 import { InitialSchema1764400000000 } from '../../migrations/1764400000000-initial-schema.js';
 import { PlanPurgedAt1764500000000 } from '../../migrations/1764500000000-plan-purged-at.js';
+import { ApprovalPolicies1764600000000 } from '../../migrations/1764600000000-approval-policies.js';
 import { StorageIdentity1764610000000 } from '../../migrations/1764610000000-storage-identity.js';
 import { AuditEvent } from '../audit/audit-event.entity.js';
 import { Principal } from '../auth/principal.entity.js';
@@ -17,6 +18,7 @@ export const entities = [Principal, Environment, LeaseGrant, Plan, AuditEvent, I
 export const migrations = [
   InitialSchema1764400000000,
   PlanPurgedAt1764500000000,
+  ApprovalPolicies1764600000000,
   StorageIdentity1764610000000,
 ];
 

@@ -78,4 +78,21 @@ export class Environment {
   @Field(() => GraphQLISODateTime)
   @Column({ name: 'created_at', type: 'bigint', transformer: millis })
   createdAt: Date;
+
+  @Field(() => Int, {
+    nullable: true,
+    description: 'PROPOSED plans older than this read EXPIRED; null: they never expire.',
+  })
+  @Column({ name: 'proposal_ttl_seconds', type: 'integer', nullable: true })
+  proposalTtlSeconds: number | null;
+
+  /** Set (with frozenBy and frozenAt) while publication is frozen (R17). */
+  @Column({ name: 'frozen_reason', type: 'varchar', length: 255, nullable: true })
+  frozenReason: string | null;
+
+  @Column({ name: 'frozen_by', type: 'varchar', length: 63, nullable: true })
+  frozenBy: string | null;
+
+  @Column({ name: 'frozen_at', type: 'bigint', nullable: true, transformer: millis })
+  frozenAt: Date | null;
 }

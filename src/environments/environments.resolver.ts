@@ -6,7 +6,9 @@ import { Plan } from '../plans/plan.entity.js';
 import { CreateEnvironmentInput } from './dto/create-environment.input.js';
 import { EnvironmentArgs, EnvironmentNameArgs } from './dto/environment.args.js';
 import { Environment } from './environment.entity.js';
-import { EnvironmentsService } from './environments.service.js';
+import { EnvironmentsService, freezeOf } from './environments.service.js';
+import { FreezeEnvironmentArgs, UpdateEnvironmentPolicyInput } from './dto/policy.inputs.js';
+import { ApprovalRule, Freeze } from './policy.model.js';
 
 @Resolver(() => Environment)
 export class EnvironmentsResolver {
@@ -52,5 +54,50 @@ export class EnvironmentsResolver {
   })
   currentPlanOf(@Parent() env: Environment): Promise<Plan | null> {
     return this.service.plan(env.currentPlanId);
+  }
+
+  /** ADMIN only. R15, R16: audited as UPDATE_POLICY. NOT_FOUND, BAD_USER_INPUT. */
+  @Roles()
+  @Mutation(() => Environment)
+  updateEnvironmentPolicy(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: UpdateEnvironmentPolicyInput,
+  ): Promise<Environment> {
+    return this.service.updatePolicy(principal.name, input);
+  }
+
+  /** ADMIN only. R17: nothing is published until unfreeze, but by break-glass; audited as FREEZE. */
+  @Roles()
+  @Mutation(() => Environment)
+  freezeEnvironment(
+    @CurrentPrincipal() principal: Principal,
+    @Args() { environment, reason }: FreezeEnvironmentArgs,
+  ): Promise<Environment> {
+    return this.service.freeze(principal.name, environment, reason);
+  }
+
+  /** ADMIN only. Audited as UNFREEZE; unfreezing an environment that is not frozen changes nothing. */
+  @Roles()
+  @Mutation(() => Environment)
+  unfreezeEnvironment(
+    @CurrentPrincipal() principal: Principal,
+    @Args() { environment }: EnvironmentArgs,
+  ): Promise<Environment> {
+    return this.service.unfreeze(principal.name, environment);
+  }
+
+  @ResolveField('approvalRules', () => [ApprovalRule], {
+    description: 'Every rule must be met by distinct approvers before a plan is published.',
+  })
+  approvalRules(@Parent() env: Environment): Promise<ApprovalRule[]> {
+    return this.service.approvalRules(env.name);
+  }
+
+  @ResolveField('freeze', () => Freeze, {
+    nullable: true,
+    description: 'Set while publication is frozen.',
+  })
+  freeze(@Parent() env: Environment): Freeze | null {
+    return freezeOf(env);
   }
 }

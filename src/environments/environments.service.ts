@@ -1,14 +1,33 @@
 import { Injectable } from '@nestjs/common';
 import { Clock } from '../common/clock.js';
-import { Database } from '../database/database.js';
+import { InputError } from '../common/errors.js';
+import { Database, select } from '../database/database.js';
 import { DecisionRunner } from '../fencing/decision.runner.js';
 import { FenceService, liveLease } from '../fencing/fence.service.js';
 import type { Lease } from '../leases/lease.model.js';
 import { Plan } from '../plans/plan.entity.js';
 import type { CreateEnvironmentInput } from './dto/create-environment.input.js';
+import type { ApprovalRuleInput, UpdateEnvironmentPolicyInput } from './dto/policy.inputs.js';
 import { Environment } from './environment.entity.js';
 import { EnvironmentError } from './environment.errors.js';
 import { findOne } from '../database/rows.js';
+import { type ApprovalRule, DEFAULT_APPROVAL_RULES, type Freeze } from './policy.model.js';
+
+/** The rules as stored; two rules for one group would be one rule with the larger count: refused. */
+function approvalRules(input: ApprovalRuleInput[]): ApprovalRule[] {
+  const rules = input.map((rule) => ({ group: rule.group ?? null, count: rule.count }));
+  const groups = rules.map((rule) => rule.group ?? '(any)');
+  const twice = groups.find((group, i) => groups.indexOf(group) !== i);
+  if (twice !== undefined) {
+    throw new InputError('BAD_USER_INPUT', `approvalRules name the group ${twice} twice`);
+  }
+  return rules;
+}
+
+function describePolicy(rules: readonly ApprovalRule[], ttl: number | null | undefined): string {
+  const text = rules.map((rule) => `${rule.group ?? '(any)'}:${rule.count}`).join(', ');
+  return `rules ${text}; proposalTtlSeconds ${ttl ?? 'none'}`;
+}
 
 @Injectable()
 export class EnvironmentsService {
@@ -20,10 +39,56 @@ export class EnvironmentsService {
   ) {}
 
   create(actor: string, input: CreateEnvironmentInput): Promise<Environment> {
+    const rules = input.approvalRules ? approvalRules(input.approvalRules) : DEFAULT_APPROVAL_RULES;
     return this.decisions.decide(
       { action: 'CREATE_ENVIRONMENT', environment: input.name, actor },
-      (m, now) => this.fence.createEnvironment(m, { ...input, now }),
-      (env) => ({ detail: `mode ${env.mode}, requireApproval ${env.requireApproval}` }),
+      (m, now) =>
+        this.fence.createEnvironment(m, {
+          name: input.name,
+          mode: input.mode,
+          requireApproval: input.requireApproval,
+          approvalRules: rules,
+          proposalTtlSeconds: input.proposalTtlSeconds ?? null,
+          now,
+        }),
+      (env) => ({
+        detail: `mode ${env.mode}, requireApproval ${env.requireApproval}, ${describePolicy(rules, env.proposalTtlSeconds)}`,
+      }),
+    );
+  }
+
+  /** R15, R16: audited as UPDATE_POLICY. */
+  async updatePolicy(actor: string, input: UpdateEnvironmentPolicyInput): Promise<Environment> {
+    const rules = input.approvalRules ? approvalRules(input.approvalRules) : undefined;
+    return this.decisions.decide(
+      { action: 'UPDATE_POLICY', environment: input.environment, actor },
+      (m, now) =>
+        this.fence.updatePolicy(m, {
+          environment: input.environment,
+          approvalRules: rules,
+          proposalTtlSeconds: input.proposalTtlSeconds,
+          now,
+        }),
+      (env) => ({
+        detail: rules
+          ? describePolicy(rules, env.proposalTtlSeconds)
+          : `proposalTtlSeconds ${env.proposalTtlSeconds ?? 'none'}`,
+      }),
+    );
+  }
+
+  /** R17: audited as FREEZE with the reason. */
+  freeze(actor: string, environment: string, reason: string): Promise<Environment> {
+    return this.decisions.decide(
+      { action: 'FREEZE', environment, actor },
+      (m, now) => this.fence.freeze(m, { environment, reason, actor, now }),
+      () => ({ detail: reason }),
+    );
+  }
+
+  unfreeze(actor: string, environment: string): Promise<Environment> {
+    return this.decisions.decide({ action: 'UNFREEZE', environment, actor }, (m, now) =>
+      this.fence.unfreeze(m, { environment, now }),
     );
   }
 
@@ -53,4 +118,22 @@ export class EnvironmentsService {
   plan(id: string | null): Promise<Plan | null> {
     return id ? this.db.read((m) => findOne(m, Plan, { id })) : Promise.resolve(null);
   }
+
+  /** The environment's rules, in the order they were given. */
+  approvalRules(environment: string): Promise<ApprovalRule[]> {
+    return this.db.read(async (m) => {
+      const rows = await select<{ group_name: string | null; required_count: number | string }>(
+        m,
+        `SELECT group_name, required_count FROM approval_rules
+         WHERE environment = :environment ORDER BY position`,
+        { environment },
+      );
+      return rows.map((row) => ({ group: row.group_name, count: Number(row.required_count) }));
+    });
+  }
+}
+
+export function freezeOf(env: Environment): Freeze | null {
+  if (!env.frozenAt) return null;
+  return { reason: env.frozenReason ?? '', frozenBy: env.frozenBy ?? '', frozenAt: env.frozenAt };
 }

@@ -58,8 +58,14 @@ export class DecisionRunner {
     decision: Decision,
     call: IdempotentCall | null,
     work: (m: EntityManager, now: number) => Promise<Plan>,
+    /** What the accepted decision's audit event says besides the plan (e.g. a break-glass reason). */
+    detail: (plan: Plan) => string | undefined = () => undefined,
   ): Promise<Plan> {
-    const summarize = (plan: Plan): Summary => ({ planId: plan.id, generation: plan.generation });
+    const summarize = (plan: Plan): Summary => ({
+      planId: plan.id,
+      generation: plan.generation,
+      detail: detail(plan),
+    });
     const startedAt = performance.now();
     const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {
       if (!call) return this.attempt(m, decision, work, summarize);

@@ -1,6 +1,6 @@
 import { DomainError } from '../common/errors.js';
 
-/** The rejections the guard decides (DESIGN §3, §6). */
+/** The rejections the guard decides (DESIGN §3, §6, §9). */
 export const FenceErrorCode = {
   NOT_FOUND: 'NOT_FOUND',
   LEASE_HELD: 'LEASE_HELD',
@@ -10,6 +10,8 @@ export const FenceErrorCode = {
   INVALID_PLAN_STATE: 'INVALID_PLAN_STATE',
   PRECONDITION_FAILED: 'PRECONDITION_FAILED',
   SELF_APPROVAL: 'SELF_APPROVAL',
+  ALREADY_APPROVED: 'ALREADY_APPROVED',
+  FROZEN: 'FROZEN',
 } as const;
 export type FenceErrorCode = (typeof FenceErrorCode)[keyof typeof FenceErrorCode];
 

@@ -9,6 +9,8 @@ import { Lease } from '../leases/lease.model.js';
 import { Plan, PlanStatus } from '../plans/plan.entity.js';
 import { FenceError } from './fence.errors.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
+import type { ApprovalRule } from '../environments/policy.model.js';
+import { APPROVALS_OF_RULE, snapshotOf } from '../plans/approvals.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
@@ -35,7 +37,8 @@ export function planId(environment: string, generation: number, sequence: number
  * nothing, the rows are read only to name the rejection.
  *
  * Every method runs inside the caller's write transaction (`manager`), and throws a
- * rejection only before it has written anything.
+ * rejection only before it has written anything but EXPIRED for proposals whose time has
+ * come (R16), which holds whatever the decision.
  */
 @Injectable()
 export class FenceService {
@@ -43,7 +46,14 @@ export class FenceService {
 
   async createEnvironment(
     m: EntityManager,
-    p: { name: string; mode: FencingMode; requireApproval: boolean; now: number },
+    p: {
+      name: string;
+      mode: FencingMode;
+      requireApproval: boolean;
+      approvalRules: readonly ApprovalRule[];
+      proposalTtlSeconds: number | null;
+      now: number;
+    },
   ): Promise<Environment> {
     if (await exists(m, Environment, { name: p.name })) {
       throw new EnvironmentError('ALREADY_EXISTS', `environment "${p.name}" already exists`);
@@ -51,11 +61,101 @@ export class FenceService {
     await execute(
       m,
       `INSERT INTO environments (name, mode, require_approval, fence, last_issued_generation,
-         current_generation, current_sequence, created_at)
-       VALUES (:name, :mode, :requireApproval, 0, 0, 0, 0, :now)`,
+         current_generation, current_sequence, created_at, proposal_ttl_seconds)
+       VALUES (:name, :mode, :requireApproval, 0, 0, 0, 0, :now, :proposalTtlSeconds)`,
       p,
     );
+    await this.replaceRules(m, p.name, p.approvalRules);
     return findOneOrFail(m, Environment, { name: p.name });
+  }
+
+  /**
+   * R15, R16: new rules apply to every later decision; a new TTL to plans submitted from
+   * now on (a plan's expiresAt is fixed when it is submitted). `undefined` leaves a part as
+   * it is; a null TTL means proposals no longer expire.
+   */
+  async updatePolicy(
+    m: EntityManager,
+    p: {
+      environment: string;
+      approvalRules?: readonly ApprovalRule[] | null;
+      proposalTtlSeconds?: number | null;
+      now: number;
+    },
+  ): Promise<Environment> {
+    // The first statement takes the environment's row (PostgreSQL): decisions in flight finish first.
+    const found = await execute(
+      m,
+      `UPDATE environments SET proposal_ttl_seconds = ${
+        p.proposalTtlSeconds !== undefined ? ':ttl' : 'proposal_ttl_seconds'
+      } WHERE name = :environment`,
+      { environment: p.environment, ttl: p.proposalTtlSeconds ?? null },
+    );
+    if (!found) throw EnvironmentError.notFound(p.environment);
+    if (p.approvalRules) await this.replaceRules(m, p.environment, p.approvalRules);
+    await this.expireProposals(m, p.now, p.environment);
+    return this.environment(m, p.environment);
+  }
+
+  /** R17: while frozen, nothing is published but by an ADMIN's break-glass approval. Freezing again replaces the reason. */
+  async freeze(
+    m: EntityManager,
+    p: { environment: string; reason: string; actor: string; now: number },
+  ): Promise<Environment> {
+    const frozen = await execute(
+      m,
+      `UPDATE environments SET frozen_reason = :reason, frozen_by = :actor, frozen_at = :now
+       WHERE name = :environment`,
+      p,
+    );
+    if (!frozen) throw EnvironmentError.notFound(p.environment);
+    await this.expireProposals(m, p.now, p.environment);
+    return this.environment(m, p.environment);
+  }
+
+  async unfreeze(m: EntityManager, p: { environment: string; now: number }): Promise<Environment> {
+    const found = await execute(
+      m,
+      `UPDATE environments SET frozen_reason = NULL, frozen_by = NULL, frozen_at = NULL
+       WHERE name = :environment`,
+      p,
+    );
+    if (!found) throw EnvironmentError.notFound(p.environment);
+    await this.expireProposals(m, p.now, p.environment);
+    return this.environment(m, p.environment);
+  }
+
+  /**
+   * R16: PROPOSED plans whose expiresAt has come (by the service clock) become EXPIRED, in
+   * one environment or, for the retention job, in all of them. Reads show EXPIRED from that
+   * instant already; this makes it the stored status.
+   */
+  async expireProposals(m: EntityManager, now: number, environment?: string): Promise<number> {
+    return execute(
+      m,
+      `UPDATE plans SET status = 'EXPIRED'
+       WHERE status = 'PROPOSED' AND expires_at <= :now
+         ${environment !== undefined ? 'AND environment = :environment' : ''}`,
+      { now, environment: environment ?? null },
+    );
+  }
+
+  private async replaceRules(
+    m: EntityManager,
+    environment: string,
+    rules: readonly ApprovalRule[],
+  ): Promise<void> {
+    await execute(m, 'DELETE FROM approval_rules WHERE environment = :environment', {
+      environment,
+    });
+    for (const [position, rule] of rules.entries()) {
+      await execute(
+        m,
+        `INSERT INTO approval_rules (environment, position, group_name, required_count)
+         VALUES (:environment, :position, :group, :count)`,
+        { environment, position, group: rule.group, count: rule.count },
+      );
+    }
   }
 
   /** R1, R10: a new generation per grant; STRICT raises the fence to it in the same statement. */
@@ -88,6 +188,7 @@ export class FenceService {
         },
       );
     }
+    await this.expireProposals(m, p.now, env.name);
     const generation = env.lastIssuedGeneration;
     await insertRow(m, LeaseGrant, {
       environment: env.name,
@@ -113,6 +214,7 @@ export class FenceService {
       { ...p, expiresAt: p.now + p.ttlMs },
     );
     if (!renewed) throw await this.leaseNotHeld(m, p);
+    await this.expireProposals(m, p.now, p.environment);
     return liveLease(await this.environment(m, p.environment), p.now)!;
   }
 
@@ -128,13 +230,16 @@ export class FenceService {
       p,
     );
     if (!released) throw await this.leaseNotHeld(m, p);
+    await this.expireProposals(m, p.now, p.environment);
   }
 
   /**
    * R3, R4, R5: stores a plan made under `generation` if the fence admits it (MONOTONIC:
    * generation >= fence, raising the fence; STRICT: generation == fence and the caller's
    * lease of it is live). Where the environment needs no approval, the same statement
-   * also demands `basedOnPlanId` be current, and the plan is published in this transaction.
+   * also demands `basedOnPlanId` be current and the environment not frozen (R17), and the
+   * plan is published in this transaction. A proposal gets its expiresAt from the
+   * environment's proposalTtlSeconds (R16).
    */
   async admitPlan(
     m: EntityManager,
@@ -149,7 +254,8 @@ export class FenceService {
       now: number;
     },
   ): Promise<Plan> {
-    const publish = !(await this.environment(m, p.environment)).requireApproval;
+    const before = await this.environment(m, p.environment);
+    const publish = !before.requireApproval;
     const casOnPointer = publish && p.basedOnPlanId != null;
     const admitted = await execute(
       m,
@@ -160,10 +266,12 @@ export class FenceService {
          AND ((mode = 'MONOTONIC' AND fence <= :generation)
            OR (mode = 'STRICT' AND fence = :generation AND lease_generation = :generation
                AND lease_principal = :principal AND lease_expires_at > :now))
-         ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}`,
+         ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
+         ${publish ? 'AND frozen_at IS NULL' : ''}`,
       p,
     );
-    if (!admitted) throw await this.whySubmitRejected(m, p, casOnPointer);
+    if (!admitted) throw await this.whySubmitRejected(m, p, publish, casOnPointer);
+    await this.expireProposals(m, p.now, p.environment);
 
     const [{ next }] = await select<{ next: number | string }>(
       m,
@@ -191,6 +299,10 @@ export class FenceService {
       rejectionReason: null,
       publishedAt: publish ? at : null,
       purgedAt: null,
+      expiresAt:
+        !publish && before.proposalTtlSeconds != null
+          ? new Date(p.now + before.proposalTtlSeconds * 1000)
+          : null,
     });
     if (publish) {
       const moved = await execute(
@@ -214,12 +326,35 @@ export class FenceService {
     return plan;
   }
 
-  /** R5, R6, R7, R13: approval is the publication step; it moves the pointer in this transaction. */
+  /**
+   * R5–R7, R13–R17: records the reviewer's approval of the plan and, when it completes the
+   * environment's approval rules (or is an ADMIN's break-glass approval), publishes the plan
+   * in the same transaction. Earlier approvals leave the plan PROPOSED.
+   *
+   * Three statements decide, after the first takes the environment's row (on PostgreSQL;
+   * SQLite runs one write at a time), so that approvals of one environment are decided one
+   * after another and each sees the approvals committed before it:
+   * 1. the approval row is inserted only if the plan is approvable now (PROPOSED, not expired,
+   *    of the fence's generation, after the current plan, not the reviewer's own, the pinned
+   *    hash, not yet approved by the reviewer) and, if with this approval every rule would be
+   *    met, only if the plan may also be published now (not frozen, basedOnPlanId current);
+   * 2. the pointer moves only if, besides R5–R7, the approvals recorded for the plan meet
+   *    every rule and the environment is not frozen (a break-glass approval: only R5–R7);
+   * 3. the plan is marked PUBLISHED.
+   * When (2) moves nothing, the approval was not the completing one.
+   */
   async publishPlan(
     m: EntityManager,
-    p: { planId: string; reviewer: string; contentHash: string | null; now: number },
+    p: {
+      planId: string;
+      reviewer: string;
+      contentHash: string | null;
+      breakGlassReason: string | null;
+      now: number;
+    },
   ): Promise<Plan> {
     const plan = await this.plan(m, p.planId);
+    const breakGlass = p.breakGlassReason != null;
     const params = {
       ...p,
       id: plan.id,
@@ -227,19 +362,49 @@ export class FenceService {
       generation: plan.generation,
       sequence: plan.sequence,
       basedOnPlanId: plan.basedOnPlanId,
+      submitter: plan.submittedBy,
     };
+    await execute(m, 'UPDATE environments SET fence = fence WHERE name = :environment', params);
+    await this.expireProposals(m, p.now, plan.environment);
+    const cas = plan.basedOnPlanId != null ? 'e.current_plan_id = :basedOnPlanId' : '1 = 1';
+    const approved = await execute(
+      m,
+      `INSERT INTO approvals (plan_id, approver, at, content_hash, break_glass_reason)
+       SELECT p.id, CAST(:reviewer AS VARCHAR(63)), CAST(:now AS BIGINT), p.content_hash,
+         CAST(:breakGlassReason AS VARCHAR(255))
+       FROM plans p JOIN environments e ON e.name = p.environment
+       WHERE p.id = :id AND p.status = 'PROPOSED' AND p.purged_at IS NULL
+         AND p.submitted_by <> :reviewer
+         AND (p.expires_at IS NULL OR p.expires_at > :now)
+         AND p.generation = e.fence
+         AND (e.current_generation < p.generation
+           OR (e.current_generation = p.generation AND e.current_sequence < p.sequence))
+         ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''}
+         AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = :id AND mine.approver = :reviewer)
+         AND ${breakGlass ? cas : `(${RULE_SHORT_EVEN_WITH_REVIEWER} OR (e.frozen_at IS NULL AND ${cas}))`}`,
+      params,
+    );
+    if (!approved) throw await this.whyApprovalRejected(m, plan, p);
     const published = await execute(
       m,
       `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
          current_sequence = :sequence
        WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
          ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
+         ${breakGlass ? '' : `AND frozen_at IS NULL AND ${RULES_MET}`}
+         AND EXISTS (SELECT 1 FROM approvals a WHERE a.plan_id = :id AND a.approver = :reviewer
+                     ${breakGlass ? 'AND a.break_glass_reason IS NOT NULL' : ''})
          AND EXISTS (SELECT 1 FROM plans p WHERE p.id = :id AND p.status = 'PROPOSED'
                      AND p.purged_at IS NULL AND p.submitted_by <> :reviewer
+                     AND (p.expires_at IS NULL OR p.expires_at > :now)
                      ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''})`,
       params,
     );
-    if (!published) throw await this.whyApprovalRejected(m, plan, p);
+    if (!published) {
+      const proposed = await this.plan(m, plan.id);
+      proposed.snapshot = await snapshotOf(m, proposed);
+      return proposed;
+    }
     const marked = await execute(
       m,
       `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
@@ -252,6 +417,7 @@ export class FenceService {
     if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
     await this.afterPublication(m, plan.environment, plan.id);
     const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
+    publishedPlan.snapshot = await snapshotOf(m, publishedPlan);
     this.events.planPublished(m, publishedPlan);
     return publishedPlan;
   }
@@ -260,6 +426,8 @@ export class FenceService {
     m: EntityManager,
     p: { planId: string; reviewer: string; reason: string; now: number },
   ): Promise<Plan> {
+    const { environment } = await this.plan(m, p.planId);
+    await this.expireProposals(m, p.now, environment);
     const rejected = await execute(
       m,
       `UPDATE plans SET status = 'REJECTED', reviewed_by = :reviewer, reviewed_at = :now,
@@ -367,6 +535,7 @@ export class FenceService {
       basedOnPlanId: string | null;
       now: number;
     },
+    publish: boolean,
     casOnPointer: boolean,
   ): Promise<Error> {
     const env = await this.environment(m, p.environment);
@@ -382,6 +551,7 @@ export class FenceService {
         `STRICT environment "${env.name}" accepts generation ${p.generation} only under its live lease`,
       );
     }
+    if (publish && env.frozenAt) return this.frozen(env);
     // Stryker disable all: the compare-and-swap is the only clause of the admission statement left, so
     // this condition holds whenever it is reached, and the last return is unreachable.
     if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
@@ -393,12 +563,23 @@ export class FenceService {
     // Stryker restore all
   }
 
+  private frozen(env: Environment): FenceError {
+    return new FenceError(
+      'FROZEN',
+      `environment "${env.name}" is frozen by ${env.frozenBy}: ${env.frozenReason}`,
+      { reason: env.frozenReason, frozenBy: env.frozenBy },
+    );
+  }
+
+  /** Names the rejection of an approval whose row was not inserted, in the order DESIGN §3/§9 give. */
   private async whyApprovalRejected(
     m: EntityManager,
-    plan: Plan,
-    p: { reviewer: string; contentHash: string | null },
+    submitted: Plan,
+    p: { reviewer: string; contentHash: string | null; breakGlassReason: string | null },
   ): Promise<Error> {
-    const env = await this.environment(m, plan.environment);
+    const env = await this.environment(m, submitted.environment);
+    // Re-read: expiry may have been materialised in this transaction.
+    const plan = await this.plan(m, submitted.id);
     if (plan.submittedBy === p.reviewer) {
       return new FenceError(
         'SELF_APPROVAL',
@@ -429,6 +610,14 @@ export class FenceService {
         { status: plan.status },
       );
     }
+    const mine = await select(
+      m,
+      'SELECT 1 AS found FROM approvals WHERE plan_id = :id AND approver = :reviewer',
+      { id: plan.id, reviewer: p.reviewer },
+    );
+    if (mine.length) {
+      return new FenceError('ALREADY_APPROVED', `${p.reviewer} has already approved ${plan.id}`);
+    }
     // Stryker disable all: a PROPOSED plan older than the current one was already marked OBSOLETE in the pointer's
     // transaction, so this branch and the last return are defence in depth, unreachable from the API.
     if (
@@ -443,8 +632,12 @@ export class FenceService {
         },
       );
     }
-    // The compare-and-swap is the only clause of the publication statement left, so this
-    // condition holds whenever it is reached, and the last return is unreachable.
+    // Stryker restore all
+    // What is left of the approval statement: this approval would complete the rules (or is
+    // break-glass), so publication must be possible now.
+    if (p.breakGlassReason == null && env.frozenAt) return this.frozen(env);
+    // Stryker disable all: the compare-and-swap is the only clause left, so this condition holds
+    // whenever it is reached, and the last return is unreachable.
     if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
       // Stryker restore all
       return this.preconditionFailed(
@@ -464,3 +657,15 @@ const LIVE_LEASE_OF_CALLER = `lease_holder IS NOT NULL AND lease_generation = :g
 /** R6: (generation, sequence) strictly after the current plan's. */
 const POINTER_MOVES_FORWARD = `(current_generation < :generation
   OR (current_generation = :generation AND current_sequence < :sequence))`;
+
+/** 1 when :reviewer would count toward rule `r`, else 0. */
+const REVIEWER_IN_RULE = `(CASE WHEN r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+  WHERE g.principal = :reviewer AND g.group_name = r.group_name) THEN 1 ELSE 0 END)`;
+
+/** R14: every rule of :environment is met by the approvals recorded for plan :id. */
+const RULES_MET = `NOT EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} < r.required_count)`;
+
+/** Some rule of :environment stays unmet even with :reviewer's approval added: it would not complete them. */
+const RULE_SHORT_EVEN_WITH_REVIEWER = `EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count)`;

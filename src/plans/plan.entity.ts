@@ -1,6 +1,7 @@
 import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
+import type { ApprovalSnapshot } from './approvals.js';
 
 export enum PlanStatus {
   PROPOSED = 'PROPOSED',
@@ -8,9 +9,17 @@ export enum PlanStatus {
   SUPERSEDED = 'SUPERSEDED',
   OBSOLETE = 'OBSOLETE',
   REJECTED = 'REJECTED',
+  EXPIRED = 'EXPIRED',
 }
 
-registerEnumType(PlanStatus, { name: 'PlanStatus' });
+registerEnumType(PlanStatus, {
+  name: 'PlanStatus',
+  valuesMap: {
+    EXPIRED: {
+      description: "PROPOSED past the environment's proposalTtlSeconds: can no longer be approved.",
+    },
+  },
+});
 
 /** An immutable staged version. Only `status` and the review fields ever change, in the fencing module. */
 @ObjectType()
@@ -38,7 +47,10 @@ export class Plan {
   @Column({ type: 'integer' })
   sequence: number;
 
-  @Field(() => PlanStatus)
+  /**
+   * The stored status. GraphQL reads it through PlansResolver.status, which shows a
+   * PROPOSED plan past its expiresAt as EXPIRED before any write has materialised that.
+   */
   @Column({ type: 'varchar', length: 16 })
   status: PlanStatus;
 
@@ -85,8 +97,22 @@ export class Plan {
   @Field(() => GraphQLISODateTime, {
     nullable: true,
     description:
+      'When a PROPOSED plan expires; null where the environment sets no proposalTtlSeconds.',
+  })
+  @Column({ name: 'expires_at', type: 'bigint', nullable: true, transformer: millis })
+  expiresAt: Date | null;
+
+  @Field(() => GraphQLISODateTime, {
+    nullable: true,
+    description:
       'When retention removed the content (content then reads as the empty string; contentHash stays).',
   })
   @Column({ name: 'purged_at', type: 'bigint', nullable: true, transformer: millis })
   purgedAt: Date | null;
+
+  /**
+   * Not stored: set on the plan an approval answers with, read in that approval's
+   * transaction, so that its approvals and pending rules agree with its status.
+   */
+  snapshot?: ApprovalSnapshot;
 }

@@ -1,4 +1,13 @@
-import { Args, Context, Mutation, Query, Resolver, Subscription } from '@nestjs/graphql';
+import {
+  Args,
+  Context,
+  Mutation,
+  Parent,
+  Query,
+  ResolveField,
+  Resolver,
+  Subscription,
+} from '@nestjs/graphql';
 import { EnvironmentArgs } from '../environments/dto/environment.args.js';
 import { planPublishedTopic } from '../events/events.service.js';
 import { Principal, Role } from '../auth/principal.entity.js';
@@ -8,9 +17,12 @@ import {
   PlanArgs,
   PlansArgs,
   RejectPlanInput,
+  ReviewQueueArgs,
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
-import { Plan } from './plan.entity.js';
+import { ApprovalRule } from '../environments/policy.model.js';
+import { Approval } from './approval.model.js';
+import { Plan, PlanStatus } from './plan.entity.js';
 import { PlansService } from './plans.service.js';
 
 @Resolver(() => Plan)
@@ -45,8 +57,11 @@ export class PlansResolver {
   }
 
   /**
-   * The publication step. Rejections: SELF_APPROVAL, STALE_GENERATION,
-   * INVALID_PLAN_STATE {status}, PRECONDITION_FAILED {currentPlanId}, NOT_FOUND.
+   * Records the caller's approval; the one that completes the environment's approval rules
+   * (or an ADMIN's break-glass approval) is the publication step. Rejections: SELF_APPROVAL,
+   * ALREADY_APPROVED, FROZEN {reason, frozenBy}, FORBIDDEN (break-glass by a non-ADMIN),
+   * STALE_GENERATION, INVALID_PLAN_STATE {status}, PRECONDITION_FAILED {currentPlanId},
+   * NOT_FOUND.
    */
   @Roles(Role.REVIEWER)
   @Mutation(() => Plan)
@@ -55,6 +70,36 @@ export class PlansResolver {
     @Args('input') input: ApprovePlanInput,
   ): Promise<Plan> {
     return this.service.approve(principal, input);
+  }
+
+  /** REVIEWER (and ADMIN). */
+  @Roles(Role.REVIEWER)
+  @Query(() => [Plan], {
+    description: 'PROPOSED plans the caller could approve now, oldest first.',
+  })
+  reviewQueue(
+    @CurrentPrincipal() principal: Principal,
+    @Args() { first }: ReviewQueueArgs,
+  ): Promise<Plan[]> {
+    return this.service.reviewQueue(principal, first);
+  }
+
+  @ResolveField('status', () => PlanStatus)
+  status(@Parent() plan: Plan): Promise<PlanStatus> {
+    return this.service.status(plan);
+  }
+
+  @ResolveField('approvals', () => [Approval])
+  approvals(@Parent() plan: Plan): Promise<Approval[]> {
+    return this.service.approvals(plan);
+  }
+
+  @ResolveField('pendingApprovalRules', () => [ApprovalRule], {
+    description:
+      "Rules not yet met; empty once the approvals satisfy the environment's rules. count: approvals still needed.",
+  })
+  pendingApprovalRules(@Parent() plan: Plan): Promise<ApprovalRule[]> {
+    return this.service.pendingApprovalRules(plan);
   }
 
   @Roles(Role.REVIEWER)

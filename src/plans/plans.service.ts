@@ -1,13 +1,19 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Principal } from '../auth/principal.entity.js';
+import { In } from 'typeorm';
+import { AuthError } from '../auth/auth.errors.js';
+import { type Principal, Role } from '../auth/principal.entity.js';
+import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
-import { Database } from '../database/database.js';
+import { Database, select } from '../database/database.js';
 import { EnvironmentsService } from '../environments/environments.service.js';
 import { DecisionRunner } from '../fencing/decision.runner.js';
 import { FenceService } from '../fencing/fence.service.js';
+import { approvalsOf, pendingRulesOf } from './approvals.js';
+import type { ApprovalRule } from '../environments/policy.model.js';
+import type { Approval } from './approval.model.js';
 import { idempotentCall } from '../idempotency/idempotency.service.js';
 import type {
   ApprovePlanInput,
@@ -15,7 +21,7 @@ import type {
   RejectPlanInput,
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
-import { Plan } from './plan.entity.js';
+import { Plan, PlanStatus } from './plan.entity.js';
 import { findOne } from '../database/rows.js';
 
 /** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
@@ -33,6 +39,7 @@ export class PlansService {
     private readonly decisions: DecisionRunner,
     private readonly fence: FenceService,
     private readonly environments: EnvironmentsService,
+    private readonly clock: Clock,
   ) {}
 
   submit(principal: Principal, input: SubmitPlanInput): Promise<Plan> {
@@ -67,9 +74,19 @@ export class PlansService {
     );
   }
 
+  /**
+   * R13–R17. A break-glass approval (breakGlassReason) is for ADMINs only: FORBIDDEN for
+   * anyone else, audited like every rejection. The accepted decision's audit event says
+   * whether it published, and the break-glass reason.
+   */
   approve(principal: Principal, input: ApprovePlanInput): Promise<Plan> {
     const { idempotencyKey, ...call } = input;
-    const canonical = { planId: call.planId, contentHash: call.contentHash ?? null };
+    const breakGlassReason = call.breakGlassReason ?? null;
+    const canonical = {
+      planId: call.planId,
+      contentHash: call.contentHash ?? null,
+      ...(breakGlassReason != null ? { breakGlassReason } : {}),
+    };
     const { environment, generation } = parsePlanId(input.planId);
     return this.decisions.decidePlan(
       {
@@ -82,7 +99,27 @@ export class PlansService {
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'approvePlan', canonical)
         : null,
-      (m, now) => this.fence.publishPlan(m, { ...canonical, reviewer: principal.name, now }),
+      (m, now) => {
+        if (breakGlassReason != null && principal.role !== Role.ADMIN) {
+          throw new AuthError(
+            'FORBIDDEN',
+            `only an ADMIN may approve with breakGlassReason; ${principal.name} is ${principal.role}`,
+          );
+        }
+        return this.fence.publishPlan(m, {
+          planId: canonical.planId,
+          contentHash: canonical.contentHash,
+          breakGlassReason,
+          reviewer: principal.name,
+          now,
+        });
+      },
+      (plan) => {
+        if (plan.status !== PlanStatus.PUBLISHED) return 'approval recorded; not yet published';
+        return breakGlassReason != null
+          ? `published by break-glass: ${breakGlassReason}`
+          : 'published';
+      },
     );
   }
 
@@ -109,9 +146,13 @@ export class PlansService {
     return this.db.read((m) => findOne(m, Plan, { id }));
   }
 
-  /** Newest first by (generation, sequence). NOT_FOUND for an unknown environment. */
+  /**
+   * Newest first by (generation, sequence). NOT_FOUND for an unknown environment. PROPOSED
+   * and EXPIRED are filtered by the status reads show (R16), before any write stored it.
+   */
   async list(args: PlansArgs): Promise<Plan[]> {
     await this.environments.get(args.environment);
+    const now = await this.clock.now();
     return this.db.read((m) => {
       const query = m
         .createQueryBuilder(Plan, 'p')
@@ -119,7 +160,18 @@ export class PlansService {
         .orderBy('p.generation', 'DESC')
         .addOrderBy('p.sequence', 'DESC')
         .limit(args.first);
-      if (args.status) query.andWhere('p.status = :status', { status: args.status });
+      if (args.status === PlanStatus.EXPIRED) {
+        query.andWhere(
+          "(p.status = 'EXPIRED' OR (p.status = 'PROPOSED' AND p.expires_at <= :now))",
+          { now },
+        );
+      } else if (args.status === PlanStatus.PROPOSED) {
+        query.andWhere("p.status = 'PROPOSED' AND (p.expires_at IS NULL OR p.expires_at > :now)", {
+          now,
+        });
+      } else if (args.status) {
+        query.andWhere('p.status = :status', { status: args.status });
+      }
       if (args.after) {
         const after = parsePlanId(args.after);
         query.andWhere('(p.generation < :g OR (p.generation = :g AND p.sequence < :s))', {
@@ -128,6 +180,55 @@ export class PlansService {
         });
       }
       return query.getMany();
+    });
+  }
+
+  /** R16: what reads show: a PROPOSED plan reads EXPIRED from the instant the clock reaches its expiresAt. */
+  async status(plan: Plan): Promise<PlanStatus> {
+    if (plan.status !== PlanStatus.PROPOSED || plan.expiresAt == null) return plan.status;
+    return plan.expiresAt.getTime() <= (await this.clock.now())
+      ? PlanStatus.EXPIRED
+      : PlanStatus.PROPOSED;
+  }
+
+  approvals(plan: Plan): Promise<Approval[]> {
+    if (plan.snapshot) return Promise.resolve(plan.snapshot.approvals);
+    return this.db.read((m) => approvalsOf(m, plan.id));
+  }
+
+  async pendingApprovalRules(plan: Plan): Promise<ApprovalRule[]> {
+    if (plan.snapshot) return plan.snapshot.pendingApprovalRules;
+    const status = await this.status(plan);
+    return this.db.read((m) => pendingRulesOf(m, plan, status));
+  }
+
+  /**
+   * PROPOSED plans, across environments, that `principal` may approve now: not their own, not
+   * approved by them yet, not expired, and with a rule their approval would count toward that
+   * is still unmet. Oldest first.
+   */
+  async reviewQueue(principal: Principal, first: number): Promise<Plan[]> {
+    const now = await this.clock.now();
+    return this.db.read(async (m) => {
+      const rows = await select<{ id: string }>(
+        m,
+        `SELECT q.id FROM plans q
+         WHERE q.status = 'PROPOSED' AND (q.expires_at IS NULL OR q.expires_at > :now)
+           AND q.submitted_by <> :me
+           AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = q.id AND mine.approver = :me)
+           AND EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = q.environment
+             AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+                  WHERE g.principal = :me AND g.group_name = r.group_name))
+             AND (SELECT COUNT(*) FROM approvals a WHERE a.plan_id = q.id AND a.approver <> q.submitted_by
+                  AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+                    WHERE g.principal = a.approver AND g.group_name = r.group_name))) < r.required_count)
+         ORDER BY q.submitted_at, q.id LIMIT :first`,
+        { now, me: principal.name, first },
+      );
+      if (!rows.length) return [];
+      const plans = await m.findBy(Plan, { id: In(rows.map((row) => row.id)) });
+      const byId = new Map(plans.map((plan) => [plan.id, plan]));
+      return rows.map((row) => byId.get(row.id)!);
     });
   }
 }

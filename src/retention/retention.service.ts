@@ -9,6 +9,7 @@ import { Clock } from '../common/clock.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
+import { FenceService } from '../fencing/fence.service.js';
 
 export interface PurgeReport {
   idempotencyRecords: number;
@@ -20,12 +21,13 @@ export interface PurgeReport {
  * PROPOSED plan that old has waited a month for review; once purged it can no longer be
  * approved (the fencing module refuses plans without content). PUBLISHED content stays.
  */
-export const PURGED_STATUSES = ['SUPERSEDED', 'OBSOLETE', 'REJECTED', 'PROPOSED'] as const;
+export const PURGED_STATUSES = ['SUPERSEDED', 'OBSOLETE', 'REJECTED', 'EXPIRED', 'PROPOSED'] as const;
 
 /**
  * Keeps the database from growing forever: expired idempotency records go, and so does
  * the content (never the metadata or hash) of plans in PURGED_STATUSES submitted more than
- * PLANFENCE_PLAN_RETENTION_DAYS ago. The published plan's content is never purged.
+ * PLANFENCE_PLAN_RETENTION_DAYS ago; expired proposals are first stored as EXPIRED. The
+ * published plan's content is never purged.
  */
 @Injectable()
 export class RetentionService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -36,6 +38,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     private readonly db: Database,
     private readonly clock: Clock,
     @Inject(CONFIG) private readonly config: Config,
+    private readonly fence: FenceService,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -54,20 +57,25 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   async purge(): Promise<PurgeReport> {
     const now = await this.clock.now();
     const cutoff = now - this.config.planRetentionMs;
-    const report = await this.db.write(async (m) => ({
-      idempotencyRecords: await execute(
-        m,
-        'DELETE FROM idempotency_records WHERE expires_at <= :now',
-        { now },
-      ),
-      planContents: await execute(
-        m,
-        `UPDATE plans SET content = '', purged_at = :now
-         WHERE status IN (${PURGED_STATUSES.map((status) => `'${status}'`).join(', ')})
-           AND submitted_at < :cutoff AND purged_at IS NULL`,
-        { now, cutoff },
-      ),
-    }));
+    let expired = 0;
+    const report = await this.db.write(async (m) => {
+      expired = await this.fence.expireProposals(m, now);
+      return {
+        idempotencyRecords: await execute(
+          m,
+          'DELETE FROM idempotency_records WHERE expires_at <= :now',
+          { now },
+        ),
+        planContents: await execute(
+          m,
+          `UPDATE plans SET content = '', purged_at = :now
+           WHERE status IN (${PURGED_STATUSES.map((status) => `'${status}'`).join(', ')})
+             AND submitted_at < :cutoff AND purged_at IS NULL`,
+          { now, cutoff },
+        ),
+      };
+    });
+    if (expired) this.logger.log(`${expired} proposals expired (R16)`);
     if (report.idempotencyRecords || report.planContents) {
       this.logger.log(
         `purged ${report.idempotencyRecords} idempotency records and the content of ${report.planContents} plans`,

@@ -7,6 +7,13 @@
  * and is itself frozen before its first write, or nobody acquires. A is thawed with
  * SIGCONT and carries on with its old generation.
  *
+ * In a quorum round the environment needs two approvals (R14): A submits its plan, its
+ * lease expires, and then two reviewers approve A's plan concurrently while agent B
+ * acquires and submits (fencing A's generation), B frozen for a moment after acquiring.
+ * Whatever the interleaving, A's plan is published only by the second approval and only
+ * if that approval came before the fence moved past A's generation; an approval after it
+ * is STALE_GENERATION, and a plan left with one approval reads OBSOLETE.
+ *
  * A watcher samples every active environment's pointer and fence throughout. At the end
  * a checker that knows only the API and the audit log judges every environment:
  *   - the pointer never moved backwards in (generation, sequence), nor the fence down;
@@ -15,7 +22,8 @@
  *   - MONOTONIC: no write accepted below the highest generation accepted before it;
  *   - every accepted plan is stored whole (its content and sha256 as sent);
  *   - every rejection has its code, and A's outcome is the one DESIGN §4 gives for the
- *     order in which the audit log says things happened.
+ *     order in which the audit log says things happened;
+ *   - quorum rounds: as above for the two concurrent approvals.
  *
  *   npm run test:fault -- --rounds 1000 --seed 7 --parallel 8
  *   npm run test:fault -- --rounds 300 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
@@ -48,6 +56,14 @@ interface Round {
   a?: AgentStep;
   b?: AgentStep;
   contents: Map<string, string>;
+  /** Two approvals needed; two reviewers race agent B's fencing write. */
+  quorum: boolean;
+  /** How long B stays frozen after acquiring, and when each reviewer approves (quorum rounds). */
+  raceDelaysMs: { b: number; first: number; second: number };
+  /** The reviewers' answers in the race. */
+  approvals: { who: string; code: string }[];
+  /** Set by the judge: did A's plan get its two approvals before the fence moved? */
+  quorumOutcome?: 'published' | 'fenced';
 }
 
 interface AuditEvent {
@@ -59,6 +75,7 @@ interface AuditEvent {
   code: string | null;
   generation: number | null;
   planId: string | null;
+  detail: string | null;
 }
 
 export interface PauseReport {
@@ -66,6 +83,8 @@ export interface PauseReport {
   pauses: number;
   violations: string[];
   seed: number;
+  /** Quorum rounds, and how A's plan ended in them. */
+  quorum: { rounds: number; published: number; fenced: number };
 }
 
 const LEASE_SECONDS = 1;
@@ -91,6 +110,7 @@ export async function runPauseHarness(options: {
   const service = instances[0];
   const violations: string[] = [];
   let pauses = 0;
+  let rounds: Round[] = [];
   /** Every agent process started, so that none outlives the run (a failed round may leave one frozen). */
   const spawned = new Set<AgentProcess>();
   const track = (agent: AgentProcess) => {
@@ -101,9 +121,10 @@ export async function runPauseHarness(options: {
     const agentA = await service.issueToken('agent-a', 'AGENT');
     const agentB = await service.issueToken('agent-b', 'AGENT');
     const reviewer = await service.issueToken('reviewer', 'REVIEWER');
+    const reviewer2 = await service.issueToken('reviewer-2', 'REVIEWER');
 
     // Every round's choices are drawn up front from the seed: the same seed plays the same rounds.
-    const rounds: Round[] = Array.from({ length: options.rounds }, (_, index) => {
+    rounds = Array.from({ length: options.rounds }, (_, index): Round => {
       const mode: Mode = random(2) ? 'STRICT' : 'MONOTONIC';
       return {
         index,
@@ -116,6 +137,9 @@ export async function runPauseHarness(options: {
         ],
         instanceOf: { A: random(instances.length), B: random(instances.length) },
         contents: new Map(),
+        quorum: random(4) === 0,
+        raceDelaysMs: { b: random(300), first: random(500), second: random(500) },
+        approvals: [],
       };
     });
 
@@ -130,7 +154,8 @@ export async function runPauseHarness(options: {
           input: {
             name: round.environment,
             mode: round.mode,
-            requireApproval: round.requireApproval,
+            requireApproval: round.requireApproval || round.quorum,
+            ...(round.quorum ? { approvalRules: [{ group: null, count: 2 }] } : {}),
           },
         },
       );
@@ -146,6 +171,71 @@ export async function runPauseHarness(options: {
             STEP_DELAY_MS,
           ),
         );
+
+      const approve = async (who: string, token: string, instance: number, planId: string) => {
+        const answer = await instances[instance].gql<{ approvePlan: { status: string } }>(
+          token,
+          'mutation($id: ID!) { approvePlan(input: { planId: $id }) { status } }',
+          { id: planId },
+        );
+        round.approvals.push({
+          who,
+          code: (answer.errors?.[0]?.extensions?.code as string | undefined) ?? 'OK',
+        });
+      };
+
+      if (round.quorum) {
+        const a = agent(agentA, 'A', LEASE_SECONDS);
+        round.a = await a.result();
+        await a.exited;
+        await sleep(LEASE_SECONDS * 1000 + 150); // A's lease expires; its plan waits for two approvals.
+        const b = agent(agentB, 'B', 30);
+        const race: Promise<unknown>[] = [];
+        if (round.a.code === 'OK' && round.a.planId) {
+          const planId = round.a.planId;
+          race.push(
+            sleep(round.raceDelaysMs.first).then(() =>
+              approve('reviewer', reviewer, round.instanceOf.A, planId),
+            ),
+            sleep(round.raceDelaysMs.second).then(() =>
+              approve('reviewer-2', reviewer2, round.instanceOf.B, planId),
+            ),
+          );
+        }
+        race.push(
+          (async () => {
+            await b.until('acquired');
+            b.freeze();
+            pauses++;
+            await sleep(round.raceDelaysMs.b);
+            b.thaw();
+            round.b = await b.result();
+          })(),
+        );
+        await Promise.all(race);
+        round.contents.set('agent-a', a.content);
+        round.contents.set('agent-b', b.content);
+        await b.exited;
+        // B's plan needs both reviewers too.
+        const open = (
+          await service.ok(
+            reviewer,
+            'query($e: String!) { plans(environment: $e, status: PROPOSED) { id } }',
+            { e: round.environment },
+          )
+        ).plans as { id: string }[];
+        for (const { id } of open.reverse()) {
+          for (const token of [reviewer, reviewer2]) {
+            await service.gql(
+              token,
+              'mutation($id: ID!) { approvePlan(input: { planId: $id }) { id } }',
+              { id },
+            );
+          }
+        }
+        watcher.active.delete(round.environment);
+        return;
+      }
 
       const a = agent(agentA, 'A', LEASE_SECONDS);
       await a.until(round.pauseAt);
@@ -223,7 +313,18 @@ export async function runPauseHarness(options: {
     for (const agent of spawned) agent.kill();
     await deployment.stop();
   }
-  return { rounds: options.rounds, pauses, violations, seed: options.seed };
+  const quorum = rounds.filter((round) => round.quorum);
+  return {
+    rounds: options.rounds,
+    pauses,
+    violations,
+    seed: options.seed,
+    quorum: {
+      rounds: quorum.length,
+      published: quorum.filter((round) => round.quorumOutcome === 'published').length,
+      fenced: quorum.filter((round) => round.quorumOutcome === 'fenced').length,
+    },
+  };
 }
 
 /** Samples pointers and fences of the environments in play; any step backwards is a violation. */
@@ -292,7 +393,7 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
     (
       await service.ok(
         ADMIN_TOKEN,
-        'query($e: String!) { auditEvents(environment: $e, first: 500) { id at action actor outcome code generation planId } }',
+        'query($e: String!) { auditEvents(environment: $e, first: 500) { id at action actor outcome code generation planId detail } }',
         { e: env },
       )
     ).auditEvents as AuditEvent[]
@@ -323,8 +424,10 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
         );
       highestAccepted = Math.max(highestAccepted, g);
     }
+    // An approval publishes when it completes the rules: its audit detail says so.
     const publishes =
-      event.action === 'APPROVE_PLAN' || (event.action === 'SUBMIT_PLAN' && !round.requireApproval);
+      (event.action === 'APPROVE_PLAN' && (event.detail ?? '').startsWith('published')) ||
+      (event.action === 'SUBMIT_PLAN' && !round.requireApproval && !round.quorum);
     if (publishes && event.planId) {
       const next = position(event.planId);
       if (!before(pointer, next))
@@ -358,6 +461,7 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
     else if (step.code !== 'OK' && !KNOWN_CODES.has(step.code ?? ''))
       problems.push(`${env}: agent ${who} got ${step.code}`);
   }
+  if (round.quorum) problems.push(...(await judgeQuorum(service, round, events)));
   const expected = expectedForA(round, events);
   if (round.a && expected && round.a.code !== expected) {
     problems.push(
@@ -368,6 +472,59 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
     problems.push(
       `${env} history:\n${events.map((e) => `    ${e.id} ${e.at} ${e.actor} ${e.action} g=${e.generation} ${e.outcome} ${e.code ?? ''} ${e.planId ?? ''}`).join('\n')}`,
     );
+  return problems;
+}
+
+/**
+ * A quorum round: A's plan needs two approvals; they raced B's fencing write (its grant in
+ * STRICT, its first accepted submit in MONOTONIC). Judged from the audit log's order.
+ */
+async function judgeQuorum(
+  service: ServiceProcess,
+  round: Round,
+  events: AuditEvent[],
+): Promise<string[]> {
+  const problems: string[] = [];
+  const env = round.environment;
+  const planId = round.a?.code === 'OK' ? round.a.planId : undefined;
+  if (!planId) return problems;
+  const fencing = events.find(
+    (e) =>
+      e.actor === 'agent-b' &&
+      e.outcome === 'ACCEPTED' &&
+      e.action === (round.mode === 'STRICT' ? 'ACQUIRE_LEASE' : 'SUBMIT_PLAN'),
+  );
+  // B's fencing write is always accepted in these rounds; without it there was no race to judge.
+  if (!fencing) return [`${env}: agent B never fenced generation ${round.a?.generation}`];
+  const fencedAt = Number(fencing.id);
+  const approvals = events.filter((e) => e.action === 'APPROVE_PLAN' && e.planId === planId);
+  const accepted = approvals.filter((e) => e.outcome === 'ACCEPTED');
+  const published = accepted.filter((e) => (e.detail ?? '').startsWith('published'));
+  for (const e of approvals) {
+    const afterFence = Number(e.id) > fencedAt;
+    if (afterFence && e.outcome === 'ACCEPTED')
+      problems.push(`${env}: ${e.actor}'s approval of ${planId} accepted after the fence moved`);
+    if (afterFence && e.outcome === 'REJECTED' && e.code !== 'STALE_GENERATION')
+      problems.push(`${env}: ${e.actor}'s late approval got ${e.code}, not STALE_GENERATION`);
+    if (!afterFence && e.outcome === 'REJECTED')
+      problems.push(`${env}: ${e.actor}'s approval before the fence moved got ${e.code}`);
+  }
+  if (published.length > 1) problems.push(`${env}: ${planId} published ${published.length} times`);
+  if (published.length === 1 && accepted.indexOf(published[0]) !== 1)
+    problems.push(`${env}: ${planId} published by its first approval, with two required`);
+  if (accepted.length === 2 && published.length !== 1)
+    problems.push(`${env}: two approvals of ${planId} before the fence, and no publication`);
+  for (const answer of round.approvals) {
+    if (!['OK', 'STALE_GENERATION'].includes(answer.code))
+      problems.push(`${env}: ${answer.who} was answered ${answer.code}`);
+  }
+  const status = (
+    await service.ok(ADMIN_TOKEN, 'query($id: ID!) { plan(id: $id) { status } }', { id: planId })
+  ).plan.status as string;
+  round.quorumOutcome = published.length ? 'published' : 'fenced';
+  const expected = published.length ? ['PUBLISHED', 'SUPERSEDED'] : ['OBSOLETE'];
+  if (!expected.includes(status))
+    problems.push(`${env}: ${planId} reads ${status}, expected ${expected.join(' or ')}`);
   return problems;
 }
 
@@ -399,7 +556,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   });
   for (const violation of report.violations) console.error(violation);
   console.log(
-    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed}`,
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)}`,
   );
   process.exitCode = report.violations.length ? 1 : 0;
 }

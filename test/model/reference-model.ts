@@ -1,5 +1,5 @@
 /**
- * A small, pure reference model of DESIGN.md's rules R1–R13, written from the
+ * A small, pure reference model of DESIGN.md's rules R1–R17, written from the
  * design, not from the service's code. The model-based test runs the same commands
  * against it and against the real service and demands the same outcome codes and
  * the same observable state after every command.
@@ -7,7 +7,16 @@
 import { createHash } from 'node:crypto';
 
 export type Mode = 'MONOTONIC' | 'STRICT';
-export type Status = 'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED';
+export type Status = 'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED' | 'EXPIRED';
+export type Role = 'ADMIN' | 'AGENT' | 'REVIEWER';
+
+/** R14: `count` distinct approvers of `group` (any where null), never the submitter. */
+export interface Rule {
+  group: string | null;
+  count: number;
+}
+
+export const DEFAULT_RULES: Rule[] = [{ group: null, count: 1 }];
 
 export interface ModelPlan {
   id: string;
@@ -18,6 +27,10 @@ export interface ModelPlan {
   submittedBy: string;
   basedOnPlanId: string | null;
   contentHash: string;
+  /** R16: null where the environment had no proposalTtlSeconds when it was submitted. */
+  expiresAt: number | null;
+  /** Approvers, in order; with the break-glass reason where given. */
+  approvals: { approver: string; breakGlassReason: string | null }[];
 }
 
 export interface ModelLease {
@@ -37,6 +50,10 @@ export interface ModelEnvironment {
   current: ModelPlan | null;
   /** generation → principal it was issued to */
   grants: Map<number, string>;
+  rules: Rule[];
+  proposalTtlSeconds: number | null;
+  /** R17: the freeze's reason and who froze, or null. */
+  frozen: { reason: string; frozenBy: string } | null;
 }
 
 type Outcome = { planId: string } | { code: string };
@@ -60,6 +77,9 @@ export class ReferenceModel {
     { fingerprint: string; outcome: Outcome; expiresAt: number }
   >();
 
+  /** principal → its groups (R14). */
+  readonly groups = new Map<string, Set<string>>();
+
   constructor(
     now: number,
     private readonly idempotencyTtlMs: number,
@@ -67,11 +87,89 @@ export class ReferenceModel {
     this.now = now;
   }
 
+  setGroups(principal: string, groups: string[]): string {
+    this.groups.set(principal, new Set(groups));
+    return 'OK';
+  }
+
+  /** R16: what a read shows; a PROPOSED plan reads EXPIRED from the instant its expiresAt comes. */
+  statusOf(plan: ModelPlan): Status {
+    return plan.status === 'PROPOSED' && plan.expiresAt != null && plan.expiresAt <= this.now
+      ? 'EXPIRED'
+      : plan.status;
+  }
+
+  /** R16: every write stores what reads already show. */
+  private expire(): void {
+    for (const plan of this.plans.values()) plan.status = this.statusOf(plan);
+  }
+
+  private counts(rule: Rule, approver: string, plan: ModelPlan): boolean {
+    return (
+      approver !== plan.submittedBy &&
+      (rule.group == null || (this.groups.get(approver)?.has(rule.group) ?? false))
+    );
+  }
+
+  /** R14: the rules still unmet by `approvers`, each with the number of approvals it still needs. */
+  private unmet(env: ModelEnvironment, plan: ModelPlan, approvers: string[]): Rule[] {
+    return env.rules
+      .map((rule) => ({
+        group: rule.group,
+        count: rule.count - approvers.filter((a) => this.counts(rule, a, plan)).length,
+      }))
+      .filter((rule) => rule.count > 0);
+  }
+
+  /** Plan.pendingApprovalRules: void approvals count for nothing; a published plan needs nothing. */
+  pendingRules(plan: ModelPlan): Rule[] {
+    const env = this.environments.get(plan.environment)!;
+    const status = this.statusOf(plan);
+    if (status === 'PUBLISHED' || status === 'SUPERSEDED') return [];
+    if (status !== 'PROPOSED') return env.rules.map((rule) => ({ ...rule }));
+    return this.unmet(
+      env,
+      plan,
+      plan.approvals.map((a) => a.approver),
+    );
+  }
+
+  updatePolicy(name: string, rules: Rule[] | undefined, ttl: number | null | undefined): string {
+    this.expire();
+    const env = this.environments.get(name);
+    if (!env) return 'NOT_FOUND';
+    if (rules) env.rules = rules.map((rule) => ({ ...rule }));
+    if (ttl !== undefined) env.proposalTtlSeconds = ttl;
+    return 'OK';
+  }
+
+  freeze(name: string, reason: string, by: string): string {
+    this.expire();
+    const env = this.environments.get(name);
+    if (!env) return 'NOT_FOUND';
+    env.frozen = { reason, frozenBy: by };
+    return 'OK';
+  }
+
+  unfreeze(name: string): string {
+    this.expire();
+    const env = this.environments.get(name);
+    if (!env) return 'NOT_FOUND';
+    env.frozen = null;
+    return 'OK';
+  }
+
   liveLease(env: ModelEnvironment): ModelLease | null {
     return env.lease && env.lease.expiresAt > this.now ? env.lease : null;
   }
 
-  createEnvironment(name: string, mode: Mode, requireApproval: boolean): string {
+  createEnvironment(
+    name: string,
+    mode: Mode,
+    requireApproval: boolean,
+    rules: Rule[] = DEFAULT_RULES,
+    proposalTtlSeconds: number | null = null,
+  ): string {
     if (this.environments.has(name)) return 'ALREADY_EXISTS';
     this.environments.set(name, {
       name,
@@ -82,11 +180,15 @@ export class ReferenceModel {
       lease: null,
       current: null,
       grants: new Map(),
+      rules: rules.map((rule) => ({ ...rule })),
+      proposalTtlSeconds,
+      frozen: null,
     });
     return 'OK';
   }
 
   acquire(principal: string, name: string, ttlSeconds: number): string {
+    this.expire();
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
     const live = this.liveLease(env);
@@ -109,6 +211,7 @@ export class ReferenceModel {
     name: string,
     generation: number,
   ): string | ModelEnvironment {
+    this.expire();
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
     const live = this.liveLease(env);
@@ -153,6 +256,7 @@ export class ReferenceModel {
   }
 
   private admit(principal: string, input: SubmitInput): Outcome {
+    this.expire();
     const env = this.environments.get(input.environment);
     if (!env) return { code: 'NOT_FOUND' };
     const g = input.generation;
@@ -165,6 +269,7 @@ export class ReferenceModel {
       }
     }
     const publish = !env.requireApproval;
+    if (publish && env.frozen) return { code: 'FROZEN' };
     if (publish && input.basedOnPlanId != null && env.current?.id !== input.basedOnPlanId) {
       return { code: 'PRECONDITION_FAILED' };
     }
@@ -182,6 +287,11 @@ export class ReferenceModel {
       submittedBy: principal,
       basedOnPlanId: input.basedOnPlanId,
       contentHash: sha256(input.content),
+      expiresAt:
+        !publish && env.proposalTtlSeconds != null
+          ? this.now + env.proposalTtlSeconds * 1000
+          : null,
+      approvals: [],
     };
     this.plans.set(plan.id, plan);
     if (publish) this.publish(env, plan);
@@ -189,23 +299,44 @@ export class ReferenceModel {
     return { planId: plan.id };
   }
 
-  approve(reviewer: string, planId: string, contentHash: string | null): string {
+  /**
+   * R5–R7, R13–R17. The outcome code; INVALID_PLAN_STATE with the status, OK with the status
+   * the plan has after the approval (PROPOSED: recorded, not yet publishing).
+   */
+  approve(
+    reviewer: string,
+    role: Role,
+    planId: string,
+    contentHash: string | null,
+    breakGlassReason: string | null = null,
+  ): string {
+    this.expire();
+    if (breakGlassReason != null && role !== 'ADMIN') return 'FORBIDDEN';
     const plan = this.plans.get(planId);
     if (!plan) return 'NOT_FOUND';
     const env = this.environments.get(plan.environment)!;
     if (plan.submittedBy === reviewer) return 'SELF_APPROVAL';
     if (contentHash != null && contentHash !== plan.contentHash) return 'PRECONDITION_FAILED';
     if (plan.generation < env.fence) return 'STALE_GENERATION';
-    if (plan.status !== 'PROPOSED') return 'INVALID_PLAN_STATE';
-    if (env.current && !after(plan, env.current)) return 'INVALID_PLAN_STATE';
-    if (plan.basedOnPlanId != null && env.current?.id !== plan.basedOnPlanId)
-      return 'PRECONDITION_FAILED';
+    if (plan.status !== 'PROPOSED') return `INVALID_PLAN_STATE:${plan.status}`;
+    if (plan.approvals.some((a) => a.approver === reviewer)) return 'ALREADY_APPROVED';
+    if (env.current && !after(plan, env.current)) return 'INVALID_PLAN_STATE:OBSOLETE';
+    const approvers = [...plan.approvals.map((a) => a.approver), reviewer];
+    const completes = breakGlassReason != null || this.unmet(env, plan, approvers).length === 0;
+    if (completes) {
+      if (breakGlassReason == null && env.frozen) return 'FROZEN';
+      if (plan.basedOnPlanId != null && env.current?.id !== plan.basedOnPlanId)
+        return 'PRECONDITION_FAILED';
+    }
+    plan.approvals.push({ approver: reviewer, breakGlassReason });
+    if (!completes) return 'OK:PROPOSED';
     this.publish(env, plan);
     this.markObsolete(env);
-    return 'OK';
+    return 'OK:PUBLISHED';
   }
 
   reject(planId: string): string {
+    this.expire();
     const plan = this.plans.get(planId);
     if (!plan) return 'NOT_FOUND';
     if (plan.status !== 'PROPOSED') return 'INVALID_PLAN_STATE';

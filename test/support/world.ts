@@ -134,7 +134,7 @@ export class World {
   approve(
     token: string,
     planId: string,
-    extra: { contentHash?: string; idempotencyKey?: string } = {},
+    extra: { contentHash?: string; idempotencyKey?: string; breakGlassReason?: string } = {},
   ) {
     return this.gql<{ approvePlan: Plan }>(
       token,

@@ -1,7 +1,8 @@
-import { Field, InputType } from '@nestjs/graphql';
+import { Field, InputType, Int } from '@nestjs/graphql';
 import { IsBoolean, IsEnum } from 'class-validator';
 import { IsName } from '../../common/validation.js';
 import { FencingMode } from '../environment.entity.js';
+import { ApprovalRuleInput, IsApprovalRules, IsProposalTtl } from './policy.inputs.js';
 
 @InputType()
 export class CreateEnvironmentInput {
@@ -16,4 +17,15 @@ export class CreateEnvironmentInput {
   @Field({ defaultValue: true })
   @IsBoolean()
   requireApproval: boolean;
+
+  @Field(() => [ApprovalRuleInput], {
+    nullable: true,
+    description: 'Default: [{ group: null, count: 1 }]',
+  })
+  @IsApprovalRules()
+  approvalRules?: ApprovalRuleInput[] | null;
+
+  @Field(() => Int, { nullable: true })
+  @IsProposalTtl()
+  proposalTtlSeconds?: number | null;
 }

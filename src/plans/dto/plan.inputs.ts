@@ -63,6 +63,14 @@ export class ApprovePlanInput {
   @Field(() => String, { nullable: true })
   @IsOptionalShortText()
   idempotencyKey?: string | null;
+
+  @Field(() => String, {
+    nullable: true,
+    description:
+      'ADMIN only: publish despite a freeze and the approval rules (never despite the fence); audited.',
+  })
+  @IsOptionalShortText()
+  breakGlassReason?: string | null;
 }
 
 @InputType()
@@ -106,4 +114,11 @@ export class PlansArgs {
   @IsOptional()
   @IsPlanId()
   after?: string | null;
+}
+
+@ArgsType()
+export class ReviewQueueArgs {
+  @Field(() => Int, { defaultValue: 50 })
+  @IsPageSize()
+  first: number;
 }

@@ -1,0 +1,39 @@
+import { type Command, integer } from '../command.js';
+
+/** planfence lease acquire */
+export const acquireLease: Command = async ({ client, rest, values, print, need }) => {
+  need(1, 'lease acquire ENV [--ttl SECONDS] [--instance LABEL]');
+  const lease = await client.acquireLease(rest[0], {
+    ttlSeconds: values.ttl ? integer(values.ttl, '--ttl') : undefined,
+    instance: values.instance,
+  });
+  print(
+    lease,
+    () =>
+      `generation ${lease.generation} on ${lease.environment} for ${lease.holder}, until ${lease.expiresAt}`,
+  );
+  return 0;
+};
+
+/** planfence lease renew */
+export const renewLease: Command = async ({ client, rest, print, need, values }) => {
+  need(2, 'lease renew ENV GENERATION [--ttl SECONDS]');
+  const lease = await client.renewLease(
+    rest[0],
+    integer(rest[1], 'GENERATION'),
+    values.ttl ? integer(values.ttl, '--ttl') : undefined,
+  );
+  print(
+    lease,
+    () => `generation ${lease.generation} on ${lease.environment} renewed until ${lease.expiresAt}`,
+  );
+  return 0;
+};
+
+/** planfence lease release */
+export const releaseLease: Command = async ({ client, rest, print, need }) => {
+  need(2, 'lease release ENV GENERATION');
+  await client.releaseLease(rest[0], integer(rest[1], 'GENERATION'));
+  print({ released: true }, () => `released generation ${rest[1]} on ${rest[0]}`);
+  return 0;
+};

@@ -1,0 +1,69 @@
+import { readFileSync } from 'node:fs';
+import { PlanfenceError } from '../../client/errors.js';
+import { type Command, integer, pending, planRow, table, UsageError } from '../command.js';
+
+/** planfence plan submit */
+export const submitPlan: Command = async ({ client, rest, values, print, need }) => {
+  need(2, 'plan submit ENV GENERATION --file PATH|-');
+  if (!values.file)
+    throw new UsageError('plan submit needs --file PATH (or --file - for standard input)');
+  const content = readFileSync(values.file === '-' ? 0 : values.file, 'utf8');
+  const plan = await client.submitPlan({
+    environment: rest[0],
+    generation: integer(rest[1], 'GENERATION'),
+    content,
+    title: values.title,
+    basedOnPlanId: values['based-on'],
+    idempotencyKey: values.key,
+  });
+  print(plan, () => `${plan.id} ${plan.status} (sha256 ${plan.contentHash})`);
+  return 0;
+};
+
+/** planfence plan approve [--break-glass REASON] */
+export const approvePlan: Command = async ({ client, rest, values, print, need }) => {
+  need(1, 'plan approve PLAN_ID [--hash SHA256] [--break-glass REASON]');
+  const plan = await client.review(rest[0], {
+    contentHash: values.hash,
+    breakGlassReason: values['break-glass'],
+  });
+  print(plan, () =>
+    plan.status === 'PUBLISHED'
+      ? `${plan.id} PUBLISHED, approved by ${plan.reviewedBy}${values['break-glass'] ? ' (break-glass)' : ''}`
+      : `${plan.id} ${plan.status}: approval recorded; still needed: ${pending(plan.pendingApprovalRules)}`,
+  );
+  return 0;
+};
+
+/** planfence plan reject */
+export const rejectPlan: Command = async ({ client, rest, values, print, need }) => {
+  need(1, 'plan reject PLAN_ID --reason TEXT');
+  if (!values.reason) throw new UsageError('plan reject needs --reason TEXT');
+  const plan = await client.rejectPlan(rest[0], values.reason);
+  print(plan, () => `${plan.id} ${plan.status}: ${plan.rejectionReason}`);
+  return 0;
+};
+
+/** planfence plan show */
+export const showPlan: Command = async ({ client, rest, print, need }) => {
+  need(1, 'plan show PLAN_ID');
+  const plan = await client.plan(rest[0]);
+  if (!plan)
+    throw new PlanfenceError({
+      message: `plan ${rest[0]} does not exist`,
+      extensions: { code: 'NOT_FOUND' },
+    });
+  print(plan, () => `${table([planRow(plan)])}\n\n${plan.content}`);
+  return 0;
+};
+
+/** planfence plan list */
+export const listPlans: Command = async ({ client, rest, values, print, need }) => {
+  need(1, 'plan list ENV [--status STATUS] [--first N]');
+  const plans = await client.plans(rest[0], {
+    status: values.status?.toUpperCase() as never,
+    first: values.first ? integer(values.first, '--first') : undefined,
+  });
+  print(plans, () => table(plans.map(planRow)));
+  return 0;
+};

@@ -1,0 +1,20 @@
+import { Field, GraphQLISODateTime, ObjectType } from '@nestjs/graphql';
+
+/** One principal's approval of one plan (R15): bound to the plan's id, so to its generation and content. */
+@ObjectType()
+export class Approval {
+  @Field()
+  approver: string;
+
+  @Field(() => GraphQLISODateTime)
+  at: Date;
+
+  @Field({ description: "The plan's contentHash: what the approver approved." })
+  contentHash: string;
+
+  @Field(() => String, {
+    nullable: true,
+    description: "Set on an ADMIN's break-glass approval.",
+  })
+  breakGlassReason: string | null;
+}

@@ -1,0 +1,79 @@
+import type { EntityManager } from 'typeorm';
+import { select } from '../database/database.js';
+import type { ApprovalRule } from '../environments/policy.model.js';
+import type { Approval } from './approval.model.js';
+import { type Plan, PlanStatus } from './plan.entity.js';
+
+/**
+ * R14: how many approvers of plan :id count toward approval rule `r` (any approver where
+ * r.group_name is null, else those in that group). The submitter (:submitter) never counts.
+ * The guard's statements and the reads below share this one definition.
+ */
+export const APPROVALS_OF_RULE = `(SELECT COUNT(*) FROM approvals a
+  WHERE a.plan_id = :id AND a.approver <> :submitter
+    AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+      WHERE g.principal = a.approver AND g.group_name = r.group_name)))`;
+
+/** Every approval recorded for the plan, in the order they were given. */
+export async function approvalsOf(m: EntityManager, planId: string): Promise<Approval[]> {
+  const rows = await select<{
+    approver: string;
+    at: number | string;
+    content_hash: string;
+    break_glass_reason: string | null;
+  }>(
+    m,
+    `SELECT approver, at, content_hash, break_glass_reason FROM approvals
+     WHERE plan_id = :id ORDER BY at, approver`,
+    { id: planId },
+  );
+  return rows.map((row) => ({
+    approver: row.approver,
+    at: new Date(Number(row.at)),
+    contentHash: row.content_hash,
+    breakGlassReason: row.break_glass_reason,
+  }));
+}
+
+/**
+ * R14, R15: for a PROPOSED plan, each rule its approvals do not meet yet, with the number of
+ * approvals it still needs as `count`. A published (or superseded) plan needs nothing; an
+ * OBSOLETE, EXPIRED or REJECTED plan's approvals count for nothing: every rule in full.
+ */
+export async function pendingRulesOf(
+  m: EntityManager,
+  plan: Plan,
+  status: PlanStatus,
+): Promise<ApprovalRule[]> {
+  if (status === PlanStatus.PUBLISHED || status === PlanStatus.SUPERSEDED) return [];
+  const rows = await select<{
+    group_name: string | null;
+    required_count: number | string;
+    met: number | string;
+  }>(
+    m,
+    `SELECT r.group_name, r.required_count, ${APPROVALS_OF_RULE} AS met
+     FROM approval_rules r WHERE r.environment = :environment ORDER BY r.position`,
+    { id: plan.id, submitter: plan.submittedBy, environment: plan.environment },
+  );
+  const counted = status === PlanStatus.PROPOSED;
+  return rows
+    .map((row) => ({
+      group: row.group_name,
+      count: Number(row.required_count) - (counted ? Number(row.met) : 0),
+    }))
+    .filter((rule) => rule.count > 0);
+}
+
+/** What an approval's answer shows, read in the approval's own transaction (coherent with its status). */
+export interface ApprovalSnapshot {
+  approvals: Approval[];
+  pendingApprovalRules: ApprovalRule[];
+}
+
+export async function snapshotOf(m: EntityManager, plan: Plan): Promise<ApprovalSnapshot> {
+  return {
+    approvals: await approvalsOf(m, plan.id),
+    pendingApprovalRules: await pendingRulesOf(m, plan, plan.status),
+  };
+}
