@@ -10,7 +10,11 @@ import { AuthService } from './auth/auth.service.js';
 import type { Clock } from './common/clock.js';
 import { validationPipe } from './common/validation.js';
 import type { Config } from './config/config.js';
-import { installRequestLimits, limitResponseSize } from './limits/request-limits.js';
+import {
+  heavyQueryGate,
+  installRequestLimits,
+  limitResponseSize,
+} from './limits/request-limits.js';
 import { MetricsService } from './metrics/metrics.service.js';
 
 export interface AppOptions {
@@ -86,6 +90,7 @@ export async function createApp(
     });
   }
   limitResponseSize(fastify, config);
+  const heavy = heavyQueryGate(fastify, config);
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config, options.clock),
     adapter,
@@ -96,7 +101,13 @@ export async function createApp(
   );
   app.useGlobalPipes(validationPipe);
   await app.init();
-  installRequestLimits(fastify, config, app.get(AuthService), app.get(MetricsService).registry);
+  installRequestLimits(
+    fastify,
+    config,
+    app.get(AuthService),
+    app.get(MetricsService).registry,
+    heavy,
+  );
   app.getHttpServer().maxConnections = http.maxConnections;
   return app;
 }

@@ -24,10 +24,7 @@ interface Formatted {
 
 /** A parser or engine that ran out of stack: the client's document or input nests too deeply. */
 function isTooDeep(error: unknown): boolean {
-  return (
-    error instanceof RangeError ||
-    (error instanceof Error && /maximum call stack/i.test(error.message))
-  );
+  return error instanceof Error && /maximum call stack/i.test(error.message);
 }
 
 const TOO_DEEP = 'the query or its variables nest too deeply';

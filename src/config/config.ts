@@ -40,6 +40,12 @@ export interface LimitsConfig {
   maxDepth: number;
   /** Estimated cost: lists multiply by their page size, plan content weighs by its size bound. */
   maxCost: number;
+  /** From this estimated cost on, a request is expensive and waits for one of `maxHeavyQueries` slots. */
+  heavyQueryCost: number;
+  /** Expensive requests executing at once. */
+  maxHeavyQueries: number;
+  /** How long an expensive request may wait for a slot before RATE_LIMITED. */
+  heavyQueryWaitMs: number;
   /** Largest serialized GraphQL response in bytes. */
   maxResponseBytes: number;
   /** Who may read the schema (introspection) and see field suggestions. */
@@ -145,7 +151,10 @@ function limits(env: Env): LimitsConfig {
     maxRootFields: integer(env, 'PLANFENCE_MAX_ROOT_FIELDS', 32, 1, 10_000),
     maxFields: integer(env, 'PLANFENCE_MAX_QUERY_FIELDS', 1000, 1, 1_000_000),
     maxDepth: integer(env, 'PLANFENCE_MAX_QUERY_DEPTH', 15, 2, 1000),
-    maxCost: integer(env, 'PLANFENCE_MAX_QUERY_COST', 100_000, 1, 1_000_000_000),
+    maxCost: integer(env, 'PLANFENCE_MAX_QUERY_COST', 600_000, 1, 1_000_000_000),
+    heavyQueryCost: integer(env, 'PLANFENCE_HEAVY_QUERY_COST', 100_000, 1, 1_000_000_000),
+    maxHeavyQueries: integer(env, 'PLANFENCE_MAX_HEAVY_QUERIES', 2, 1, 1000),
+    heavyQueryWaitMs: integer(env, 'PLANFENCE_HEAVY_QUERY_WAIT_SECONDS', 10, 1, 3600) * 1000,
     maxResponseBytes: integer(
       env,
       'PLANFENCE_MAX_RESPONSE_BYTES',

@@ -1,4 +1,4 @@
-import { InputError } from '../common/errors.js';
+import { DomainError, InputError } from '../common/errors.js';
 
 /** Which limit a refused request broke: the names clients see in `extensions.limit`. */
 export type LimitName =
@@ -19,5 +19,12 @@ export class RequestLimitError extends InputError {
 
   override get extensions() {
     return { code: this.code, limit: this.limit, max: this.max };
+  }
+}
+
+/** Too many expensive requests are running: RATE_LIMITED {retryAfterSeconds}. */
+export class BusyError extends DomainError<'RATE_LIMITED'> {
+  constructor(retryAfterSeconds: number, message: string) {
+    super('RATE_LIMITED', message, { retryAfterSeconds });
   }
 }

@@ -13,6 +13,7 @@ import {
   checkDocumentText,
   estimateCost,
 } from './document-limits.js';
+import { HeavyQueryGate } from './heavy-queries.js';
 import { RequestLimitError } from './limit.errors.js';
 import { authentications, refusedRequests } from './limit-metrics.js';
 
@@ -61,13 +62,15 @@ function operationNameOf(context: HookContext): string | undefined {
  * - preValidation: root fields, fields and depth, fragments expanded (graphql-js
  *   validation, whose cost grows with these, runs only on what passed);
  * - preExecution (every request, cached documents too): introspection per the
- *   configured mode, and the cost estimate with this request's variables.
+ *   configured mode, the cost estimate with this request's variables, and for an
+ *   expensive request a slot among the few that may execute at once.
  */
 export function installRequestLimits(
   fastify: FastifyInstance,
   config: Config,
   auth: AuthService,
   registry: Registry,
+  heavy: HeavyQueryGate,
 ): void {
   const { limits } = config;
   const refused = refusedRequests(registry);
@@ -113,7 +116,30 @@ export function installRequestLimits(
       await authenticateOnce(auth, req, lookups);
     }
     counted(() => checkCost(cost, limits));
+    const request = context.reply?.request;
+    if (cost >= limits.heavyQueryCost && request && !request.releaseHeavySlot) {
+      request.releaseHeavySlot = await heavy.acquire();
+    }
   });
+}
+
+interface HeavyRequest {
+  releaseHeavySlot?: () => void;
+}
+
+/**
+ * The gate that expensive GraphQL requests pass (see installRequestLimits); the slot is
+ * given back when the answer is sent or the client goes away.
+ */
+export function heavyQueryGate(fastify: FastifyInstance, config: Config): HeavyQueryGate {
+  const gate = new HeavyQueryGate(config.limits.maxHeavyQueries, config.limits.heavyQueryWaitMs);
+  const release = (request: FastifyRequest, _reply: unknown, done: () => void) => {
+    (request as FastifyRequest & HeavyRequest).releaseHeavySlot?.();
+    done();
+  };
+  fastify.addHook('onResponse', release);
+  fastify.addHook('onRequestAbort', (request, done) => release(request, null, done));
+  return gate;
 }
 
 /**

@@ -28,13 +28,10 @@ export class MetricsController {
     @Res() reply: FastifyReply,
   ): Promise<void> {
     if (this.expected && !timingSafeEqual(digest(String(authorization ?? '')), this.expected)) {
-      await reply
-        .code(401)
-        .header('www-authenticate', 'Bearer realm="metrics"')
-        .send({
-          error: 'metrics need Authorization: Bearer <PLANFENCE_METRICS_TOKEN>',
-          code: 'UNAUTHENTICATED',
-        });
+      await reply.code(401).header('www-authenticate', 'Bearer realm="metrics"').send({
+        error: 'metrics need Authorization: Bearer <PLANFENCE_METRICS_TOKEN>',
+        code: 'UNAUTHENTICATED',
+      });
       return;
     }
     await reply
