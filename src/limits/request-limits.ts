@@ -17,10 +17,15 @@ import { HeavyQueryGate } from './heavy-queries.js';
 import { RequestLimitError } from './limit.errors.js';
 import { authentications, refusedRequests } from './limit-metrics.js';
 
+interface HeavyRequest {
+  /** Set while an expensive request holds a slot of the HeavyQueryGate. */
+  releaseHeavySlot?: () => void;
+}
+
 /** The slice of the Mercurius context the hooks read. */
 interface HookContext {
   req?: RequestWithPrincipal;
-  reply?: { request: FastifyRequest };
+  reply?: { request: FastifyRequest & HeavyRequest };
 }
 
 interface MercuriusHooks {
@@ -121,10 +126,6 @@ export function installRequestLimits(
       request.releaseHeavySlot = await heavy.acquire();
     }
   });
-}
-
-interface HeavyRequest {
-  releaseHeavySlot?: () => void;
 }
 
 /**
