@@ -60,6 +60,8 @@ export class AppModule {
           // GraphiQL loads its scripts from a public CDN: off unless PLANFENCE_GRAPHIQL=on.
           graphiql: config.limits.graphiql,
           path: '/graphql',
+          // The parser gives up past this many tokens: a huge document costs a bounded parse.
+          graphql: { parseOptions: { maxTokens: config.limits.maxTokens } },
           errorFormatter: createErrorFormatter({
             suggestionsWithoutToken: config.limits.introspection === 'open',
           }) as MercuriusDriverConfig['errorFormatter'],

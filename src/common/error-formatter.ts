@@ -29,6 +29,9 @@ function isTooDeep(error: unknown): boolean {
 
 const TOO_DEEP = 'the query or its variables nest too deeply';
 
+/** graphql-js's parser stopping at `parseOptions.maxTokens` ("more that", sic, in v16). */
+const TOO_MANY_TOKENS = /Document contains more th[a-z]+ (\d+) tokens/;
+
 function format(error: GraphQLError): Formatted[] {
   const original: (Error & { errors?: unknown; code?: unknown; statusCode?: unknown }) | undefined =
     error.originalError;
@@ -81,6 +84,19 @@ function format(error: GraphQLError): Formatted[] {
         ),
       )
       .map(({ error: e }) => ({ error: e, status: 400 }));
+  }
+  const tokens = TOO_MANY_TOKENS.exec(error.message);
+  if (tokens) {
+    const max = Number(tokens[1]);
+    return [
+      {
+        error: new GraphQLError(
+          `the query document has more than ${max} tokens (PLANFENCE_MAX_QUERY_TOKENS)`,
+          { extensions: { code: 'BAD_USER_INPUT', limit: 'tokens', max } },
+        ),
+        status: 400,
+      },
+    ];
   }
   if (!original || original instanceof GraphQLError) {
     // Parse errors, unknown fields, wrong argument types: graphql-js reports them without a cause.

@@ -32,6 +32,8 @@ export type IntrospectionMode = 'authenticated' | 'open' | 'off';
 export interface LimitsConfig {
   /** Largest GraphQL document (the `query` text) in UTF-8 bytes; checked before parsing. */
   maxQueryBytes: number;
+  /** Lexical tokens of the document; the parser stops at the next one (a string literal is one). */
+  maxTokens: number;
   /** Root fields (aliases included) of one operation. */
   maxRootFields: number;
   /** Fields of one operation, fragments expanded. */
@@ -148,6 +150,7 @@ function limits(env: Env): LimitsConfig {
   }
   return {
     maxQueryBytes: integer(env, 'PLANFENCE_MAX_QUERY_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024),
+    maxTokens: integer(env, 'PLANFENCE_MAX_QUERY_TOKENS', 20_000, 100, 10_000_000),
     maxRootFields: integer(env, 'PLANFENCE_MAX_ROOT_FIELDS', 32, 1, 10_000),
     maxFields: integer(env, 'PLANFENCE_MAX_QUERY_FIELDS', 1000, 1, 1_000_000),
     maxDepth: integer(env, 'PLANFENCE_MAX_QUERY_DEPTH', 15, 2, 1000),

@@ -91,8 +91,18 @@ test('50,000 aliases without a token are refused unread while /health answers, a
   );
 });
 
-test('with the document cap raised, 50,000 aliases are refused by the root-field cap before any resolver', async () => {
-  const roomy = await startApp({ PLANFENCE_MAX_QUERY_BYTES: String(4 * 1024 * 1024) });
+test('with the document caps raised, 50,000 aliases are refused by the token cap, then by the root-field cap, before any resolver', async () => {
+  const bytesRaised = await startApp({ PLANFENCE_MAX_QUERY_BYTES: String(4 * 1024 * 1024) });
+  try {
+    expectLimit(await post(bytesRaised.url, query(aliases(50_000, 'whoami { name }'))), 'tokens');
+    expect(await lookups(bytesRaised.url)).toBe(0);
+  } finally {
+    await bytesRaised.close();
+  }
+  const roomy = await startApp({
+    PLANFENCE_MAX_QUERY_BYTES: String(4 * 1024 * 1024),
+    PLANFENCE_MAX_QUERY_TOKENS: String(10_000_000),
+  });
   try {
     const [answer, health] = await Promise.all([
       post(roomy.url, query(aliases(50_000, 'whoami { name }'))),
