@@ -153,7 +153,7 @@ function limits(env: Env): LimitsConfig {
     maxTokens: integer(env, 'PLANFENCE_MAX_QUERY_TOKENS', 20_000, 100, 10_000_000),
     maxRootFields: integer(env, 'PLANFENCE_MAX_ROOT_FIELDS', 32, 1, 10_000),
     maxFields: integer(env, 'PLANFENCE_MAX_QUERY_FIELDS', 1000, 1, 1_000_000),
-    maxDepth: integer(env, 'PLANFENCE_MAX_QUERY_DEPTH', 15, 2, 1000),
+    maxDepth: integer(env, 'PLANFENCE_MAX_QUERY_DEPTH', 20, 2, 1000),
     maxCost: integer(env, 'PLANFENCE_MAX_QUERY_COST', 600_000, 1, 1_000_000_000),
     heavyQueryCost: integer(env, 'PLANFENCE_HEAVY_QUERY_COST', 100_000, 1, 1_000_000_000),
     maxHeavyQueries: integer(env, 'PLANFENCE_MAX_HEAVY_QUERIES', 2, 1, 1000),
