@@ -38,6 +38,14 @@ interface MercuriusHooks {
     hook: (schema: GraphQLSchema, document: DocumentNode, context: HookContext) => Promise<void>,
   ): void;
   addHook(
+    name: 'preSubscriptionParsing',
+    hook: (schema: GraphQLSchema, source: string, context: HookContext) => Promise<void>,
+  ): void;
+  addHook(
+    name: 'preSubscriptionExecution',
+    hook: (schema: GraphQLSchema, document: DocumentNode, context: HookContext) => Promise<void>,
+  ): void;
+  addHook(
     name: 'preExecution',
     hook: (
       schema: GraphQLSchema,
@@ -100,6 +108,17 @@ export function installRequestLimits(
   });
 
   graphql.addHook('preValidation', async (_schema, document) => {
+    counted(() => checkDocumentShape(document, limits));
+    return Promise.resolve();
+  });
+
+  // Subscriptions over WebSocket: Mercurius parses those before any hook; the shape limits
+  // still come before graphql-js validates and subscribes.
+  graphql.addHook('preSubscriptionParsing', async (_schema, source) => {
+    counted(() => checkDocumentText(source, limits));
+    return Promise.resolve();
+  });
+  graphql.addHook('preSubscriptionExecution', async (_schema, document) => {
     counted(() => checkDocumentShape(document, limits));
     return Promise.resolve();
   });

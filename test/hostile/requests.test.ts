@@ -3,6 +3,8 @@
  * naming the limit, and change nothing; the service keeps answering everyone else.
  */
 import { Writable } from 'node:stream';
+import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
 import { pino } from 'pino';
 import { ADMIN_TOKEN, codeOf, ok, startApp, type TestApp } from '../support/app.js';
 import { World } from '../support/world.js';
@@ -320,5 +322,29 @@ test('a 2 MB operationName is cut in the request log', async () => {
     expect(Math.max(...lines.map((l) => l.length))).toBeLessThan(2000);
   } finally {
     await logged.close();
+  }
+});
+
+test('a subscription over WebSocket with 100 aliased root fields is refused before it subscribes', async () => {
+  const client = createClient({
+    url: `${app.url.replace('http', 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: `Bearer ${viewer}` },
+    retryAttempts: 0,
+  });
+  try {
+    const refusal = await new Promise<unknown>((resolve) => {
+      client.subscribe(
+        { query: `subscription ${aliases(100, 'planPublished(environment: "prod") { id }')}` },
+        { next: resolve, error: resolve, complete: () => resolve('complete') },
+      );
+    });
+    expect(refusal).toEqual([
+      expect.objectContaining({
+        extensions: { code: 'BAD_USER_INPUT', limit: 'rootFields', max: 32 },
+      }),
+    ]);
+  } finally {
+    await client.dispose();
   }
 });
