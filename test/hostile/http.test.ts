@@ -142,25 +142,38 @@ test('/metrics with PLANFENCE_METRICS_TOKEN set answers 401 without it and the m
   expect(admin.status).toBe(401);
 });
 
-test('SIGTERM closes a hanging upload at the shutdown deadline and the process exits', async () => {
+test('SIGTERM answers the request in flight, closes a hanging upload at the deadline, and the process exits', async () => {
   const dir = scratchDir();
   const service = new ServiceProcess(`${dir.path}/planfence.db`, {
-    PLANFENCE_SHUTDOWN_TIMEOUT_SECONDS: '1',
+    PLANFENCE_SHUTDOWN_TIMEOUT_SECONDS: '3',
     PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS: '600',
     LOG_LEVEL: 'silent',
   });
   try {
     await service.start();
+    const body = JSON.stringify({ query: '{ whoami { name } }' });
+    const head = (length: number) =>
+      `POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer ${SERVICE_ADMIN_TOKEN}\r\nContent-Length: ${length}\r\n\r\n`;
+    const inFlight = await rawConnection(service.url);
+    inFlight.socket.write(head(body.length) + body.slice(0, 5));
     const hanging = await rawConnection(service.url);
-    hanging.socket.write(
-      'POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"query":',
-    );
-    const answered = await service.gql(SERVICE_ADMIN_TOKEN, '{ whoami { name } }');
-    expect(answered).toEqual({ data: { whoami: { name: 'admin' } } });
+    hanging.socket.write(head(100_000) + '{"query":');
     // stop() sends SIGTERM and resolves when the process has exited.
-    await Promise.all([service.stop(), hanging.closed]);
-    expect(service.pid === undefined || !isAlive(service.pid)).toBe(true);
+    const stopped = service.stop();
+    // Once the service refuses new connections it is shutting down; the upload in flight then completes.
+    let refused = false;
+    while (!refused) {
+      refused = await fetch(`${service.url}/health`).then(
+        () => false,
+        () => true,
+      );
+    }
+    inFlight.socket.write(body.slice(5));
+    await Promise.all([stopped, hanging.closed, inFlight.closed]);
+    expect(inFlight.received()).toMatch(/^HTTP\/1\.1 200/);
+    expect(inFlight.received()).toContain('{"data":{"whoami":{"name":"admin"}}}');
     expect(hanging.socket.destroyed).toBe(true);
+    expect(service.pid === undefined || !isAlive(service.pid)).toBe(true);
   } finally {
     await service.crash();
     dir.cleanup();
