@@ -43,7 +43,8 @@ async function rawConnection(url: string): Promise<{
   let data = '';
   socket.on('data', (chunk: Buffer) => (data += chunk.toString()));
   socket.on('error', () => undefined);
-  const closed = once(socket, 'close').then(() => undefined);
+  // A reset (ECONNRESET) is also a close: the error is swallowed above.
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   await once(socket, 'connect');
   return { socket, received: () => data, closed };
 }
@@ -154,8 +155,13 @@ test('SIGTERM answers the request in flight, closes a hanging upload at the dead
     const body = JSON.stringify({ query: '{ whoami { name } }' });
     const head = (length: number) =>
       `POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer ${SERVICE_ADMIN_TOKEN}\r\nContent-Length: ${length}\r\n\r\n`;
+    // Expect: 100-continue makes the server say when it has the headers: the request has begun.
     const inFlight = await rawConnection(service.url);
-    inFlight.socket.write(head(body.length) + body.slice(0, 5));
+    inFlight.socket.write(
+      head(body.length).replace('\r\n\r\n', '\r\nExpect: 100-continue\r\n\r\n') + body.slice(0, 5),
+    );
+    while (!inFlight.received().includes('100 Continue'))
+      await new Promise((r) => setTimeout(r, 10));
     const hanging = await rawConnection(service.url);
     hanging.socket.write(head(100_000) + '{"query":');
     // stop() sends SIGTERM and resolves when the process has exited.
@@ -170,7 +176,7 @@ test('SIGTERM answers the request in flight, closes a hanging upload at the dead
     }
     inFlight.socket.write(body.slice(5));
     await Promise.all([stopped, hanging.closed, inFlight.closed]);
-    expect(inFlight.received()).toMatch(/^HTTP\/1\.1 200/);
+    expect(inFlight.received()).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200/);
     expect(inFlight.received()).toContain('{"data":{"whoami":{"name":"admin"}}}');
     expect(hanging.socket.destroyed).toBe(true);
     expect(service.pid === undefined || !isAlive(service.pid)).toBe(true);
