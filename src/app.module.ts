@@ -7,7 +7,7 @@ import { DataSource } from 'typeorm';
 import { AuditModule } from './audit/audit.module.js';
 import { AuthModule } from './auth/auth.module.js';
 import { Clock, DatabaseClock, SystemClock } from './common/clock.js';
-import { formatGraphQLErrors, PassThroughGqlFilter } from './common/error-formatter.js';
+import { createErrorFormatter, PassThroughGqlFilter } from './common/error-formatter.js';
 import { ConfigModule } from './config/config.module.js';
 import type { Config } from './config/config.js';
 import { dataSourceOptions } from './database/data-source.js';
@@ -58,9 +58,14 @@ export class AppModule {
           driver: MercuriusDriver,
           autoSchemaFile: true,
           sortSchema: true,
-          graphiql: true,
+          // GraphiQL loads its scripts from a public CDN: off unless PLANFENCE_GRAPHIQL=on.
+          graphiql: config.limits.graphiql,
           path: '/graphql',
-          errorFormatter: formatGraphQLErrors as MercuriusDriverConfig['errorFormatter'],
+          // The parser gives up past this many tokens: a huge document costs a bounded parse.
+          graphql: { parseOptions: { maxTokens: config.limits.maxTokens } },
+          errorFormatter: createErrorFormatter({
+            suggestionsWithoutToken: config.limits.introspection === 'open',
+          }) as MercuriusDriverConfig['errorFormatter'],
           subscription: subscriptionOptions(),
         }),
         AuthModule,

@@ -1,13 +1,21 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
+import helmet from '@fastify/helmet';
 import { pino, type Logger } from 'pino';
 import { logRequests, PinoNestLogger } from './common/logging.js';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module.js';
+import { AuthService } from './auth/auth.service.js';
 import type { Clock } from './common/clock.js';
 import { validationPipe } from './common/validation.js';
 import type { Config } from './config/config.js';
+import {
+  heavyQueryGate,
+  installRequestLimits,
+  limitResponseSize,
+} from './limits/request-limits.js';
+import { MetricsService } from './metrics/metrics.service.js';
 
 export interface AppOptions {
   /** Replaces the service clock (tests). */
@@ -16,16 +24,73 @@ export interface AppOptions {
   logger?: Logger;
 }
 
+/**
+ * The dashboard (/, /dashboard.js, /dashboard.css) loads only its own files and talks to
+ * /graphql over fetch and a same-origin WebSocket: no inline script, no other origin.
+ */
+const CONTENT_SECURITY_POLICY = {
+  useDefaults: false,
+  directives: {
+    defaultSrc: ["'self'"],
+    scriptSrc: ["'self'"],
+    styleSrc: ["'self'"],
+    imgSrc: ["'self'", 'data:'],
+    connectSrc: ["'self'"],
+    objectSrc: ["'none'"],
+    baseUri: ["'none'"],
+    formAction: ["'self'"],
+    frameAncestors: ["'none'"],
+  },
+};
+
+/**
+ * Mercurius' GraphiQL (only with PLANFENCE_GRAPHIQL=on) loads React and GraphiQL from
+ * unpkg.com; its pages get a policy that allows exactly that.
+ */
+const GRAPHIQL_POLICY =
+  "default-src 'self'; script-src 'self' https://unpkg.com; style-src 'self' 'unsafe-inline' https://unpkg.com; " +
+  "img-src 'self' data:; connect-src 'self'; worker-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+
 /** Builds the service: runs pending migrations, bootstraps the admin token, ready to `listen`. */
 export async function createApp(
   config: Config,
   options: AppOptions = {},
 ): Promise<NestFastifyApplication> {
-  // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the limit.
-  const bodyLimit = config.maxPlanBytes * 6 + 64 * 1024;
   const logger = options.logger ?? pino({ level: config.logLevel, base: { service: 'planfence' } });
-  const adapter = new FastifyAdapter({ bodyLimit, genReqId: () => randomUUID() });
-  logRequests(adapter.getInstance(), logger);
+  const { http } = config;
+  const adapter = new FastifyAdapter({
+    bodyLimit: http.bodyLimit,
+    genReqId: () => randomUUID(),
+    // A request (headers and body) must be complete within requestTimeout; slow bodies end there.
+    requestTimeout: http.requestTimeoutMs,
+    keepAliveTimeout: http.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: http.headersTimeoutMs,
+      requestTimeout: http.requestTimeoutMs,
+      // How often Node looks for requests over their timeouts (its default is 30 s).
+      connectionsCheckingInterval: Math.min(1000, http.headersTimeoutMs),
+    },
+    // On close: idle keep-alive connections go at once, requests in flight are answered.
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+  });
+  const fastify = adapter.getInstance();
+  logRequests(fastify, logger, config.limits.maxLogFieldChars);
+  await fastify.register(helmet, {
+    contentSecurityPolicy: CONTENT_SECURITY_POLICY,
+    // A same-origin WebSocket and fetch: nothing here needs cross-origin isolation headers.
+    crossOriginEmbedderPolicy: false,
+    frameguard: { action: 'deny' },
+  });
+  if (config.limits.graphiql) {
+    fastify.addHook('onSend', (request, reply, payload, done) => {
+      if (request.url.startsWith('/graphiql'))
+        reply.header('content-security-policy', GRAPHIQL_POLICY);
+      done(null, payload);
+    });
+  }
+  limitResponseSize(fastify, config);
+  const heavy = heavyQueryGate(fastify, config);
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config, options.clock),
     adapter,
@@ -35,7 +100,14 @@ export async function createApp(
     },
   );
   app.useGlobalPipes(validationPipe);
-  app.enableShutdownHooks();
   await app.init();
+  installRequestLimits(
+    fastify,
+    config,
+    app.get(AuthService),
+    app.get(MetricsService).registry,
+    heavy,
+  );
+  app.getHttpServer().maxConnections = http.maxConnections;
   return app;
 }

@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import type { Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config/config.js';
 
@@ -15,13 +16,40 @@ async function main(): Promise<void> {
   }
   const app = await createApp(config);
   await app.listen(config.port, config.host);
+  const logger = new Logger('planfence');
   const where =
     config.database.kind === 'sqlite'
       ? `SQLite ${config.database.path} (synchronous=${config.database.synchronous})`
       : 'PostgreSQL';
-  new Logger('planfence').log(
-    `listening on http://${config.host}:${config.port}/graphql, storage: ${where}`,
-  );
+  logger.log(`listening on http://${config.host}:${config.port}/graphql, storage: ${where}`);
+
+  /**
+   * SIGTERM/SIGINT: stop accepting, answer the requests in flight, close idle connections;
+   * at the deadline close every remaining connection (a slow body, an open WebSocket), and
+   * exit even if something still hangs.
+   */
+  const deadline = config.http.shutdownTimeoutMs;
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.log(`${signal}: shutting down (deadline ${deadline / 1000} s)`);
+    const server: Server = app.getHttpServer();
+    setTimeout(() => {
+      logger.warn('shutdown deadline reached: closing the remaining connections');
+      server.closeAllConnections();
+      setTimeout(() => process.exit(1), 2000).unref();
+    }, deadline).unref();
+    app.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error(`shutdown failed: ${error instanceof Error ? error.message : String(error)}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
 }
 
 main().catch((error: unknown) => {

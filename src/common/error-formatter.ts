@@ -2,7 +2,8 @@ import { type ArgumentsHost, Catch, Logger } from '@nestjs/common';
 import type { GqlExceptionFilter } from '@nestjs/graphql';
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { type ErrorCode, extensionsOf, isDomainError } from './errors.js';
-import type { LoggedRequest } from './logging.js';
+import { RequestLimitError } from '../limits/limit.errors.js';
+import { truncate, type LoggedRequest } from './logging.js';
 
 const logger = new Logger('GraphQL');
 
@@ -21,6 +22,16 @@ interface Formatted {
   status: number;
 }
 
+/** A parser or engine that ran out of stack: the client's document or input nests too deeply. */
+function isTooDeep(error: unknown): boolean {
+  return error instanceof Error && /maximum call stack/i.test(error.message);
+}
+
+const TOO_DEEP = 'the query or its variables nest too deeply';
+
+/** graphql-js's parser stopping at `parseOptions.maxTokens` ("more that", sic, in v16). */
+const TOO_MANY_TOKENS = /Document contains more th[a-z]+ (\d+) tokens/;
+
 function format(error: GraphQLError): Formatted[] {
   const original: (Error & { errors?: unknown; code?: unknown; statusCode?: unknown }) | undefined =
     error.originalError;
@@ -30,12 +41,35 @@ function format(error: GraphQLError): Formatted[] {
     path: error.path,
     source: error.source,
   };
+  if (original instanceof RequestLimitError) {
+    // Refused before execution: nothing ran, the request as a whole is the mistake.
+    return [
+      {
+        error: new GraphQLError(original.message, { extensions: original.extensions }),
+        status: 400,
+      },
+    ];
+  }
   if (isDomainError(original)) {
-    const status = original.code === 'PAYLOAD_TOO_LARGE' ? 413 : 200;
+    // BAD_USER_INPUT outside any field (no path) was raised before execution: a 400.
+    const status =
+      original.code === 'PAYLOAD_TOO_LARGE'
+        ? 413
+        : original.code === 'BAD_USER_INPUT' && !error.path
+          ? 400
+          : 200;
     return [
       {
         error: new GraphQLError(original.message, { ...at, extensions: extensionsOf(original) }),
         status,
+      },
+    ];
+  }
+  if (isTooDeep(original) || isTooDeep(error)) {
+    return [
+      {
+        error: new GraphQLError(TOO_DEEP, { extensions: { code: 'BAD_USER_INPUT' } }),
+        status: 400,
       },
     ];
   }
@@ -50,6 +84,19 @@ function format(error: GraphQLError): Formatted[] {
         ),
       )
       .map(({ error: e }) => ({ error: e, status: 400 }));
+  }
+  const tokens = TOO_MANY_TOKENS.exec(error.message);
+  if (tokens) {
+    const max = Number(tokens[1]);
+    return [
+      {
+        error: new GraphQLError(
+          `the query document has more than ${max} tokens (PLANFENCE_MAX_QUERY_TOKENS)`,
+          { extensions: { code: 'BAD_USER_INPUT', limit: 'tokens', max } },
+        ),
+        status: 400,
+      },
+    ];
   }
   if (!original || original instanceof GraphQLError) {
     // Parse errors, unknown fields, wrong argument types: graphql-js reports them without a cause.
@@ -70,7 +117,7 @@ function format(error: GraphQLError): Formatted[] {
       },
     ];
   }
-  logger.error(`unexpected error: ${original.message}`, original.stack);
+  logger.error(`unexpected error: ${truncate(original.message, 1000)}`, original.stack);
   return [
     {
       error: new GraphQLError('internal error', { ...at, extensions: { code: 'INTERNAL' } }),
@@ -79,21 +126,52 @@ function format(error: GraphQLError): Formatted[] {
   ];
 }
 
+/** graphql-js's "Did you mean ...?" hints, which spell out the schema. */
+const SUGGESTION = / ?Did you mean [^?]*\?/g;
+
+export interface ErrorFormatterOptions {
+  /** Keep field suggestions in messages for callers without a valid token. */
+  suggestionsWithoutToken: boolean;
+}
+
 /**
  * The one place where errors become GraphQL errors (Mercurius `errorFormatter`).
- * Domain errors keep their code and details; graphql-js validation errors are
- * BAD_USER_INPUT; anything unexpected is logged here and reaches the client as
- * INTERNAL, without message, stack or SQL.
+ * Domain errors keep their code and details; graphql-js validation errors and requests
+ * over a limit are BAD_USER_INPUT (400); anything unexpected is logged here and reaches
+ * the client as INTERNAL, without message, stack or SQL. Field suggestions reach only
+ * callers with a valid token, unless configured otherwise.
  */
+export function createErrorFormatter(options: ErrorFormatterOptions) {
+  return (
+    execution: ExecutionResult & { errors: readonly GraphQLError[] },
+    context?: { reply?: { request?: LoggedRequest } },
+  ) => formatGraphQLErrors(execution, context, options);
+}
+
 export function formatGraphQLErrors(
   execution: ExecutionResult & { errors: readonly GraphQLError[] },
   context?: { reply?: { request?: LoggedRequest } },
+  options: ErrorFormatterOptions = { suggestionsWithoutToken: false },
 ): {
   statusCode: number;
   response: ExecutionResult;
 } {
-  const formatted = execution.errors.flatMap(format);
   const request = context?.reply?.request;
+  const hide = !options.suggestionsWithoutToken && !request?.principal;
+  const formatted = execution.errors.flatMap(format).map((f) =>
+    hide && f.error.message.includes('Did you mean')
+      ? {
+          ...f,
+          error: new GraphQLError(f.error.message.replace(SUGGESTION, ''), {
+            nodes: f.error.nodes,
+            source: f.error.source,
+            positions: f.error.positions,
+            path: f.error.path,
+            extensions: f.error.extensions,
+          }),
+        }
+      : f,
+  );
   if (request)
     request.outcome = [...new Set(formatted.map((f) => String(f.error.extensions.code)))].join(',');
   const statusCode = execution.data

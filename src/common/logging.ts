@@ -33,29 +33,44 @@ export interface LoggedRequest {
 
 const ROOT_FIELD = /^\s*(?:(?:query|mutation|subscription)\b[^{]*)?\{\s*(\w+)/;
 
+/** A client-supplied string as it may appear in a log line: at most `max` characters. */
+export function truncate(value: string, max: number): string;
+export function truncate(value: string | undefined, max: number): string | undefined;
+export function truncate(value: string | undefined, max: number): string | undefined {
+  if (value === undefined || value.length <= max) return value;
+  return `${value.slice(0, max)}…(${value.length} chars)`;
+}
+
 /** The operation of a GraphQL body: its operationName, else its first root field. */
 function operationOf(request: FastifyRequest): string | undefined {
-  const body = request.body as { operationName?: string; query?: string } | undefined;
+  const body = request.body as { operationName?: unknown; query?: unknown } | undefined;
   if (!body || typeof body !== 'object') return undefined;
-  if (body.operationName) return body.operationName;
-  return typeof body.query === 'string' ? ROOT_FIELD.exec(body.query)?.[1] : undefined;
+  if (typeof body.operationName === 'string' && body.operationName) return body.operationName;
+  // Only the start of the text: the regular expression must not scan a hostile document.
+  return typeof body.query === 'string'
+    ? ROOT_FIELD.exec(body.query.slice(0, 4096))?.[1]
+    : undefined;
 }
 
 /**
  * One JSON line per request: request id, principal, operation, outcome code, status,
- * duration. Never a token, never plan content.
+ * duration. Never a token, never plan content; every client-supplied string is cut to
+ * `maxFieldChars` (PLANFENCE_LOG_FIELD_MAX_CHARS).
  */
-export function logRequests(fastify: FastifyInstance, logger: Logger): void {
+export function logRequests(fastify: FastifyInstance, logger: Logger, maxFieldChars = 200): void {
   fastify.addHook('onResponse', (request, reply, done) => {
     const logged = request as FastifyRequest & LoggedRequest;
     logger.info(
       {
         requestId: request.id,
         method: request.method,
-        path: request.routeOptions.url ?? request.url,
-        principal: logged.principal?.name,
-        operation: operationOf(request),
-        outcome: logged.outcome ?? (reply.statusCode < 400 ? 'OK' : `HTTP_${reply.statusCode}`),
+        path: truncate(request.routeOptions.url ?? request.url, maxFieldChars),
+        principal: truncate(logged.principal?.name, maxFieldChars),
+        operation: truncate(operationOf(request), maxFieldChars),
+        outcome: truncate(
+          logged.outcome ?? (reply.statusCode < 400 ? 'OK' : `HTTP_${reply.statusCode}`),
+          maxFieldChars,
+        ),
         status: reply.statusCode,
         durationMs: Math.round(reply.elapsedTime * 100) / 100,
       },

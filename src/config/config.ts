@@ -24,6 +24,10 @@ export interface Config {
   quotas: QuotaConfig;
   sockets: SocketLimits;
   storage: StorageConfig;
+  /** Request cost, response size and production defaults of the GraphQL endpoint (docs/limits.md). */
+  limits: LimitsConfig;
+  /** HTTP server timeouts, body and connection caps, shutdown deadline (docs/limits.md). */
+  http: HttpConfig;
 }
 
 /**
@@ -64,6 +68,53 @@ export interface StorageConfig {
   initialize: boolean;
   /** How often the service checks that its SQLite file is still the one it opened. */
   checkIntervalMs: number;
+}
+
+export type IntrospectionMode = 'authenticated' | 'open' | 'off';
+
+export interface LimitsConfig {
+  /** Largest GraphQL document (the `query` text) in UTF-8 bytes; checked before parsing. */
+  maxQueryBytes: number;
+  /** Lexical tokens of the document; the parser stops at the next one (a string literal is one). */
+  maxTokens: number;
+  /** Root fields (aliases included) of one operation. */
+  maxRootFields: number;
+  /** Fields of one operation, fragments expanded. */
+  maxFields: number;
+  /** Nesting of selections. */
+  maxDepth: number;
+  /** Estimated cost: lists multiply by their page size, plan content weighs by its size bound. */
+  maxCost: number;
+  /** From this estimated cost on, a request is expensive and waits for one of `maxHeavyQueries` slots. */
+  heavyQueryCost: number;
+  /** Expensive requests executing at once. */
+  maxHeavyQueries: number;
+  /** How long an expensive request may wait for a slot before RATE_LIMITED. */
+  heavyQueryWaitMs: number;
+  /** Largest serialized GraphQL response in bytes. */
+  maxResponseBytes: number;
+  /** Who may read the schema (introspection) and see field suggestions. */
+  introspection: IntrospectionMode;
+  /** Serve GraphiQL at /graphiql. */
+  graphiql: boolean;
+  /** When set, /metrics needs `Authorization: Bearer <this>`. */
+  metricsToken: string | undefined;
+  /** Longest string value in a log line; longer ones are cut. */
+  maxLogFieldChars: number;
+}
+
+export interface HttpConfig {
+  /** Whole request, body included (slow bodies end here). */
+  requestTimeoutMs: number;
+  /** Until the request headers are complete (also a new connection that sends nothing). */
+  headersTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. */
+  keepAliveTimeoutMs: number;
+  bodyLimit: number;
+  /** Open connections at once; further ones are dropped on accept. */
+  maxConnections: number;
+  /** SIGTERM/SIGINT: in-flight requests get this long, then every connection is closed. */
+  shutdownTimeoutMs: number;
 }
 
 /** A bad configuration value: the message names the variable, and the start stops. */
@@ -163,6 +214,62 @@ function storage(env: Env): StorageConfig {
   };
 }
 
+function oneOf<T extends string>(env: Env, name: string, fallback: T, allowed: readonly T[]): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = raw.trim().toLowerCase() as T;
+  if (!allowed.includes(value)) {
+    throw new ConfigError(name, `must be one of ${allowed.join(', ')} (got "${raw}")`);
+  }
+  return value;
+}
+
+function limits(env: Env): LimitsConfig {
+  const metricsToken = env.PLANFENCE_METRICS_TOKEN;
+  if (metricsToken !== undefined && metricsToken !== '' && metricsToken.length < 16) {
+    throw new ConfigError('PLANFENCE_METRICS_TOKEN', 'must be at least 16 characters');
+  }
+  return {
+    maxQueryBytes: integer(env, 'PLANFENCE_MAX_QUERY_BYTES', 64 * 1024, 1024, 16 * 1024 * 1024),
+    maxTokens: integer(env, 'PLANFENCE_MAX_QUERY_TOKENS', 20_000, 100, 10_000_000),
+    maxRootFields: integer(env, 'PLANFENCE_MAX_ROOT_FIELDS', 32, 1, 10_000),
+    maxFields: integer(env, 'PLANFENCE_MAX_QUERY_FIELDS', 1000, 1, 1_000_000),
+    maxDepth: integer(env, 'PLANFENCE_MAX_QUERY_DEPTH', 20, 2, 1000),
+    maxCost: integer(env, 'PLANFENCE_MAX_QUERY_COST', 600_000, 1, 1_000_000_000),
+    heavyQueryCost: integer(env, 'PLANFENCE_HEAVY_QUERY_COST', 100_000, 1, 1_000_000_000),
+    maxHeavyQueries: integer(env, 'PLANFENCE_MAX_HEAVY_QUERIES', 2, 1, 1000),
+    heavyQueryWaitMs: integer(env, 'PLANFENCE_HEAVY_QUERY_WAIT_SECONDS', 10, 1, 3600) * 1000,
+    maxResponseBytes: integer(
+      env,
+      'PLANFENCE_MAX_RESPONSE_BYTES',
+      128 * 1024 * 1024,
+      1024,
+      256 * 1024 * 1024,
+    ),
+    introspection: oneOf(env, 'PLANFENCE_INTROSPECTION', 'authenticated', [
+      'authenticated',
+      'open',
+      'off',
+    ] as const),
+    graphiql: oneOf(env, 'PLANFENCE_GRAPHIQL', 'off', ['on', 'off'] as const) === 'on',
+    metricsToken: metricsToken || undefined,
+    maxLogFieldChars: integer(env, 'PLANFENCE_LOG_FIELD_MAX_CHARS', 200, 16, 100_000),
+  };
+}
+
+function http(env: Env, maxPlanBytes: number): HttpConfig {
+  // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the plan limit.
+  const defaultBody = maxPlanBytes * 6 + 64 * 1024;
+  return {
+    requestTimeoutMs: integer(env, 'PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000,
+    headersTimeoutMs: integer(env, 'PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS', 10, 1, 3600) * 1000,
+    keepAliveTimeoutMs: integer(env, 'PLANFENCE_HTTP_KEEP_ALIVE_SECONDS', 5, 1, 3600) * 1000,
+    bodyLimit: integer(env, 'PLANFENCE_MAX_BODY_BYTES', defaultBody, 1024, 1024 * 1024 * 1024),
+    maxConnections: integer(env, 'PLANFENCE_MAX_CONNECTIONS', 1024, 1, 1_000_000),
+    shutdownTimeoutMs: integer(env, 'PLANFENCE_SHUTDOWN_TIMEOUT_SECONDS', 10, 1, 3600) * 1000,
+  };
+}
+
 /** Reads and validates the whole configuration once, at start. */
 export function loadConfig(env: Env = process.env): Config {
   const db = database(env);
@@ -177,6 +284,7 @@ export function loadConfig(env: Env = process.env): Config {
       `must be fatal, error, warn, info, debug, trace or silent (got "${logLevel}")`,
     );
   }
+  const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
   const dataDir =
     db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
   const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
@@ -195,6 +303,8 @@ export function loadConfig(env: Env = process.env): Config {
     quotas: quotas(env, maxPlanBytes),
     sockets: socketLimits(env),
     storage: storage(env),
+    limits: limits(env),
+    http: http(env, maxPlanBytes),
   };
 }
 
