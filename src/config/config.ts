@@ -287,7 +287,6 @@ export function loadConfig(env: Env = process.env): Config {
   const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
   const dataDir =
     db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
-  const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
   return {
     port: integer(env, 'PORT', 4000, 0, 65535),
     host: env.HOST || '127.0.0.1',
