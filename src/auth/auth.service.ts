@@ -50,6 +50,16 @@ export class AuthService implements OnApplicationBootstrap {
     const configured = this.config.adminToken;
     if (configured) {
       const tokenHash = sha256(configured);
+      // Nothing to change: no write at all, so a read-only database still starts (and says so on /health).
+      const current = await this.db.read((m) => findOne(m, Principal, { name: ADMIN_NAME }));
+      if (
+        current &&
+        current.tokenHash === tokenHash &&
+        current.role === Role.ADMIN &&
+        current.revokedAt == null
+      ) {
+        return;
+      }
       await this.db.write(async (m) => {
         const restored = await execute(
           m,
