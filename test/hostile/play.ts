@@ -47,6 +47,8 @@ interface Roles {
   viewer: string;
   reviewer: string;
   agent: string;
+  /** An AGENT of its own for the lease flood, so that its quota does not hold up the other attacks. */
+  flooder: string;
   viewerName: string;
   /** Environments created for the probe. */
   env: string;
@@ -440,7 +442,7 @@ export const ATTACKS: Attack[] = [
     async play(ctx) {
       const roles = mustRoles(ctx);
       const query = `mutation{${aliases(5000, () => `acquireLease(input:{environment:"${roles.leaseEnv}",ttlSeconds:1}){generation}`)}}`;
-      const answer = await gql(ctx, roles.agent, query);
+      const answer = await gql(ctx, roles.flooder, query);
       const after = await gql(
         ctx,
         roles.viewer,
@@ -755,6 +757,7 @@ async function setUp(ctx: Context, admin: string): Promise<Roles> {
     viewer: await issue(viewerName, 'VIEWER'),
     reviewer: await issue(`hostile-reviewer-${suffix}`, 'REVIEWER'),
     agent: await issue(`hostile-agent-${suffix}`, 'AGENT'),
+    flooder: await issue(`hostile-flooder-${suffix}`, 'AGENT'),
     env: `hostile-${suffix}`,
     leaseEnv: `hostile-${suffix}-leases`,
     textEnv: `hostile-${suffix}-text`,
