@@ -9,7 +9,7 @@ import type { Browser, Page } from 'playwright-core';
 import { ManualClock } from '../src/common/clock.js';
 import { launchChromium } from './support/browser.js';
 import { ADMIN_TOKEN, startApp, type TestApp } from './support/app.js';
-import { ok, World } from './support/world.js';
+import { codeOf, ok, World } from './support/world.js';
 
 const SCREENSHOT = new URL('../test-output/dashboard.png', import.meta.url);
 const SCREENSHOT_MANY = new URL('../test-output/dashboard-5000.png', import.meta.url);
@@ -157,6 +157,33 @@ test('with 5,000 environments one list request shows them all and one subscripti
   expect(existsSync(SCREENSHOT_MANY)).toBe(true);
   await page.close();
 }, 300_000);
+
+test('environments page through in name order; without arguments all of them', async () => {
+  const viewer = await world.issue('pager', 'VIEWER');
+  const page = (first: number | null, after: string | null) =>
+    world.gql<{ environments: { name: string }[] }>(
+      viewer,
+      'query($first: Int, $after: String) { environments(first: $first, after: $after) { name } }',
+      { first, after },
+    );
+  const all = ok(await page(null, null)).environments.map((e) => e.name);
+  expect(all).toEqual([...all].sort());
+  expect(all).toEqual(expect.arrayContaining(['prod', 'staging']));
+
+  const paged: string[] = [];
+  let after: string | null = null;
+  for (;;) {
+    const names: string[] = ok(await page(1500, after)).environments.map((e) => e.name);
+    paged.push(...names);
+    if (names.length < 1500) break;
+    after = names[names.length - 1];
+  }
+  expect(paged).toEqual(all);
+
+  expect(codeOf(await page(0, null))).toBe('BAD_USER_INPUT');
+  expect(codeOf(await page(10_001, null))).toBe('BAD_USER_INPUT');
+  expect(codeOf(await page(10, 'Not A Name'))).toBe('BAD_USER_INPUT');
+});
 
 test('the assets are small and served without any CDN', async () => {
   for (const path of ['/', '/dashboard.js', '/dashboard.css']) {
