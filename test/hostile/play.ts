@@ -206,7 +206,10 @@ function wsOpen(ctx: Context): Promise<WsSession> {
     );
     socket.on('message', (data: Buffer) => {
       try {
-        messages.push(JSON.parse(data.toString()));
+        const message = JSON.parse(data.toString());
+        // Keep-alive: a ping unanswered must not be what closes the socket.
+        if (message?.type === 'ping') socket.send(JSON.stringify({ type: 'pong' }));
+        messages.push(message);
       } catch {
         messages.push({ type: 'unparsable', data: data.toString() });
       }
