@@ -1,13 +1,24 @@
-// planfence dashboard: plain JavaScript, no dependencies. Reads over GraphQL, stays live
-// over the graphql-ws protocol (planPublished and auditEventRecorded per environment).
+// planfence dashboard: plain JavaScript, no dependencies, no inline script. Loads every
+// environment with one paged `environments` request, loads the latest plans and
+// rejections of the environments on screen, and stays live over graphql-ws with one
+// subscription (activityRecorded) whatever the number of environments.
 'use strict';
 
 const TOKEN_KEY = 'planfence.viewerToken';
+/** Environments per `environments` request; halved when the server refuses a page as too costly. */
+const PAGE = 10000;
+const MIN_PAGE = 100;
+/** More environments changed at once than this: reload the list instead of each of them. */
+const MAX_SINGLE_REFRESHES = 10;
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? '—').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
-const state = new Map(); // environment name -> last loaded data
+
+/** environment name -> { env, details: { plans, auditEvents } | null, section } */
+const state = new Map();
+const visible = new Set();
 let socket = null;
+let generation = 0; // bumps on every (re)start: late answers of an older start are dropped
 
 function token() {
   return sessionStorage.getItem(TOKEN_KEY);
@@ -19,7 +30,12 @@ async function gql(query, variables = {}) {
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token()}` },
     body: JSON.stringify({ query, variables }),
   });
-  const body = await response.json();
+  let body;
+  try {
+    body = await response.json();
+  } catch {
+    throw Object.assign(new Error(`HTTP ${response.status}`), { code: `HTTP_${response.status}` });
+  }
   if (body.errors && body.errors.length) {
     const error = new Error(body.errors[0].message);
     error.code = body.errors[0].extensions && body.errors[0].extensions.code;
@@ -28,105 +44,193 @@ async function gql(query, variables = {}) {
   return body.data;
 }
 
-const ENVIRONMENT = `query($e: String!) {
-  environment(name: $e) { name mode requireApproval fence lastIssuedGeneration
-    lease { holder generation expiresAt }
-    currentPlan { id title generation submittedBy reviewedBy publishedAt } }
+const SUMMARY = `name mode requireApproval fence lastIssuedGeneration
+  lease { holder generation expiresAt }
+  currentPlan { id title generation submittedBy reviewedBy publishedAt }`;
+const LIST = `query($first: Int, $after: String) { environments(first: $first, after: $after) { ${SUMMARY} } }`;
+const ONE = `query($e: String!) { environment(name: $e) { ${SUMMARY} } }`;
+const DETAILS = `query($e: String!) {
   plans(environment: $e, first: 6) { id status title submittedBy submittedAt }
   auditEvents(environment: $e, first: 200) { id at actor action generation planId outcome code }
 }`;
 
-async function load(name) {
-  const data = await gql(ENVIRONMENT, { e: name });
-  state.set(name, data);
-  render(name);
+/** Every environment, in name order, one page per request (one request up to PAGE environments). */
+async function loadAll() {
+  const all = [];
+  let first = PAGE;
+  let after = null;
+  for (;;) {
+    let page;
+    try {
+      page = (await gql(LIST, { first, after })).environments;
+    } catch (error) {
+      if (error.code !== 'BAD_USER_INPUT' || first <= MIN_PAGE) throw error;
+      first = Math.max(MIN_PAGE, Math.floor(first / 2));
+      continue;
+    }
+    all.push(...page);
+    if (page.length < first) return all;
+    after = page[page.length - 1].name;
+  }
 }
 
 function leaseText(lease) {
   if (!lease) return 'free';
   const left = Math.max(0, Math.round((Date.parse(lease.expiresAt) - Date.now()) / 1000));
+  if (left === 0) return 'free';
   return `${esc(lease.holder)} · generation ${lease.generation} · ${left}s left`;
 }
 
-function render(name) {
-  const data = state.get(name);
-  if (!data || !data.environment) return;
-  const env = data.environment;
-  let section = document.querySelector(`section[data-env="${CSS.escape(name)}"]`);
-  if (!section) {
-    section = document.createElement('section');
-    section.className = 'env';
-    section.dataset.env = name;
-    $('environments').append(section);
-  }
+function summaryHtml(env) {
   const current = env.currentPlan;
-  const rejections = data.auditEvents.filter((e) => e.outcome === 'REJECTED').slice(0, 6);
-  section.innerHTML = `
-    <h2>${esc(env.name)} <span class="mode">${env.mode}${env.requireApproval ? '' : ' · auto-publish'}</span></h2>
+  return `
+    <h2>${esc(env.name)} <span class="mode">${esc(env.mode)}${env.requireApproval ? '' : ' · auto-publish'}</span></h2>
     <dl class="facts">
-      <dt>fence</dt><dd class="fence">${env.fence}</dd>
-      <dt>last generation</dt><dd>${env.lastIssuedGeneration}</dd>
+      <dt>fence</dt><dd class="fence">${Number(env.fence)}</dd>
+      <dt>last generation</dt><dd>${Number(env.lastIssuedGeneration)}</dd>
       <dt>lease</dt><dd class="lease">${leaseText(env.lease)}</dd>
     </dl>
     ${current
       ? `<div class="current"><strong class="current-id">${esc(current.id)}</strong> ${esc(current.title)}<br>
-         generation ${current.generation} · submitted by ${esc(current.submittedBy)} · ${current.reviewedBy ? `approved by ${esc(current.reviewedBy)}` : "published on submit"}<br>
-         published ${when(current.publishedAt)}</div>`
-      : '<div class="current none">nothing published yet</div>'}
+         generation ${Number(current.generation)} · submitted by ${esc(current.submittedBy)} · ${current.reviewedBy ? `approved by ${esc(current.reviewedBy)}` : 'published on submit'}<br>
+         published ${esc(when(current.publishedAt))}</div>`
+      : '<div class="current none">nothing published yet</div>'}`;
+}
+
+function detailsHtml(details) {
+  if (!details) return '<p class="empty loading">…</p>';
+  const rejections = details.auditEvents.filter((e) => e.outcome === 'REJECTED').slice(0, 6);
+  return `
     <h3>Latest plans</h3>
-    ${data.plans.length
-      ? `<table class="plans">${data.plans.map((p) => `<tr><td>${esc(p.id)}</td><td class="st st-${p.status}">${p.status}</td><td>${esc(p.title)}</td><td>${esc(p.submittedBy)}</td></tr>`).join('')}</table>`
+    ${details.plans.length
+      ? `<table class="plans">${details.plans.map((p) => `<tr><td>${esc(p.id)}</td><td class="st st-${esc(p.status)}">${esc(p.status)}</td><td>${esc(p.title)}</td><td>${esc(p.submittedBy)}</td></tr>`).join('')}</table>`
       : '<p class="empty">no plans yet</p>'}
     <h3>Turned away</h3>
     ${rejections.length
-      ? `<table class="rejections">${rejections.map((e) => `<tr><td>${new Date(e.at).toLocaleTimeString()}</td><td>${esc(e.actor)}</td><td>${esc(e.action)} g${e.generation ?? '—'}</td><td class="code">${esc(e.code)}</td></tr>`).join('')}</table>`
+      ? `<table class="rejections">${rejections.map((e) => `<tr><td>${esc(new Date(e.at).toLocaleTimeString())}</td><td>${esc(e.actor)}</td><td>${esc(e.action)} g${esc(e.generation)}</td><td class="code">${esc(e.code)}</td></tr>`).join('')}</table>`
       : '<p class="empty">no rejections</p>'}`;
 }
 
-const pending = new Map();
-function refreshSoon(name) {
-  clearTimeout(pending.get(name));
-  pending.set(name, setTimeout(() => load(name).catch(showError), 50));
+const observer = new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    const name = entry.target.dataset.env;
+    if (entry.isIntersecting) {
+      visible.add(name);
+      const item = state.get(name);
+      if (item && !item.details) refreshDetails(name);
+    } else {
+      visible.delete(name);
+    }
+  }
+});
+
+function sectionFor(name) {
+  const section = document.createElement('section');
+  section.className = 'env';
+  section.dataset.env = name;
+  section.innerHTML = '<div class="summary"></div><div class="details"></div>';
+  observer.observe(section);
+  return section;
 }
 
-function connect(names) {
+/** Stores an environment's summary and draws it (a new environment gets its section in name order). */
+function putSummary(env, bulk = false) {
+  let item = state.get(env.name);
+  if (!item) {
+    item = { env, details: null, section: sectionFor(env.name) };
+    state.set(env.name, item);
+    const next = bulk ? null : [...state.keys()].sort().find((n) => n > env.name && state.get(n).section.isConnected);
+    $('environments').insertBefore(item.section, next ? state.get(next).section : null);
+    $('empty')?.remove();
+  }
+  item.env = env;
+  item.section.querySelector('.summary').innerHTML = summaryHtml(env);
+  if (!item.section.querySelector('.details').innerHTML) item.section.querySelector('.details').innerHTML = detailsHtml(item.details);
+}
+
+async function refreshDetails(name) {
+  const mine = generation;
+  const details = await gql(DETAILS, { e: name }).catch(showError);
+  const item = state.get(name);
+  if (!details || !item || mine !== generation) return;
+  item.details = details;
+  item.section.querySelector('.details').innerHTML = detailsHtml(details);
+}
+
+/** Environments with events not yet shown; refreshed together shortly after the first one. */
+const dirty = new Set();
+let flushTimer = null;
+
+function markDirty(name) {
+  dirty.add(name);
+  if (!flushTimer) flushTimer = setTimeout(() => flush().catch(showError), 100);
+}
+
+async function flush() {
+  flushTimer = null;
+  const names = [...dirty];
+  dirty.clear();
+  const mine = generation;
+  if (names.length > MAX_SINGLE_REFRESHES) {
+    const all = await loadAll();
+    if (mine !== generation) return;
+    all.forEach((env) => putSummary(env));
+  } else {
+    await Promise.all(names.map(async (name) => {
+      const { environment } = await gql(ONE, { e: name });
+      if (environment && mine === generation) putSummary(environment);
+    }));
+  }
+  await Promise.all(names.filter((name) => visible.has(name)).map(refreshDetails));
+  // Off-screen environments load their details again when they come into view.
+  names.filter((name) => !visible.has(name) && state.has(name)).forEach((name) => {
+    state.get(name).details = null;
+    state.get(name).section.querySelector('.details').innerHTML = detailsHtml(null);
+  });
+}
+
+const ACTIVITY = 'subscription { activityRecorded { id environment action outcome } }';
+
+function connect() {
   if (socket) socket.close();
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/graphql`;
   const ws = new WebSocket(url, 'graphql-transport-ws');
   socket = ws;
-  ws.onopen = () => ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token()}` } }));
-  ws.onmessage = (message) => {
+  ws.addEventListener('open', () =>
+    ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token()}` } })));
+  ws.addEventListener('message', (message) => {
     const msg = JSON.parse(message.data);
     if (msg.type === 'connection_ack') {
+      ws.send(JSON.stringify({ id: 'activity', type: 'subscribe', payload: { query: ACTIVITY } }));
       $('status').textContent = 'live';
       $('status').classList.add('live');
-      names.forEach((name, i) => {
-        for (const [field, type] of [['planPublished', 'id'], ['auditEventRecorded', 'id']]) {
-          ws.send(JSON.stringify({
-            id: `${field}-${i}`,
-            type: 'subscribe',
-            payload: { query: `subscription($e: String!) { ${field}(environment: $e) { ${type} } }`, variables: { e: name } },
-          }));
-        }
-      });
     } else if (msg.type === 'next') {
-      refreshSoon(names[Number(msg.id.split('-').pop())]);
+      const event = msg.payload && msg.payload.data && msg.payload.data.activityRecorded;
+      if (event) markDirty(event.environment);
+    } else if (msg.type === 'error') {
+      $('status').textContent = `error: ${(msg.payload && msg.payload[0] && msg.payload[0].message) || 'subscription refused'}`;
+      $('status').classList.remove('live');
     } else if (msg.type === 'ping') {
       ws.send(JSON.stringify({ type: 'pong' }));
     }
-  };
-  ws.onclose = () => {
+  });
+  ws.addEventListener('close', () => {
     if (socket !== ws) return;
     $('status').textContent = 'reconnecting…';
     $('status').classList.remove('live');
     // Catch up on what happened while disconnected, then listen again.
     setTimeout(() => start().catch(showError), 1000);
-  };
+  });
 }
 
 function showError(error) {
   if (error.code === 'UNAUTHENTICATED') {
     sessionStorage.removeItem(TOKEN_KEY);
+    if (socket) {
+      const ws = socket;
+      socket = null;
+      ws.close();
+    }
     showLogin(error.message);
   } else {
     $('status').textContent = `error: ${error.message}`;
@@ -134,11 +238,24 @@ function showError(error) {
 }
 
 async function start() {
-  const { environments } = await gql('{ environments { name } }');
-  const names = environments.map((e) => e.name);
-  await Promise.all(names.map(load));
-  if (!names.length) $('environments').innerHTML = '<p class="empty">no environments yet</p>';
-  connect(names);
+  const mine = ++generation;
+  const environments = await loadAll();
+  if (mine !== generation) return;
+  environments.forEach((env) => putSummary(env, true));
+  // The list's order is the server's name order.
+  const main = $('environments');
+  if (environments.some((env, i) => main.children[i] !== state.get(env.name).section)) {
+    environments.forEach((env) => main.append(state.get(env.name).section));
+  }
+  for (const item of state.values()) {
+    item.details = null;
+    item.section.querySelector('.details').innerHTML = detailsHtml(null);
+  }
+  [...visible].forEach(refreshDetails);
+  if (!environments.length && !$('empty')) {
+    $('environments').insertAdjacentHTML('beforeend', '<p id="empty" class="empty">no environments yet</p>');
+  }
+  connect();
 }
 
 function showLogin(message = '') {
@@ -158,7 +275,13 @@ $('sign-out').addEventListener('click', () => {
   sessionStorage.removeItem(TOKEN_KEY);
   location.reload();
 });
-setInterval(() => state.forEach((_, name) => render(name)), 1000); // lease countdowns
+// Lease countdowns: only the leases of environments on screen are redrawn.
+setInterval(() => {
+  for (const name of visible) {
+    const item = state.get(name);
+    if (item && item.env.lease) item.section.querySelector('.lease').innerHTML = leaseText(item.env.lease);
+  }
+}, 1000);
 
 if (token()) {
   $('sign-out').hidden = false;

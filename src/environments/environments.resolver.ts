@@ -5,6 +5,7 @@ import { Lease } from '../leases/lease.model.js';
 import { Plan } from '../plans/plan.entity.js';
 import { CreateEnvironmentInput } from './dto/create-environment.input.js';
 import { EnvironmentArgs, EnvironmentNameArgs } from './dto/environment.args.js';
+import { EnvironmentsPageArgs } from './dto/environments-page.args.js';
 import { Environment } from './environment.entity.js';
 import { EnvironmentsService, freezeOf } from './environments.service.js';
 import { FreezeEnvironmentArgs, UpdateEnvironmentPolicyInput } from './dto/policy.inputs.js';
@@ -14,9 +15,12 @@ import { ApprovalRule, Freeze } from './policy.model.js';
 export class EnvironmentsResolver {
   constructor(private readonly service: EnvironmentsService) {}
 
-  @Query(() => [Environment])
-  environments(): Promise<Environment[]> {
-    return this.service.list();
+  /** All environments in name order; with `first`/`after`, one page of them. */
+  @Query(() => [Environment], {
+    description: 'In name order. Without arguments: all of them; first/after page through them.',
+  })
+  environments(@Args() { first, after }: EnvironmentsPageArgs): Promise<Environment[]> {
+    return this.service.listPage(first ?? null, after ?? null);
   }
 
   @Query(() => Environment, { nullable: true })

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { MoreThan } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import { Database, select } from '../database/database.js';
@@ -94,6 +95,17 @@ export class EnvironmentsService {
 
   list(): Promise<Environment[]> {
     return this.db.read((m) => m.find(Environment, { order: { name: 'ASC' } }));
+  }
+
+  /** One page in name order: the environments named after `after`, at most `first` (null: all). */
+  listPage(first: number | null, after: string | null): Promise<Environment[]> {
+    return this.db.read((m) =>
+      m.find(Environment, {
+        where: after === null ? {} : { name: MoreThan(after) },
+        order: { name: 'ASC' },
+        ...(first === null ? {} : { take: first }),
+      }),
+    );
   }
 
   find(name: string): Promise<Environment | null> {

@@ -11,6 +11,8 @@ interface PubSub {
 
 export const planPublishedTopic = (environment: string) => `planPublished:${environment}`;
 export const auditRecordedTopic = (environment: string) => `auditEventRecorded:${environment}`;
+/** Every environment's audit events on one topic (the dashboard's one subscription). */
+export const activityTopic = () => 'activityRecorded';
 
 /**
  * Subscription events, published after the commit of the transaction that caused them
@@ -33,9 +35,10 @@ export class EventsService {
   }
 
   auditEventRecorded(m: EntityManager, event: AuditEvent): void {
-    this.db.afterCommit(m, () =>
-      this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event }),
-    );
+    this.db.afterCommit(m, () => {
+      this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event });
+      this.publish(activityTopic(), { activityRecorded: event });
+    });
   }
 
   private publish(topic: string, payload: unknown): void {
