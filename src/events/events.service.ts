@@ -4,6 +4,7 @@ import type { EntityManager } from 'typeorm';
 import type { AuditEvent } from '../audit/audit-event.entity.js';
 import { Database } from '../database/database.js';
 import type { Plan } from '../plans/plan.entity.js';
+import type { Deployment } from '../deployments/deployment.entity.js';
 
 interface PubSub {
   publish(event: { topic: string; payload: unknown }, callback?: () => void): void;
@@ -11,6 +12,7 @@ interface PubSub {
 
 export const planPublishedTopic = (environment: string) => `planPublished:${environment}`;
 export const auditRecordedTopic = (environment: string) => `auditEventRecorded:${environment}`;
+export const deploymentChangedTopic = (environment: string) => `deploymentChanged:${environment}`;
 
 /**
  * Subscription events, published after the commit of the transaction that caused them
@@ -35,6 +37,14 @@ export class EventsService {
   auditEventRecorded(m: EntityManager, event: AuditEvent): void {
     this.db.afterCommit(m, () =>
       this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event }),
+    );
+  }
+
+  deploymentChanged(m: EntityManager, deployment: Deployment): void {
+    this.db.afterCommit(m, () =>
+      this.publish(deploymentChangedTopic(deployment.environment), {
+        deploymentChanged: deployment,
+      }),
     );
   }
 

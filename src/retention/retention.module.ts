@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
+import { FencingModule } from '../fencing/fencing.module.js';
 import { RetentionService } from './retention.service.js';
 
-@Module({ providers: [RetentionService], exports: [RetentionService] })
+@Module({ imports: [FencingModule], providers: [RetentionService], exports: [RetentionService] })
 export class RetentionModule {}
