@@ -219,7 +219,7 @@ const weighted = [
 
 test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
   await fc.assert(
-    fc.asyncProperty(fc.commands(weighted, { maxCommands: 30, size: 'large' }), async (cmds) => {
+    fc.asyncProperty(fc.commands(weighted, { maxCommands: 20, size: 'large' }), async (cmds) => {
       const name = `dm${++runs}`;
       await world.createEnvironment(name, 'MONOTONIC', false);
       const model = new DeploymentsModel(name, await app.clock.now());
