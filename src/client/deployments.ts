@@ -202,11 +202,20 @@ export class Deployments {
     const deployment = await this.start(environment, plan.id, { heartbeatSeconds });
     const controller = new AbortController();
     let beating = true;
+    let stopBeating!: () => void;
+    const stopped = new Promise<void>((resolve) => (stopBeating = resolve));
     const heartbeats = (async () => {
       // Judged on this process's monotonic clock: the service's timestamps are not compared with ours.
       let deadline = performance.now() + heartbeatSeconds * 1000;
       while (beating && !controller.signal.aborted) {
-        await sleep(everyMs);
+        // Woken early (and its timer cleared) when the work ends, so that nothing lingers.
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, everyMs);
+          void stopped.then(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
         if (!beating) return;
         try {
           const sent = performance.now();
@@ -221,6 +230,7 @@ export class Deployments {
     })();
     const stop = async () => {
       beating = false;
+      stopBeating();
       await heartbeats.catch(() => undefined);
     };
     let result: T;

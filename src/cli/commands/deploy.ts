@@ -40,9 +40,9 @@ const line = (d: Deployment) =>
   (d.detail ? `: ${d.detail}` : '') +
   (d.reconciledBy ? `; reconciled by ${d.reconciledBy}: ${d.reconcileNote}` : '');
 
-function table(rows: Record<string, unknown>[]): string {
+function table(rows: Record<string, string | number | null>[]): string {
   if (!rows.length) return '(none)';
-  const text = (v: unknown) => (v == null ? '-' : String(v));
+  const text = (v: string | number | null) => (v == null ? '-' : String(v));
   const columns = Object.keys(rows[0]);
   const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => text(r[c]).length)));
   const format = (cells: string[]) =>
