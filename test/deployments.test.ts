@@ -3,7 +3,9 @@
  * each with the next deployment sequence; a lapsed heartbeat reads UNKNOWN until a
  * reviewer reconciles it, and the old starter's late report is refused.
  */
+import { createClient } from 'graphql-ws';
 import { DataSource } from 'typeorm';
+import WebSocket from 'ws';
 import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
@@ -370,4 +372,56 @@ test('metrics count ended deployments by outcome and gauge the active and unknow
   const text = await scrape();
   expect(text).toMatch(/^planfence_deployments_total\{outcome="SUCCEEDED"\} [1-9]/m);
   expect(text).toMatch(/^planfence_deployments_active \d+/m);
+});
+
+test('deploymentChanged delivers every change of status after its commit, in order; refusals deliver nothing', async () => {
+  const [plan] = await d.environmentWithPlans('watched', tokens.agent, 1);
+  const client = createClient({
+    url: `${app.url.replace('http', 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: `Bearer ${tokens.viewer}` },
+    lazy: false,
+    retryAttempts: 0,
+  });
+  const received: string[] = [];
+  const errors: unknown[] = [];
+  const stop = client.subscribe<{ deploymentChanged: { id: string; status: string } }>(
+    {
+      query: 'subscription { deploymentChanged(environment: "watched") { id status plan { id } } }',
+    },
+    {
+      next: ({ data, errors: e }) =>
+        e
+          ? errors.push(e)
+          : received.push(`${data!.deploymentChanged.id} ${data!.deploymentChanged.status}`),
+      error: (e) => errors.push(e),
+      complete: () => undefined,
+    },
+  );
+  try {
+    // graphql-ws sends `subscribe` right away; give the server a moment to register it.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const first = await d.startOk(tokens.d1, 'watched', plan, 5);
+    ok(await d.heartbeat(tokens.d1, first.id, 5)); // no change of status
+    expect(codeOf(await d.start(tokens.d2, 'watched', plan))).toBe('DEPLOYMENT_ACTIVE');
+    world.advance(5);
+    ok(await d.reconcile(tokens.reviewer, first.id, 'FAILED', 'lost'));
+    const second = await d.startOk(tokens.d2, 'watched', plan);
+    ok(await d.finish(tokens.d2, second.id, 'SUCCEEDED'));
+    const expected = [
+      'watched#1 IN_PROGRESS',
+      'watched#1 UNKNOWN',
+      'watched#1 FAILED',
+      'watched#2 IN_PROGRESS',
+      'watched#2 SUCCEEDED',
+    ];
+    const deadline = Date.now() + 5000;
+    while (received.length < expected.length && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(errors).toEqual([]);
+    expect(received).toEqual(expected);
+  } finally {
+    stop();
+    await client.dispose();
+  }
 });
