@@ -31,7 +31,6 @@ import { PlanfenceClient } from '../../src/client/client.js';
 import { DeploymentNotActiveError, Deployments } from '../../src/client/deployments.js';
 import { ADMIN_TOKEN, deploy, distFile, option, seededRandom, textOption } from './service.js';
 
-
 interface Step {
   step: 'started' | 'applied' | 'result';
   sequence?: number;
@@ -73,7 +72,7 @@ async function child(url: string, token: string, environment: string, file: stri
 }
 
 /** The harness's handle on one deployer process. */
-class DeployerProcess {
+export class DeployerProcess {
   private readonly steps: Step[] = [];
   private wake: (() => void)[] = [];
   private closed = false;
