@@ -28,9 +28,7 @@ export function idempotentCall(
 
 /** The first outcome of a call, as it is replayed. */
 export type RememberedOutcome =
-  | { planId: string }
-  | { deploymentId: string }
-  | { error: DomainError };
+  { planId: string } | { deploymentId: string } | { error: DomainError };
 
 /**
  * R9. Records live in the decision's own transaction: the record and the effect commit
