@@ -49,23 +49,21 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   async purge(): Promise<PurgeReport> {
     const now = await this.clock.now();
     const cutoff = now - this.config.planRetentionMs;
-    const report = await this.db.write(async (m) => {
-      // Deployments whose heartbeat lapsed are stored UNKNOWN (they already read so).
-      await this.deployments.markLapsed(m, null, now);
-      return {
-        idempotencyRecords: await execute(
-          m,
-          'DELETE FROM idempotency_records WHERE expires_at <= :now',
-          { now },
-        ),
-        planContents: await execute(
-          m,
-          `UPDATE plans SET content = '', purged_at = :now
+    // Deployments whose heartbeat lapsed are stored UNKNOWN (they already read so).
+    await this.db.write((m) => this.deployments.markLapsed(m, null, now));
+    const report = await this.db.write(async (m) => ({
+      idempotencyRecords: await execute(
+        m,
+        'DELETE FROM idempotency_records WHERE expires_at <= :now',
+        { now },
+      ),
+      planContents: await execute(
+        m,
+        `UPDATE plans SET content = '', purged_at = :now
          WHERE status IN ('SUPERSEDED', 'OBSOLETE', 'REJECTED') AND submitted_at < :cutoff AND purged_at IS NULL`,
-          { now, cutoff },
-        ),
-      };
-    });
+        { now, cutoff },
+      ),
+    }));
     if (report.idempotencyRecords || report.planContents) {
       this.logger.log(
         `purged ${report.idempotencyRecords} idempotency records and the content of ${report.planContents} plans`,
