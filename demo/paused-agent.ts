@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentProcess } from '../test/fault/agent-process.js';
+import { deployersAct } from './deployers-act.js';
 import { ADMIN_TOKEN, ServiceProcess } from '../test/fault/service.js';
 
 type Mode = 'MONOTONIC' | 'STRICT';
@@ -231,7 +232,8 @@ async function main(): Promise<number> {
       ? `\n${wrong.length} outcome(s) differ from DESIGN.md.`
       : '\nEvery outcome is the one DESIGN.md promises.',
   );
-  return wrong.length ? 1 : 0;
+  const deployments = await deployersAct(service, dir, say);
+  return wrong.length || deployments ? 1 : 0;
 }
 
 main()

@@ -12,6 +12,7 @@ import { ConfigModule } from './config/config.module.js';
 import type { Config } from './config/config.js';
 import { dataSourceOptions } from './database/data-source.js';
 import { DatabaseModule } from './database/database.module.js';
+import { DeploymentsModule } from './deployments/deployments.module.js';
 import { EnvironmentsModule } from './environments/environments.module.js';
 import { EventsModule } from './events/events.module.js';
 import { subscriptionOptions } from './events/subscription-options.js';
@@ -75,6 +76,7 @@ export class AppModule {
         LeasesModule,
         PlansModule,
         RetentionModule,
+        DeploymentsModule,
       ],
       controllers: [HealthController, DashboardController],
       providers: [{ provide: APP_FILTER, useClass: PassThroughGqlFilter }],

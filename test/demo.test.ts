@@ -18,5 +18,7 @@ test('the paused-agent demo plays every scenario and observes the §4 table', as
     /A submits after its lease expired, nobody acquired\s+accepted\s+LEASE_NOT_HELD/,
   );
   expect(stdout).toContain('Every outcome is the one DESIGN.md promises.');
+  expect(stdout).toMatch(/shop#1 reads UNKNOWN/);
+  expect(stdout).toContain('Every deployment outcome is the one DESIGN.md promises.');
   expect(code).toBe(0);
 }, 120_000);

@@ -7,6 +7,7 @@ export enum Role {
   AGENT = 'AGENT',
   REVIEWER = 'REVIEWER',
   VIEWER = 'VIEWER',
+  DEPLOYER = 'DEPLOYER',
 }
 
 registerEnumType(Role, { name: 'Role' });

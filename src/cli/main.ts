@@ -19,6 +19,7 @@ import {
 } from './commands/policies.js';
 import { audit, current } from './commands/reads.js';
 import { issueToken, revokeToken } from './commands/tokens.js';
+import { deploy } from './commands/deploy.js';
 
 const HELP = `planfence — guard the publication of deployment plans
 
@@ -44,6 +45,7 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   plan list ENV [--status STATUS] [--first N]
   current ENV [--watch [--interval SECONDS]]
   audit ENV [--first N]
+  deploy start|heartbeat|finish|reconcile|show|list ...   see planfence deploy --help
 
 Options:
   --url URL       the service (default: $PLANFENCE_URL, else http://127.0.0.1:4000)
@@ -111,6 +113,7 @@ export async function run(
   argv: string[],
   out: (text: string) => void = (t) => process.stdout.write(`${t}\n`),
 ): Promise<number> {
+  if (argv[0] === 'deploy') return deploy(argv.slice(1), out);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -1,3 +1,4 @@
 /** The planfence client: `import { PlanfenceClient } from 'planfence/client'`. */
 export * from './client.js';
 export * from './errors.js';
+export * from './deployments.js';

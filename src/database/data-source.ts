@@ -9,17 +9,28 @@ import { AuditEvent } from '../audit/audit-event.entity.js';
 import { Principal } from '../auth/principal.entity.js';
 import type { Config } from '../config/config.js';
 import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
+import { Deployments1764700000000 } from '../../migrations/1764700000000-deployments.js';
+import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
 import { Plan } from '../plans/plan.entity.js';
 
-export const entities = [Principal, Environment, LeaseGrant, Plan, AuditEvent, IdempotencyRecord];
+export const entities = [
+  Principal,
+  Environment,
+  LeaseGrant,
+  Plan,
+  AuditEvent,
+  IdempotencyRecord,
+  Deployment,
+];
 export const migrations = [
   InitialSchema1764400000000,
   PlanPurgedAt1764500000000,
   ApprovalPolicies1764600000000,
   StorageIdentity1764610000000,
+  Deployments1764700000000,
 ];
 
 /**

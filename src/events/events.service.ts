@@ -4,6 +4,7 @@ import type { EntityManager } from 'typeorm';
 import type { AuditEvent } from '../audit/audit-event.entity.js';
 import { Database } from '../database/database.js';
 import type { Plan } from '../plans/plan.entity.js';
+import type { Deployment } from '../deployments/deployment.entity.js';
 
 interface PubSub {
   publish(event: { topic: string; payload: unknown }, callback?: () => void): void;
@@ -13,6 +14,7 @@ export const planPublishedTopic = (environment: string) => `planPublished:${envi
 export const auditRecordedTopic = (environment: string) => `auditEventRecorded:${environment}`;
 /** Every environment's audit events on one topic (the dashboard's one subscription). */
 export const activityTopic = () => 'activityRecorded';
+export const deploymentChangedTopic = (environment: string) => `deploymentChanged:${environment}`;
 
 /**
  * Subscription events, published after the commit of the transaction that caused them
@@ -39,6 +41,14 @@ export class EventsService {
       this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event });
       this.publish(activityTopic(), { activityRecorded: event });
     });
+  }
+
+  deploymentChanged(m: EntityManager, deployment: Deployment): void {
+    this.db.afterCommit(m, () =>
+      this.publish(deploymentChangedTopic(deployment.environment), {
+        deploymentChanged: deployment,
+      }),
+    );
   }
 
   private publish(topic: string, payload: unknown): void {

@@ -5,7 +5,11 @@ import { AuditService } from '../audit/audit.service.js';
 import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database } from '../database/database.js';
-import { type IdempotentCall, IdempotencyService } from '../idempotency/idempotency.service.js';
+import {
+  type IdempotentCall,
+  IdempotencyService,
+  type RememberedOutcome,
+} from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Plan } from '../plans/plan.entity.js';
 import { exists, findOneOrFail } from '../database/rows.js';
@@ -20,7 +24,7 @@ export interface Decision {
 }
 
 /** What the audit log keeps of an accepted decision. */
-type Summary = Pick<Decision, 'generation' | 'planId'> & { detail?: string };
+export type Summary = Pick<Decision, 'generation' | 'planId'> & { detail?: string };
 
 type Outcome<T> = { result: T } | { error: DomainError };
 
@@ -54,21 +58,39 @@ export class DecisionRunner {
   }
 
   /** A decision that yields a plan and may carry an idempotency key: a repeated call replays the first outcome. */
-  async decidePlan(
+  decidePlan(
     decision: Decision,
     call: IdempotentCall | null,
     work: (m: EntityManager, now: number) => Promise<Plan>,
     /** What the accepted decision's audit event says besides the plan (e.g. a break-glass reason). */
     detail: (plan: Plan) => string | undefined = () => undefined,
   ): Promise<Plan> {
-    const summarize = (plan: Plan): Summary => ({
-      planId: plan.id,
-      generation: plan.generation,
-      detail: detail(plan),
+    return this.decideOnce(decision, call, work, {
+      summarize: (plan) => ({ planId: plan.id, generation: plan.generation, detail: detail(plan) }),
+      remember: (plan) => ({ planId: plan.id }),
+      replay: (m, remembered) =>
+        'planId' in remembered ? findOneOrFail(m, Plan, { id: remembered.planId }) : null,
     });
+  }
+
+  /**
+   * A decision that may carry an idempotency key (R9): the first outcome is remembered in
+   * the decision's transaction, and a repeated call replays it (`replay` reads the result
+   * back from what `remember` kept) without a second effect or audit event.
+   */
+  async decideOnce<T>(
+    decision: Decision,
+    call: IdempotentCall | null,
+    work: (m: EntityManager, now: number) => Promise<T>,
+    result: {
+      summarize: (result: T) => Summary;
+      remember: (result: T) => RememberedOutcome;
+      replay: (m: EntityManager, remembered: RememberedOutcome) => Promise<T> | null;
+    },
+  ): Promise<T> {
     const startedAt = performance.now();
-    const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {
-      if (!call) return this.attempt(m, decision, work, summarize);
+    const outcome = await this.db.write(async (m): Promise<Outcome<T>> => {
+      if (!call) return this.attempt(m, decision, work, result.summarize);
       const now = await this.clock.now(m);
       let remembered;
       try {
@@ -78,14 +100,17 @@ export class DecisionRunner {
       }
       if (remembered) {
         if ('error' in remembered) return remembered;
-        return { result: await findOneOrFail(m, Plan, { id: remembered.planId }) };
+        const replayed = result.replay(m, remembered);
+        // The fingerprint covers the operation, so a record always holds what its operation returns.
+        if (!replayed) throw new Error(`idempotency record of ${call.operation} holds no result`);
+        return { result: await replayed };
       }
-      const first = await this.attempt(m, decision, work, summarize, now);
+      const first = await this.attempt(m, decision, work, result.summarize, now);
       await this.idempotency.remember(
         m,
         call,
         now,
-        'result' in first ? { planId: first.result.id } : { error: first.error },
+        'result' in first ? result.remember(first.result) : { error: first.error },
       );
       return first;
     });

@@ -32,8 +32,8 @@ export class RestoreMarginTooLarge extends Error {
  * After a database was restored from a backup, the generations issued between the backup
  * and the loss may still be in agents' hands: issuing them again would give two holders
  * the same fencing token. This raises, in one statement, every environment's generation
- * counter by `margin`, moves its fence up to the new counter (never down), and ends every
- * lease granted before (its generation is now below the fence). Every environment gets an
+ * counter and its deployment sequence by `margin`, moves its fence up to the new counter
+ * (never down), and ends every lease granted before (its generation is now below the fence). Every environment gets an
  * audit event RESTORE_MARGIN in the same transaction. All or nothing: if any counter would
  * pass MAX_GENERATION, no environment changes.
  *
@@ -49,6 +49,7 @@ export async function raiseAfterRestore(
        last_issued_generation = last_issued_generation + :margin,
        fence = CASE WHEN fence > last_issued_generation + :margin THEN fence
                     ELSE last_issued_generation + :margin END,
+       deployment_sequence = deployment_sequence + :margin,
        lease_holder = NULL, lease_principal = NULL, lease_generation = NULL,
        lease_acquired_at = NULL, lease_expires_at = NULL
      WHERE NOT EXISTS (SELECT 1 FROM environments e WHERE e.last_issued_generation > :limit)`,

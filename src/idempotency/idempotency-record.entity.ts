@@ -23,6 +23,10 @@ export class IdempotencyRecord {
   @Column({ name: 'plan_id', type: 'varchar', length: 100, nullable: true })
   planId: string | null;
 
+  /** The deployment a startDeployment or finishDeployment call returned. */
+  @Column({ name: 'deployment_id', type: 'varchar', length: 100, nullable: true })
+  deploymentId: string | null;
+
   @Column({ name: 'error_code', type: 'varchar', length: 32, nullable: true })
   errorCode: string | null;
 

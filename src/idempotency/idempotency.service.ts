@@ -27,7 +27,8 @@ export function idempotentCall(
 }
 
 /** The first outcome of a call, as it is replayed. */
-export type RememberedOutcome = { planId: string } | { error: DomainError };
+export type RememberedOutcome =
+  { planId: string } | { deploymentId: string } | { error: DomainError };
 
 /**
  * R9. Records live in the decision's own transaction: the record and the effect commit
@@ -69,6 +70,7 @@ export class IdempotencyService {
       );
     }
     if (record.planId != null) return { planId: record.planId };
+    if (record.deploymentId != null) return { deploymentId: record.deploymentId };
     // Stryker disable all: a record is written in its effect's transaction with a plan or an error code and
     // message, so the condition always holds here, the '' fallback is never used and IN_PROGRESS is not
     // reachable (it stays for clients: see the IdempotencyService comment).
@@ -98,6 +100,7 @@ export class IdempotencyService {
       operation: call.operation,
       fingerprint: call.fingerprint,
       planId: 'planId' in outcome ? outcome.planId : null,
+      deploymentId: 'deploymentId' in outcome ? outcome.deploymentId : null,
       errorCode: error?.code ?? null,
       errorMessage: error?.message ?? null,
       errorDetails: error ? JSON.stringify(error.details) : null,

@@ -30,6 +30,13 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  readonly deployments = new Counter({
+    name: 'planfence_deployments_total',
+    help: 'Deployments ended, by outcome (SUCCEEDED, FAILED), reported by their starter or reconciled',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   /** One read of the environments per scrape, shared by the gauges that collect together. */
   private scrape: Promise<Environment[]> | null = null;
 
@@ -93,6 +100,31 @@ export class MetricsService {
         for (const env of await environments()) this.set({ environment: env.name }, value(env));
       },
     });
+  }
+
+  deploymentEnded(outcome: string): void {
+    this.deployments.inc({ outcome });
+  }
+
+  /** Gauges of the deployments IN_PROGRESS with a live heartbeat and of those UNKNOWN, read by `count` at each scrape. */
+  deploymentGauges(count: () => Promise<{ active: number; unknown: number }>): void {
+    for (const [name, help, key] of [
+      ['planfence_deployments_active', 'Deployments IN_PROGRESS with a live heartbeat', 'active'],
+      [
+        'planfence_deployments_unknown',
+        'Deployments whose heartbeat lapsed before a report and that are not reconciled',
+        'unknown',
+      ],
+    ] as const) {
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        async collect() {
+          this.set((await count())[key]);
+        },
+      });
+    }
   }
 
   /** Counts one decision that has committed (accepted or rejected). */

@@ -10,6 +10,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
 import { FenceService } from '../fencing/fence.service.js';
+import { DeploymentsGuard } from '../fencing/deployments.guard.js';
 
 export interface PurgeReport {
   idempotencyRecords: number;
@@ -39,6 +40,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     private readonly clock: Clock,
     @Inject(CONFIG) private readonly config: Config,
     private readonly fence: FenceService,
+    private readonly deployments: DeploymentsGuard,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -57,6 +59,8 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
   async purge(): Promise<PurgeReport> {
     const now = await this.clock.now();
     const cutoff = now - this.config.planRetentionMs;
+    // Deployments whose heartbeat lapsed are stored UNKNOWN (they already read so).
+    await this.db.write((m) => this.deployments.markLapsed(m, null, now));
     let expired = 0;
     const report = await this.db.write(async (m) => {
       expired = await this.fence.expireProposals(m, now);

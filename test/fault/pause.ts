@@ -545,7 +545,12 @@ function expectedForA(round: Round, events: AuditEvent[]): string | null {
   return round.mode === 'STRICT' && expired ? 'LEASE_NOT_HELD' : 'OK';
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+// `--deployers`: paused deployer processes instead of agents (test/fault/deployers.ts).
+const deployers = process.argv.includes('--deployers');
+if (deployers && import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
+  await (await import('./deployers.js')).main(process.argv.slice(2));
+
+if (!deployers && import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const argv = process.argv.slice(2);
   const report = await runPauseHarness({
     rounds: option(argv, 'rounds', 100),

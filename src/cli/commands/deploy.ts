@@ -1,0 +1,181 @@
+/** `planfence deploy ...`: deployments of the published plan (DESIGN §10), for deployers and reviewers. */
+import { parseArgs } from 'node:util';
+import { PlanfenceClient } from '../../client/client.js';
+import {
+  type Deployment,
+  DeploymentActiveError,
+  DeploymentNotActiveError,
+  type DeploymentOutcome,
+  Deployments,
+} from '../../client/deployments.js';
+
+export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url URL] [--token TOKEN] [--json]
+
+  deploy start ENV [--plan PLAN_ID] [--heartbeat SECONDS] [--key KEY]
+                       start a deployment of the current plan (or of PLAN_ID, which must be current);
+                       prints its id and sequence, the token to hand to the system that applies it
+  deploy heartbeat DEPLOYMENT_ID [--heartbeat SECONDS]
+  deploy finish DEPLOYMENT_ID --succeeded|--failed [--detail TEXT] [--key KEY]
+  deploy reconcile DEPLOYMENT_ID --outcome SUCCEEDED|FAILED --note TEXT   (REVIEWER, ADMIN)
+  deploy show DEPLOYMENT_ID
+  deploy list ENV [--first N]
+
+Exit codes as for every command; besides them:
+  7  DEPLOYMENT_ACTIVE (another deployment is IN_PROGRESS or UNKNOWN) or
+     DEPLOYMENT_NOT_ACTIVE (the deployment ended, was reconciled, or is not yours)`;
+
+const row = (d: Deployment) => ({
+  id: d.id,
+  sequence: d.sequence,
+  plan: d.plan.id,
+  status: d.status,
+  startedBy: d.startedBy,
+  startedAt: d.startedAt,
+  finishedAt: d.finishedAt,
+  reconciledBy: d.reconciledBy,
+});
+
+const line = (d: Deployment) =>
+  `${d.id} ${d.status} (sequence ${d.sequence}, plan ${d.plan.id}, heartbeat until ${d.heartbeatExpiresAt})` +
+  (d.detail ? `: ${d.detail}` : '') +
+  (d.reconciledBy ? `; reconciled by ${d.reconciledBy}: ${d.reconcileNote}` : '');
+
+function table(rows: Record<string, string | number | null>[]): string {
+  if (!rows.length) return '(none)';
+  const text = (v: string | number | null) => (v == null ? '-' : String(v));
+  const columns = Object.keys(rows[0]);
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => text(r[c]).length)));
+  const format = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
+  return [
+    format(columns.map((c) => c.toUpperCase())),
+    ...rows.map((r) => format(columns.map((c) => text(r[c])))),
+  ].join('\n');
+}
+
+/**
+ * Runs one `deploy` command; returns the exit code. Usage mistakes print to stderr and
+ * return 2; the deployment refusals return 7; any other failure is thrown to the caller,
+ * which maps it like every other command's.
+ */
+export async function deploy(
+  argv: string[],
+  out: (text: string) => void = (t) => process.stdout.write(`${t}\n`),
+  err: (text: string) => void = (t) => process.stderr.write(`${t}\n`),
+): Promise<number> {
+  const usage = (message: string) => {
+    err(`planfence: ${message}`);
+    return 2;
+  };
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        url: { type: 'string' },
+        token: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', default: false },
+        plan: { type: 'string' },
+        heartbeat: { type: 'string' },
+        key: { type: 'string' },
+        succeeded: { type: 'boolean', default: false },
+        failed: { type: 'boolean', default: false },
+        detail: { type: 'string' },
+        outcome: { type: 'string' },
+        note: { type: 'string' },
+        first: { type: 'string' },
+      },
+    });
+  } catch (error) {
+    return usage((error as Error).message);
+  }
+  const { values, positionals } = parsed;
+  const [verb, target] = positionals;
+  if (values.help || !verb) {
+    out(DEPLOY_HELP);
+    return values.help ? 0 : 2;
+  }
+  const token = values.token ?? process.env.PLANFENCE_TOKEN;
+  if (!token) return usage('no token: pass --token or set PLANFENCE_TOKEN');
+  const client = new PlanfenceClient({
+    url: values.url ?? process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
+    token,
+  });
+  const deployments = new Deployments(client);
+  const whole = (value: string | undefined) =>
+    value === undefined ? undefined : /^\d+$/.test(value) ? Number(value) : NaN;
+  const heartbeatSeconds = whole(values.heartbeat);
+  if (Number.isNaN(heartbeatSeconds)) return usage('--heartbeat must be a whole number of seconds');
+  const print = (value: unknown, human: () => string) =>
+    out(values.json ? JSON.stringify(value, null, 2) : human());
+  if (!target) return usage(`usage: see planfence deploy --help`);
+
+  try {
+    switch (verb) {
+      case 'start': {
+        const planId = values.plan ?? (await client.currentPlan(target))?.id;
+        if (!planId) return usage(`nothing is published in ${target}: there is no plan to deploy`);
+        const started = await deployments.start(target, planId, {
+          heartbeatSeconds,
+          idempotencyKey: values.key,
+        });
+        print(started, () => line(started));
+        return 0;
+      }
+      case 'heartbeat': {
+        const beaten = await deployments.heartbeat(target, heartbeatSeconds);
+        print(beaten, () => line(beaten));
+        return 0;
+      }
+      case 'finish': {
+        if (values.succeeded === values.failed)
+          return usage('deploy finish needs exactly one of --succeeded and --failed');
+        const outcome: DeploymentOutcome = values.succeeded ? 'SUCCEEDED' : 'FAILED';
+        const finished = await deployments.finish(target, outcome, {
+          detail: values.detail,
+          idempotencyKey: values.key,
+        });
+        print(finished, () => line(finished));
+        return 0;
+      }
+      case 'reconcile': {
+        const outcome = values.outcome?.toUpperCase();
+        if (outcome !== 'SUCCEEDED' && outcome !== 'FAILED')
+          return usage('deploy reconcile needs --outcome SUCCEEDED|FAILED');
+        if (!values.note) return usage('deploy reconcile needs --note TEXT');
+        const reconciled = await deployments.reconcile(target, outcome, values.note);
+        print(reconciled, () => line(reconciled));
+        return 0;
+      }
+      case 'show': {
+        const found = await deployments.get(target);
+        if (!found) return usage(`deployment ${target} does not exist`);
+        print(found, () => line(found));
+        return 0;
+      }
+      case 'list': {
+        const first = whole(values.first);
+        if (Number.isNaN(first)) return usage('--first must be a whole number');
+        const list = await deployments.list(target, { first });
+        print(list, () => table(list.map(row)));
+        return 0;
+      }
+      default:
+        return usage(`unknown command "deploy ${verb}"; see planfence deploy --help`);
+    }
+  } catch (error) {
+    if (error instanceof DeploymentActiveError || error instanceof DeploymentNotActiveError) {
+      const details = Object.entries(error.extensions)
+        .filter(([k]) => k !== 'code')
+        .map(([k, v]) => `${k}=${String(v as string | null)}`);
+      err(`planfence: ${error.code}: ${error.message} (${details.join(', ')})`);
+      return 7;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,258 @@
+import { randomUUID } from 'node:crypto';
+import type { Plan, PlanfenceClient } from './client.js';
+import { IdempotencyInProgressError, PlanfenceError, TransportError } from './errors.js';
+
+export type DeploymentStatus = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
+export type DeploymentOutcome = 'SUCCEEDED' | 'FAILED';
+
+export interface Deployment {
+  /** `<environment>#<sequence>` */
+  id: string;
+  environment: string;
+  /** The fencing token to hand to the system that applies the plan. */
+  sequence: number;
+  plan: { id: string; contentHash: string };
+  status: DeploymentStatus;
+  startedBy: string;
+  startedAt: string;
+  heartbeatExpiresAt: string;
+  finishedAt: string | null;
+  detail: string | null;
+  reconciledBy: string | null;
+  reconcileNote: string | null;
+}
+
+/** Another deployment of the environment is IN_PROGRESS or UNKNOWN. */
+export class DeploymentActiveError extends PlanfenceError {
+  get deploymentId(): string {
+    return this.extensions.deploymentId as string;
+  }
+  get status(): DeploymentStatus {
+    return this.extensions.status as DeploymentStatus;
+  }
+}
+
+/** The deployment ended, was reconciled, or is not the caller's: its reports are refused. */
+export class DeploymentNotActiveError extends PlanfenceError {
+  get status(): DeploymentStatus {
+    return this.extensions.status as DeploymentStatus;
+  }
+}
+
+export interface DeploymentContext {
+  /** The plan being deployed: the environment's current plan when the deployment started. */
+  plan: Plan;
+  deployment: Deployment;
+  /** The deployment sequence: pass it to the destination, which applies only a higher one than it last applied. */
+  sequence: number;
+  /** Aborts when a heartbeat is refused or cannot get through before the heartbeat expires: stop. */
+  signal: AbortSignal;
+}
+
+export interface WithDeploymentOptions {
+  /** How long a heartbeat keeps the deployment alive, 5–3600 (default 60). */
+  heartbeatSeconds?: number;
+  /** How often to heartbeat (default: a third of heartbeatSeconds). */
+  heartbeatEveryMs?: number;
+  /** The finish detail for a result (default: none). A failure's detail is its message. */
+  describe?: (result: unknown) => string | undefined;
+}
+
+const DEPLOYMENT =
+  'id environment sequence status startedBy startedAt heartbeatExpiresAt finishedAt detail reconciledBy reconcileNote plan { id contentHash }';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The deployment codes as their own error classes. */
+function typed(error: unknown): unknown {
+  if (!(error instanceof PlanfenceError)) return error;
+  const body = { message: error.message, extensions: { ...error.extensions, code: error.code } };
+  if (error.code === 'DEPLOYMENT_ACTIVE') return new DeploymentActiveError(body);
+  if (error.code === 'DEPLOYMENT_NOT_ACTIVE') return new DeploymentNotActiveError(body);
+  return error;
+}
+
+/**
+ * Deployments of the published plan (DESIGN §10) for deployers and reviewers:
+ * `new Deployments(client)`. Start and finish carry one idempotency key per call, reused on
+ * every retry of transport failures; refusals are thrown at once, never retried.
+ */
+export class Deployments {
+  constructor(private readonly client: PlanfenceClient) {}
+
+  private async call<T>(field: string, query: string, variables: Record<string, unknown>) {
+    try {
+      return (await this.client.request<Record<string, T>>(query, variables))[field];
+    } catch (error) {
+      throw typed(error);
+    }
+  }
+
+  /** Retries transport failures (same key) with bounded back-off; anything else is thrown. */
+  private async retrying<T>(call: () => Promise<T>, attempts = 6): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (error) {
+        const retryable =
+          error instanceof TransportError || error instanceof IdempotencyInProgressError;
+        if (!retryable || attempt >= attempts) throw error;
+        await sleep(Math.random() * Math.min(3000, 100 * 2 ** (attempt - 1)));
+      }
+    }
+  }
+
+  start(
+    environment: string,
+    planId: string,
+    options: { heartbeatSeconds?: number; idempotencyKey?: string } = {},
+  ): Promise<Deployment> {
+    const input = {
+      environment,
+      planId,
+      heartbeatSeconds: options.heartbeatSeconds ?? 60,
+      idempotencyKey: options.idempotencyKey ?? randomUUID(),
+    };
+    return this.retrying(() =>
+      this.call<Deployment>(
+        'startDeployment',
+        `mutation($input: StartDeploymentInput!) { startDeployment(input: $input) { ${DEPLOYMENT} } }`,
+        { input },
+      ),
+    );
+  }
+
+  heartbeat(deploymentId: string, heartbeatSeconds = 60): Promise<Deployment> {
+    return this.call<Deployment>(
+      'heartbeatDeployment',
+      `mutation($input: HeartbeatDeploymentInput!) { heartbeatDeployment(input: $input) { ${DEPLOYMENT} } }`,
+      { input: { deploymentId, heartbeatSeconds } },
+    );
+  }
+
+  finish(
+    deploymentId: string,
+    outcome: DeploymentOutcome,
+    options: { detail?: string; idempotencyKey?: string } = {},
+  ): Promise<Deployment> {
+    const input = {
+      deploymentId,
+      outcome,
+      detail: options.detail,
+      idempotencyKey: options.idempotencyKey ?? randomUUID(),
+    };
+    return this.retrying(() =>
+      this.call<Deployment>(
+        'finishDeployment',
+        `mutation($input: FinishDeploymentInput!) { finishDeployment(input: $input) { ${DEPLOYMENT} } }`,
+        { input },
+      ),
+    );
+  }
+
+  /** REVIEWER or ADMIN: resolves an UNKNOWN deployment with what actually happened. */
+  reconcile(deploymentId: string, outcome: DeploymentOutcome, note: string): Promise<Deployment> {
+    return this.call<Deployment>(
+      'reconcileDeployment',
+      `mutation($input: ReconcileDeploymentInput!) { reconcileDeployment(input: $input) { ${DEPLOYMENT} } }`,
+      { input: { deploymentId, outcome, note } },
+    );
+  }
+
+  get(id: string): Promise<Deployment | null> {
+    return this.call<Deployment | null>(
+      'deployment',
+      `query($id: ID!) { deployment(id: $id) { ${DEPLOYMENT} } }`,
+      { id },
+    );
+  }
+
+  /** Newest first. */
+  list(
+    environment: string,
+    options: { first?: number; after?: string } = {},
+  ): Promise<Deployment[]> {
+    return this.call<Deployment[]>(
+      'deployments',
+      `query($e: String!, $first: Int!, $after: ID) { deployments(environment: $e, first: $first, after: $after) { ${DEPLOYMENT} } }`,
+      { e: environment, first: options.first ?? 50, after: options.after },
+    );
+  }
+
+  /**
+   * Deploys the environment's current plan: starts a deployment of it, heartbeats in the
+   * background, hands `work` the plan, the deployment sequence (the token to pass to the
+   * system that applies it) and a signal, and finishes SUCCEEDED when `work` resolves or
+   * FAILED (with the error's message) when it throws, then rethrows.
+   *
+   * The signal aborts when a heartbeat is refused or cannot get through before the
+   * heartbeat would expire: the deployment then reads UNKNOWN and may be reconciled by a
+   * person, after which this deployer's report is refused (DeploymentNotActiveError). If
+   * this process dies, nothing is reported: the deployment reads UNKNOWN, never SUCCEEDED.
+   */
+  async withDeployment<T>(
+    environment: string,
+    work: (context: DeploymentContext) => Promise<T>,
+    options: WithDeploymentOptions = {},
+  ): Promise<{ result: T; deployment: Deployment }> {
+    const heartbeatSeconds = options.heartbeatSeconds ?? 60;
+    const everyMs = options.heartbeatEveryMs ?? (heartbeatSeconds * 1000) / 3;
+    const plan = await this.client.currentPlan(environment);
+    if (!plan) throw new Error(`environment "${environment}" has no published plan to deploy`);
+    const deployment = await this.start(environment, plan.id, { heartbeatSeconds });
+    const controller = new AbortController();
+    let beating = true;
+    let stopBeating!: () => void;
+    const stopped = new Promise<void>((resolve) => (stopBeating = resolve));
+    const heartbeats = (async () => {
+      // Judged on this process's monotonic clock: the service's timestamps are not compared with ours.
+      let deadline = performance.now() + heartbeatSeconds * 1000;
+      while (beating && !controller.signal.aborted) {
+        // Woken early (and its timer cleared) when the work ends, so that nothing lingers.
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, everyMs);
+          void stopped.then(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+        if (!beating) return;
+        try {
+          const sent = performance.now();
+          await this.heartbeat(deployment.id, heartbeatSeconds);
+          deadline = sent + heartbeatSeconds * 1000;
+        } catch (error) {
+          // A transport failure is retried until the heartbeat would have expired; a refusal is final.
+          if (error instanceof TransportError && performance.now() < deadline - everyMs) continue;
+          controller.abort(error);
+        }
+      }
+    })();
+    const stop = async () => {
+      beating = false;
+      stopBeating();
+      await heartbeats.catch(() => undefined);
+    };
+    let result: T;
+    try {
+      result = await work({
+        plan,
+        deployment,
+        sequence: deployment.sequence,
+        signal: controller.signal,
+      });
+    } catch (error) {
+      await stop();
+      // The work's failure is what the caller must see; a refused report (the deployment was
+      // reconciled meanwhile) changes nothing about it.
+      await this.finish(deployment.id, 'FAILED', {
+        detail: (error as Error).message?.slice(0, 4096) || 'failed',
+      }).catch(() => undefined);
+      throw error;
+    }
+    await stop();
+    const detail = options.describe?.(result);
+    const finished = await this.finish(deployment.id, 'SUCCEEDED', detail ? { detail } : {});
+    return { result, deployment: finished };
+  }
+}

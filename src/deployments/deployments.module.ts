@@ -1,0 +1,11 @@
+import { Module } from '@nestjs/common';
+import { FencingModule } from '../fencing/fencing.module.js';
+import { DeploymentsResolver } from './deployments.resolver.js';
+import { DeploymentsService } from './deployments.service.js';
+import { EnvironmentDeploymentsResolver } from './environment-deployments.resolver.js';
+
+@Module({
+  imports: [FencingModule],
+  providers: [DeploymentsService, DeploymentsResolver, EnvironmentDeploymentsResolver],
+})
+export class DeploymentsModule {}

@@ -1,0 +1,101 @@
+import {
+  Args,
+  Context,
+  Mutation,
+  Parent,
+  Query,
+  ResolveField,
+  Resolver,
+  Subscription,
+} from '@nestjs/graphql';
+import { Principal, Role } from '../auth/principal.entity.js';
+import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
+import { EnvironmentArgs } from '../environments/dto/environment.args.js';
+import { deploymentChangedTopic } from '../events/events.service.js';
+import { Plan } from '../plans/plan.entity.js';
+import { Deployment } from './deployment.entity.js';
+import { DeploymentsService } from './deployments.service.js';
+import {
+  DeploymentArgs,
+  DeploymentsArgs,
+  FinishDeploymentInput,
+  HeartbeatDeploymentInput,
+  ReconcileDeploymentInput,
+  StartDeploymentInput,
+} from './dto/deployment.input.js';
+
+@Resolver(() => Deployment)
+export class DeploymentsResolver {
+  constructor(private readonly service: DeploymentsService) {}
+
+  @Query(() => Deployment, { nullable: true })
+  deployment(@Args() { id }: DeploymentArgs): Promise<Deployment | null> {
+    return this.service.find(id);
+  }
+
+  @Query(() => [Deployment], { description: 'Newest first.' })
+  deployments(@Args() args: DeploymentsArgs): Promise<Deployment[]> {
+    return this.service.list(args);
+  }
+
+  /**
+   * R18: starts a deployment of the environment's current plan. Rejections:
+   * PRECONDITION_FAILED {currentPlanId}, DEPLOYMENT_ACTIVE {deploymentId, status},
+   * IDEMPOTENCY_KEY_REUSED, NOT_FOUND.
+   */
+  @Roles(Role.DEPLOYER)
+  @Mutation(() => Deployment)
+  startDeployment(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: StartDeploymentInput,
+  ): Promise<Deployment> {
+    return this.service.start(principal, input);
+  }
+
+  /** R19: the starter's heartbeat. DEPLOYMENT_NOT_ACTIVE {status} once it ended or for anyone else. */
+  @Roles(Role.DEPLOYER)
+  @Mutation(() => Deployment)
+  heartbeatDeployment(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: HeartbeatDeploymentInput,
+  ): Promise<Deployment> {
+    return this.service.heartbeat(principal, input);
+  }
+
+  /** R19: the starter's report. DEPLOYMENT_NOT_ACTIVE {status} once it ended (or was reconciled) or for anyone else. */
+  @Roles(Role.DEPLOYER)
+  @Mutation(() => Deployment)
+  finishDeployment(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: FinishDeploymentInput,
+  ): Promise<Deployment> {
+    return this.service.finish(principal, input);
+  }
+
+  /**
+   * R20: resolves an UNKNOWN deployment. DEPLOYMENT_ACTIVE {deploymentId, status} while its
+   * heartbeat is live; DEPLOYMENT_NOT_ACTIVE {status} once it ended.
+   */
+  @Roles(Role.REVIEWER)
+  @Mutation(() => Deployment)
+  reconcileDeployment(
+    @CurrentPrincipal() principal: Principal,
+    @Args('input') input: ReconcileDeploymentInput,
+  ): Promise<Deployment> {
+    return this.service.reconcile(principal, input);
+  }
+
+  @ResolveField('plan', () => Plan)
+  plan(@Parent() deployment: Deployment): Promise<Plan> {
+    return this.service.plan(deployment);
+  }
+
+  /** Every change of a deployment's status, after its commit, in commit order. */
+  @Subscription(() => Deployment, { description: "Every change of a deployment's status." })
+  deploymentChanged(
+    @Args() { environment }: EnvironmentArgs,
+    @Context('pubsub') pubsub: { subscribe(topic: string): Promise<AsyncIterable<unknown>> },
+  ): Promise<AsyncIterable<unknown>> {
+    return pubsub.subscribe(deploymentChangedTopic(environment));
+  }
+}

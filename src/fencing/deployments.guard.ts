@@ -1,0 +1,279 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditService } from '../audit/audit.service.js';
+import { Database, execute, RetryTransaction, select } from '../database/database.js';
+import { findOne, findOneOrFail } from '../database/rows.js';
+import {
+  Deployment,
+  DeploymentOutcome,
+  DeploymentStatus,
+  deploymentId,
+  statusAt,
+} from '../deployments/deployment.entity.js';
+import { DeploymentError } from '../deployments/deployments.errors.js';
+import { Environment } from '../environments/environment.entity.js';
+import { EnvironmentError } from '../environments/environment.errors.js';
+import { EventsService } from '../events/events.service.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+
+/** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
+const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
+
+/** `<environment>#<sequence>`, already validated by the input's pattern. */
+export function parseDeploymentId(id: string): { environment: string; sequence: number } {
+  const at = id.lastIndexOf('#');
+  return { environment: id.slice(0, at), sequence: Number(id.slice(at + 1)) };
+}
+
+/** Rows of an `UPDATE ... RETURNING`: PostgreSQL's driver answers it with [rows, affected]. */
+async function updateReturning<R>(
+  m: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown>,
+): Promise<R[]> {
+  const result = await select<unknown>(m, sql, parameters);
+  return (Array.isArray(result[0]) ? result[0] : result) as R[];
+}
+
+/**
+ * The deployment guard (DESIGN §10, R18–R21). Every statement that writes a deployment row
+ * or status, or an environment's deployment sequence, is in this class; each decision is
+ * one conditional statement whose affected-row count decides (R2), and the rows are read
+ * only afterwards, to name a rejection.
+ *
+ * Every method runs inside the caller's write transaction (`m`) and throws a rejection
+ * only before it has written anything but the UNKNOWN status of lapsed deployments, which
+ * is true whatever the decision.
+ */
+@Injectable()
+export class DeploymentsGuard {
+  constructor(
+    private readonly db: Database,
+    private readonly events: EventsService,
+    private readonly audit: AuditService,
+    private readonly metrics: MetricsService,
+  ) {}
+
+  /**
+   * R19: an IN_PROGRESS deployment whose heartbeat lapsed by `now` is stored as UNKNOWN (it
+   * already reads so). In one environment, or in all of them (`null`: the retention job).
+   */
+  async markLapsed(m: EntityManager, environment: string | null, now: number): Promise<number> {
+    const lapsed = await updateReturning<{ id: string }>(
+      m,
+      `UPDATE deployments SET status = 'UNKNOWN'
+       WHERE status = 'IN_PROGRESS' AND heartbeat_expires_at <= :now
+         ${environment != null ? 'AND environment = :environment' : ''}
+       RETURNING id`,
+      { now, environment },
+    );
+    for (const { id } of lapsed) {
+      const deployment = await findOneOrFail(m, Deployment, { id });
+      await this.audit.record(m, now, {
+        environment: deployment.environment,
+        actor: 'planfence',
+        action: 'DEPLOYMENT_LAPSED',
+        planId: deployment.planId,
+        outcome: AuditOutcome.ACCEPTED,
+        detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
+      });
+      this.changed(m, deployment);
+    }
+    return lapsed.length;
+  }
+
+  /**
+   * R18: accepted iff `planId` is the environment's current plan and none of its
+   * deployments is IN_PROGRESS or UNKNOWN; the new row takes the environment's next
+   * deployment sequence. Rejections: NOT_FOUND, PRECONDITION_FAILED {currentPlanId},
+   * DEPLOYMENT_ACTIVE {deploymentId, status}.
+   */
+  async start(
+    m: EntityManager,
+    p: { environment: string; planId: string; principal: string; heartbeatMs: number; now: number },
+  ): Promise<Deployment> {
+    await this.markLapsed(m, p.environment, p.now);
+    // Two concurrent starts (PostgreSQL) compute the same sequence: the unique index on
+    // (environment, sequence) fails the later one, whose transaction runs again and then
+    // sees the first deployment.
+    const [inserted] = await select<{ sequence: number | string }>(
+      m,
+      `INSERT INTO deployments (id, environment, sequence, plan_id, status, started_by,
+         started_at, heartbeat_expires_at)
+       SELECT e.name || '#' || CAST(e.deployment_sequence + 1 AS VARCHAR(12)), e.name,
+         e.deployment_sequence + 1, CAST(:planId AS VARCHAR(100)), 'IN_PROGRESS',
+         CAST(:principal AS VARCHAR(63)), CAST(:now AS BIGINT), CAST(:expiresAt AS BIGINT)
+       FROM environments e
+       WHERE e.name = :environment AND e.current_plan_id = :planId
+         AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.environment = :environment
+                         AND d.${ACTIVE})
+       RETURNING sequence`,
+      { ...p, expiresAt: p.now + p.heartbeatMs },
+    );
+    if (!inserted) throw await this.whyStartRejected(m, p);
+    const sequence = Number(inserted.sequence);
+    // The sequence is the environment's counter: it moves with the row, in this transaction,
+    // and only while the pointer still names the plan (a publication that committed meanwhile
+    // makes this transaction run again and see it).
+    const counted = await execute(
+      m,
+      `UPDATE environments SET deployment_sequence = :sequence
+       WHERE name = :environment AND deployment_sequence = :previous AND current_plan_id = :planId`,
+      { ...p, sequence, previous: sequence - 1 },
+    );
+    if (counted !== 1) throw new RetryTransaction(`deployment sequence of ${p.environment} moved`);
+    const deployment = await findOneOrFail(m, Deployment, {
+      id: deploymentId(p.environment, sequence),
+    });
+    this.changed(m, deployment);
+    return deployment;
+  }
+
+  /** R19: only the starter, only while IN_PROGRESS or UNKNOWN and unreconciled; it reads IN_PROGRESS again. */
+  async heartbeat(
+    m: EntityManager,
+    p: { id: string; principal: string; heartbeatMs: number; now: number },
+  ): Promise<Deployment> {
+    await this.markLapsed(m, parseDeploymentId(p.id).environment, p.now);
+    const params = { ...p, expiresAt: p.now + p.heartbeatMs };
+    // A heartbeat after a lapse (before any reconcile) brings the deployment back: a change of status.
+    const revived = await execute(
+      m,
+      `UPDATE deployments SET heartbeat_expires_at = :expiresAt, status = 'IN_PROGRESS'
+       WHERE id = :id AND started_by = :principal AND status = 'UNKNOWN'`,
+      params,
+    );
+    const beaten =
+      revived ||
+      (await execute(
+        m,
+        `UPDATE deployments SET heartbeat_expires_at = :expiresAt
+         WHERE id = :id AND started_by = :principal AND status = 'IN_PROGRESS'`,
+        params,
+      ));
+    if (!beaten) throw await this.whyReportRejected(m, p);
+    const deployment = await findOneOrFail(m, Deployment, { id: p.id });
+    if (revived) this.changed(m, deployment);
+    return deployment;
+  }
+
+  /** R19: the starter's report, while IN_PROGRESS or UNKNOWN and unreconciled. */
+  async finish(
+    m: EntityManager,
+    p: {
+      id: string;
+      principal: string;
+      outcome: DeploymentOutcome;
+      detail: string | null;
+      now: number;
+    },
+  ): Promise<Deployment> {
+    await this.markLapsed(m, parseDeploymentId(p.id).environment, p.now);
+    const finished = await execute(
+      m,
+      `UPDATE deployments SET status = :outcome, finished_at = :now, detail = :detail
+       WHERE id = :id AND started_by = :principal AND ${ACTIVE}`,
+      p,
+    );
+    if (!finished) throw await this.whyReportRejected(m, p);
+    return this.ended(m, p.id, p.outcome);
+  }
+
+  /**
+   * R20: a REVIEWER or ADMIN resolves an UNKNOWN deployment. A live IN_PROGRESS one →
+   * DEPLOYMENT_ACTIVE {deploymentId, status}; a finished one → DEPLOYMENT_NOT_ACTIVE {status}.
+   */
+  async reconcile(
+    m: EntityManager,
+    p: { id: string; reviewer: string; outcome: DeploymentOutcome; note: string; now: number },
+  ): Promise<Deployment> {
+    await this.markLapsed(m, parseDeploymentId(p.id).environment, p.now);
+    const reconciled = await execute(
+      m,
+      `UPDATE deployments SET status = :outcome, finished_at = :now, reconciled_by = :reviewer,
+         reconcile_note = :note
+       WHERE id = :id AND (status = 'UNKNOWN'
+         OR (status = 'IN_PROGRESS' AND heartbeat_expires_at <= :now))`,
+      p,
+    );
+    if (!reconciled) {
+      const deployment = await this.deployment(m, p.id, p.now);
+      if (deployment.status === DeploymentStatus.IN_PROGRESS) {
+        throw new DeploymentError(
+          'DEPLOYMENT_ACTIVE',
+          `deployment ${p.id} is IN_PROGRESS with a live heartbeat: only an UNKNOWN one is reconciled`,
+          { deploymentId: deployment.id, status: deployment.status },
+        );
+      }
+      throw this.notActive(deployment, `deployment ${p.id} is already ${deployment.status}`);
+    }
+    return this.ended(m, p.id, p.outcome);
+  }
+
+  private async ended(m: EntityManager, id: string, outcome: DeploymentOutcome) {
+    const deployment = await findOneOrFail(m, Deployment, { id });
+    this.db.afterCommit(m, () => this.metrics.deploymentEnded(outcome));
+    this.changed(m, deployment);
+    return deployment;
+  }
+
+  private changed(m: EntityManager, deployment: Deployment): void {
+    this.events.deploymentChanged(m, deployment);
+  }
+
+  /** The deployment as it reads at `now`, or NOT_FOUND. */
+  private async deployment(m: EntityManager, id: string, now: number): Promise<Deployment> {
+    const deployment = await findOne(m, Deployment, { id });
+    if (!deployment) throw DeploymentError.notFound(id);
+    return statusAt(deployment, now);
+  }
+
+  private notActive(deployment: Deployment, message: string): DeploymentError {
+    return new DeploymentError('DEPLOYMENT_NOT_ACTIVE', message, { status: deployment.status });
+  }
+
+  private async whyStartRejected(
+    m: EntityManager,
+    p: { environment: string; planId: string; now: number },
+  ): Promise<Error> {
+    const env = await findOne(m, Environment, { name: p.environment });
+    if (!env) return EnvironmentError.notFound(p.environment);
+    if (env.currentPlanId !== p.planId) {
+      return new DeploymentError(
+        'PRECONDITION_FAILED',
+        `plan ${p.planId} is not the current plan of "${p.environment}"`,
+        { currentPlanId: env.currentPlanId },
+      );
+    }
+    const [active] = await select<{ id: string }>(
+      m,
+      `SELECT id FROM deployments WHERE environment = :environment AND ${ACTIVE}
+       ORDER BY sequence DESC LIMIT 1`,
+      p,
+    );
+    // Stryker disable next-line all: the start statement's other clauses are checked above, so an active deployment exists here.
+    if (!active) return new Error(`start in ${p.environment} rejected for no known reason`);
+    const deployment = await this.deployment(m, active.id, p.now);
+    return new DeploymentError(
+      'DEPLOYMENT_ACTIVE',
+      `deployment ${deployment.id} of "${p.environment}" is ${deployment.status}`,
+      { deploymentId: deployment.id, status: deployment.status },
+    );
+  }
+
+  private async whyReportRejected(
+    m: EntityManager,
+    p: { id: string; principal: string; now: number },
+  ): Promise<Error> {
+    const deployment = await this.deployment(m, p.id, p.now);
+    if (deployment.startedBy !== p.principal) {
+      return this.notActive(
+        deployment,
+        `deployment ${p.id} was started by ${deployment.startedBy}: only its starter reports on it`,
+      );
+    }
+    const by = deployment.reconciledBy ? `, reconciled by ${deployment.reconciledBy}` : '';
+    return this.notActive(deployment, `deployment ${p.id} is already ${deployment.status}${by}`);
+  }
+}
