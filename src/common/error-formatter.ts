@@ -126,6 +126,9 @@ function format(error: GraphQLError): Formatted[] {
   ];
 }
 
+/** Longest error message a client gets. */
+const MAX_MESSAGE_CHARS = 1000;
+
 /** graphql-js's "Did you mean ...?" hints, which spell out the schema. */
 const SUGGESTION = / ?Did you mean [^?]*\?/g;
 
@@ -158,20 +161,23 @@ export function formatGraphQLErrors(
 } {
   const request = context?.reply?.request;
   const hide = !options.suggestionsWithoutToken && !request?.principal;
-  const formatted = execution.errors.flatMap(format).map((f) =>
-    hide && f.error.message.includes('Did you mean')
-      ? {
-          ...f,
-          error: new GraphQLError(f.error.message.replace(SUGGESTION, ''), {
-            nodes: f.error.nodes,
-            source: f.error.source,
-            positions: f.error.positions,
-            path: f.error.path,
-            extensions: f.error.extensions,
-          }),
-        }
-      : f,
-  );
+  const formatted = execution.errors.flatMap(format).map((f) => {
+    let message = f.error.message;
+    if (hide && message.includes('Did you mean')) message = message.replace(SUGGESTION, '');
+    // graphql-js quotes client text (an operation name, an argument) in its messages: never echo megabytes back.
+    if (message.length > MAX_MESSAGE_CHARS) message = truncate(message, MAX_MESSAGE_CHARS);
+    if (message === f.error.message) return f;
+    return {
+      ...f,
+      error: new GraphQLError(message, {
+        nodes: f.error.nodes,
+        source: f.error.source,
+        positions: f.error.positions,
+        path: f.error.path,
+        extensions: f.error.extensions,
+      }),
+    };
+  });
   if (request)
     request.outcome = [...new Set(formatted.map((f) => String(f.error.extensions.code)))].join(',');
   const statusCode = execution.data

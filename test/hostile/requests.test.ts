@@ -303,7 +303,7 @@ test('deeply nested input never shows "Maximum call stack size exceeded"', async
   expect(names.environments.map((e) => e.name)).toEqual(['prod']);
 });
 
-test('a 2 MB operationName is cut in the request log', async () => {
+test('a 2 MB operationName is cut in the request log and not echoed in the answer', async () => {
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -314,7 +314,14 @@ test('a 2 MB operationName is cut in the request log', async () => {
   const logged = await startApp({}, undefined, pino({ level: 'info' }, sink));
   try {
     const name = 'x'.repeat(2_000_000);
-    await post(logged.url, JSON.stringify({ query: '{ whoami { name } }', operationName: name }));
+    const answer = await post(
+      logged.url,
+      JSON.stringify({ query: '{ whoami { name } }', operationName: name }),
+    );
+    // Refused, and the answer does not echo the name back either.
+    expect(answer.status).toBe(400);
+    expect(answer.body.errors![0].extensions!.code).toBe('BAD_USER_INPUT');
+    expect(JSON.stringify(answer.body).length).toBeLessThan(2000);
     const requestLine = lines
       .map((l) => JSON.parse(l) as { msg?: string; operation?: string; path?: string })
       .find((l) => l.msg === 'request' && l.path === '/graphql');
