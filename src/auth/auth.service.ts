@@ -224,8 +224,8 @@ export class AuthService implements OnApplicationBootstrap {
       const created = await execute(
         m,
         `INSERT INTO principals (name, role, token_hash, created_at, revoked_at, environments, expires_at, oidc_issuer)
-         SELECT :name, :role, :tokenHash, :now, NULL, :environments, :expiresAt, :issuer
-         WHERE NOT EXISTS (SELECT 1 FROM principals WHERE name = :name)`,
+         VALUES (:name, :role, :tokenHash, :now, NULL, :environments, :expiresAt, :issuer)
+         ON CONFLICT (name) DO NOTHING`,
         values,
       );
       if (!created) {
