@@ -13,6 +13,7 @@ import { ConfigError, loadConfig } from '../src/config/config.js';
 import { Database } from '../src/database/database.js';
 import { ADMIN_TOKEN, codeOf, ok, scratchDir, startApp, type TestApp } from './support/app.js';
 import { World } from './support/world.js';
+import { exchangeOidcToken, fromOidcToken } from '../src/client/identity.js';
 
 type KeyPair = Awaited<ReturnType<typeof generateKeyPair>>;
 
@@ -470,5 +471,31 @@ describe('PLANFENCE_OIDC_CONFIG is validated at start', () => {
         PLANFENCE_OIDC_CONFIG: join(dir.path, 'missing.json'),
       }),
     ).toThrow(/PLANFENCE_OIDC_CONFIG cannot be read/);
+  });
+});
+
+describe('the client', () => {
+  test('fromOidcToken exchanges a fresh JWT, and exchanges again once its token is near expiry', async () => {
+    let jwts = 0;
+    const getToken = async () => {
+      jwts++;
+      return sign(await claims({ environment: 'client' }), 'key-2');
+    };
+    const client = await fromOidcToken({ url: app.url }, getToken);
+    expect(jwts).toBe(1);
+    expect((await client.whoami()).name).toBe('gha:octo/app:client');
+    // The service clock of the tests stands before this machine's: to the client the
+    // token is already near its expiry, so each request exchanges a new JWT first.
+    expect((await client.whoami()).role).toBe('AGENT');
+    expect(jwts).toBeGreaterThan(1);
+  });
+
+  test('exchangeOidcToken throws the service’s refusal', async () => {
+    await expect(
+      exchangeOidcToken(
+        { url: app.url },
+        await sign(await claims({ repository_owner_id: '1' }), 'key-2'),
+      ),
+    ).rejects.toMatchObject({ code: 'FORBIDDEN' });
   });
 });
