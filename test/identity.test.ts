@@ -5,7 +5,9 @@
  * maps is FORBIDDEN; a mapped one becomes a short-lived planfence token with the rule's
  * role, groups and environments.
  */
+import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from 'jose';
@@ -497,5 +499,36 @@ describe('the client', () => {
         await sign(await claims({ repository_owner_id: '1' }), 'key-2'),
       ),
     ).rejects.toMatchObject({ code: 'FORBIDDEN' });
+  });
+});
+
+describe('planfence login', () => {
+  const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+  const login = (...args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const env = { ...process.env, PLANFENCE_URL: app.url };
+      execFile(process.execPath, [BIN, 'login', ...args], { env }, (error, stdout, stderr) => {
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+      });
+    });
+
+  test('--oidc-token-file prints a working token; a refused JWT is exit code 3', async () => {
+    const file = writeConfig(
+      'job.jwt',
+      `${await sign(await claims({ environment: 'cli' }), 'key-2')}\n`,
+    );
+    const run = await login('--oidc-token-file', file);
+    expect(run.code).toBe(0);
+    const token = run.stdout.trim();
+    expect(ok(await app.gql(token, '{ whoami { name } }')).whoami.name).toBe('gha:octo/app:cli');
+    const again = await login('--oidc-token-file', file);
+    expect(again.code).toBe(3);
+    expect(again.stderr).toContain('UNAUTHENTICATED');
+  });
+
+  test('without a token source it is a usage error', async () => {
+    const run = await login();
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('exactly one of');
   });
 });
