@@ -22,13 +22,7 @@ export interface PurgeReport {
  * PROPOSED plan that old has waited a month for review; once purged it can no longer be
  * approved (the fencing module refuses plans without content). PUBLISHED content stays.
  */
-export const PURGED_STATUSES = [
-  'SUPERSEDED',
-  'OBSOLETE',
-  'REJECTED',
-  'EXPIRED',
-  'PROPOSED',
-] as const;
+export const PURGED_STATUSES = ['SUPERSEDED', 'OBSOLETE', 'REJECTED', 'EXPIRED', 'PROPOSED'] as const;
 
 /**
  * Keeps the database from growing forever: expired idempotency records go, and so does
