@@ -18,6 +18,7 @@ import { EventsModule } from './events/events.module.js';
 import { subscriptionOptions } from './events/subscription-options.js';
 import { DashboardController } from './dashboard/dashboard.controller.js';
 import { HealthController } from './health/health.controller.js';
+import { IdentityModule } from './identity/identity.module.js';
 import { LeasesModule } from './leases/leases.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { PlansModule } from './plans/plans.module.js';
@@ -77,6 +78,7 @@ export class AppModule {
         PlansModule,
         RetentionModule,
         DeploymentsModule,
+        IdentityModule,
       ],
       controllers: [HealthController, DashboardController],
       providers: [{ provide: APP_FILTER, useClass: PassThroughGqlFilter }],

@@ -1,12 +1,28 @@
-import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
+import {
+  type CallHandler,
+  type CanActivate,
+  type ExecutionContext,
+  Injectable,
+  Logger,
+  type NestInterceptor,
+} from '@nestjs/common';
+import { ModuleRef, Reflector } from '@nestjs/core';
+import { GqlExecutionContext } from '@nestjs/graphql';
 import type { Counter } from 'prom-client';
+import { map, type Observable } from 'rxjs';
+import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditService } from '../audit/audit.service.js';
+import { Clock } from '../common/clock.js';
+import { Database } from '../database/database.js';
+import { exists } from '../database/rows.js';
+import { Environment } from '../environments/environment.entity.js';
 import { authentications } from '../limits/limit-metrics.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { AuthError } from './auth.errors.js';
 import { AuthService } from './auth.service.js';
 import { type Principal, Role } from './principal.entity.js';
-import { gqlRequest, ROLES_KEY, type RequestWithPrincipal } from './roles.decorator.js';
+import { gqlRequest, PUBLIC_KEY, ROLES_KEY, type RequestWithPrincipal } from './roles.decorator.js';
+import { allowsEnvironment, environmentsOfOperation } from './scope.js';
 
 /** What one request's authentication gave: cached on the request, success or failure. */
 interface AuthenticatedRequest extends RequestWithPrincipal {
@@ -43,12 +59,31 @@ export function authenticateOnce(
   return request.authentication;
 }
 
-/** Every GraphQL operation needs a bearer token; `@Roles` narrows who may call it (DESIGN §5). */
+/** `startDeployment` → `START_DEPLOYMENT` (an audit action, at most 32 characters). */
+function actionOf(handler: string): string {
+  return handler
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toUpperCase()
+    .slice(0, 32);
+}
+
+/**
+ * Every GraphQL operation needs a bearer token unless `@Public`; `@Roles` narrows who may
+ * call it (DESIGN §5). A token limited to environments (R26) may act only on those: this
+ * guard is the one place that checks it, for every query, mutation and subscription,
+ * reading the environment from the operation's arguments (scope.ts). Outside them →
+ * FORBIDDEN, recorded in the environment's audit log when the environment exists (R27).
+ */
 @Injectable()
 export class AuthGuard implements CanActivate {
+  private readonly logger = new Logger(AuthGuard.name);
+
   constructor(
     private readonly auth: AuthService,
     private readonly reflector: Reflector,
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly modules: ModuleRef,
     metrics: MetricsService,
   ) {
     this.lookups = authentications(metrics.registry);
@@ -58,10 +93,74 @@ export class AuthGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType<string>() !== 'graphql') return true;
+    if (this.reflector.get<boolean | undefined>(PUBLIC_KEY, context.getHandler())) return true;
     const principal = await authenticateOnce(this.auth, gqlRequest(context), this.lookups);
     const allowed = this.reflector.get<Role[] | undefined>(ROLES_KEY, context.getHandler());
     const role = principal.role;
-    if (!allowed || role === Role.ADMIN || allowed.includes(role)) return true;
-    throw new AuthError('FORBIDDEN', `role ${role} may not call ${context.getHandler().name}`);
+    if (allowed && role !== Role.ADMIN && !allowed.includes(role)) {
+      throw new AuthError('FORBIDDEN', `role ${role} may not call ${context.getHandler().name}`);
+    }
+    if (Array.isArray(principal.environments)) await this.checkScope(context, principal);
+    return true;
+  }
+
+  private async checkScope(context: ExecutionContext, principal: Principal): Promise<void> {
+    const handler = context.getHandler().name;
+    const args = GqlExecutionContext.create(context).getArgs<Record<string, unknown>>();
+    const outside = environmentsOfOperation(handler, args).find(
+      (environment) => !allowsEnvironment(principal.environments, environment),
+    );
+    if (outside === undefined) return;
+    const message = `this token may act only on environments matching ${principal.environments!.join(', ')}; not on "${outside}"`;
+    await this.audit(principal, handler, outside, message).catch((error: unknown) =>
+      this.logger.warn(`could not audit a refusal on ${outside}: ${(error as Error).message}`),
+    );
+    throw new AuthError('FORBIDDEN', message);
+  }
+
+  private async audit(
+    principal: Principal,
+    handler: string,
+    environment: string,
+    detail: string,
+  ): Promise<void> {
+    const audit = this.modules.get(AuditService, { strict: false });
+    await this.db.write(async (m) => {
+      if (!(await exists(m, Environment, { name: environment }))) return;
+      await audit.record(m, await this.clock.now(m), {
+        environment,
+        actor: principal.name,
+        action: actionOf(handler),
+        outcome: AuditOutcome.REJECTED,
+        code: 'FORBIDDEN',
+        detail,
+      });
+    });
+  }
+}
+
+/** List queries whose items belong to environments: a limited token sees only its environments' items. */
+const SCOPED_LISTS = new Set(['environments', 'reviewQueue']);
+
+/** Filters the answers of the list queries (`environments`, `reviewQueue`) to the caller's environments (R26). */
+@Injectable()
+export class EnvironmentScopeInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType<string>() !== 'graphql' || !SCOPED_LISTS.has(context.getHandler().name)) {
+      return next.handle();
+    }
+    const patterns = gqlRequest(context).principal?.environments;
+    if (!Array.isArray(patterns)) return next.handle();
+    return next
+      .handle()
+      .pipe(
+        map((items: unknown) =>
+          Array.isArray(items)
+            ? items.filter((item: { environment?: string; name?: string }) =>
+                allowsEnvironment(patterns, item.environment ?? item.name ?? ''),
+              )
+            : items,
+        ),
+      );
   }
 }

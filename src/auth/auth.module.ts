@@ -1,11 +1,16 @@
 import { Module } from '@nestjs/common';
-import { APP_GUARD } from '@nestjs/core';
-import { AuthGuard } from './auth.guard.js';
+import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { AuthGuard, EnvironmentScopeInterceptor } from './auth.guard.js';
 import { AuthResolver } from './auth.resolver.js';
 import { AuthService } from './auth.service.js';
 
 @Module({
-  providers: [AuthService, AuthResolver, { provide: APP_GUARD, useClass: AuthGuard }],
+  providers: [
+    AuthService,
+    AuthResolver,
+    { provide: APP_GUARD, useClass: AuthGuard },
+    { provide: APP_INTERCEPTOR, useClass: EnvironmentScopeInterceptor },
+  ],
   exports: [AuthService],
 })
 export class AuthModule {}

@@ -1,6 +1,11 @@
 import { Args, Mutation, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
 import { AuthService } from './auth.service.js';
-import { IssueTokenArgs, RevokeTokenArgs, SetPrincipalGroupsArgs } from './dto/token.args.js';
+import {
+  IssueTokenArgs,
+  RevokeTokenArgs,
+  RotateTokenArgs,
+  SetPrincipalGroupsArgs,
+} from './dto/token.args.js';
 import { IssuedToken, Principal } from './principal.entity.js';
 import { CurrentPrincipal, Roles } from './roles.decorator.js';
 
@@ -16,10 +21,26 @@ export class AuthResolver {
   /** ADMIN only. The token is in the answer once; ALREADY_EXISTS when the name is taken. */
   @Roles()
   @Mutation(() => IssuedToken)
-  async issueToken(@Args() { name, role, groups }: IssueTokenArgs): Promise<IssuedToken> {
-    const issued = await this.auth.issueToken(name, role);
-    if (groups?.length) await this.auth.setPrincipalGroups(name, groups);
-    return issued;
+  async issueToken(
+    @Args() { name, role, groups, environments, expiresInSeconds }: IssueTokenArgs,
+  ): Promise<IssuedToken> {
+    return this.auth.issueToken(name, role, { groups, environments, expiresInSeconds });
+  }
+
+  /** ADMIN only (R26). A new secret, shown once; the old one stops at once, open WebSockets included. */
+  @Roles()
+  @Mutation(() => IssuedToken, {
+    description: 'A new secret for the principal; the old one stops at once.',
+  })
+  rotateToken(@Args() { name }: RotateTokenArgs): Promise<IssuedToken> {
+    return this.auth.rotateToken(name);
+  }
+
+  /** ADMIN only. Every principal, revoked and expired ones too, in name order. */
+  @Roles()
+  @Query(() => [Principal])
+  principals(): Promise<Principal[]> {
+    return this.auth.list();
   }
 
   /** ADMIN only. Replaces the principal's groups (R14); later approval decisions count them. */

@@ -11,6 +11,7 @@ import {
 } from 'node:fs';
 import { dirname } from 'node:path';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
@@ -22,6 +23,15 @@ import { type IssuedToken, Principal, Role } from './principal.entity.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 
 export const ADMIN_NAME = 'admin';
+
+/** What a token may do besides its role (R14, R26). */
+export interface TokenScope {
+  groups?: string[] | null;
+  /** Environment name patterns; null or empty: all. */
+  environments?: string[] | null;
+  /** Lifetime from now, by the service clock; null: no expiry. */
+  expiresInSeconds?: number | null;
+}
 
 function newToken(): string {
   return `pf_${randomBytes(32).toString('base64url')}`;
@@ -56,16 +66,20 @@ export class AuthService implements OnApplicationBootstrap {
         current &&
         current.tokenHash === tokenHash &&
         current.role === Role.ADMIN &&
-        current.revokedAt == null
+        current.revokedAt == null &&
+        current.environments == null &&
+        current.expiresAt == null
       ) {
         return;
       }
       await this.db.write(async (m) => {
         const restored = await execute(
           m,
-          `UPDATE principals SET token_hash = :tokenHash, role = :role, revoked_at = NULL
+          `UPDATE principals SET token_hash = :tokenHash, role = :role, revoked_at = NULL,
+             environments = NULL, expires_at = NULL
            WHERE name = :name
-             AND (token_hash <> :tokenHash OR role <> :role OR revoked_at IS NOT NULL)`,
+             AND (token_hash <> :tokenHash OR role <> :role OR revoked_at IS NOT NULL
+               OR environments IS NOT NULL OR expires_at IS NOT NULL)`,
           { tokenHash, role: Role.ADMIN, name: ADMIN_NAME },
         );
         if (restored) await this.changes.changed(m, ADMIN_NAME);
@@ -76,6 +90,9 @@ export class AuthService implements OnApplicationBootstrap {
             tokenHash,
             createdAt: new Date(now),
             revokedAt: null,
+            environments: null,
+            expiresAt: null,
+            oidcIssuer: null,
           });
         }
       });
@@ -93,6 +110,9 @@ export class AuthService implements OnApplicationBootstrap {
           tokenHash: sha256(token),
           createdAt: new Date(now),
           revokedAt: null,
+          environments: null,
+          expiresAt: null,
+          oidcIssuer: null,
         }),
       );
     } catch (error) {
@@ -104,7 +124,10 @@ export class AuthService implements OnApplicationBootstrap {
     this.logger.log(`created the admin token; it is in ${path} (readable by its owner only)`);
   }
 
-  /** The principal a bearer header names; UNAUTHENTICATED for a missing, malformed, unknown or revoked token. */
+  /**
+   * The principal a bearer header names; UNAUTHENTICATED for a missing, malformed, unknown,
+   * revoked or expired token (R26: expired by the service clock, at its instant).
+   */
   async authenticate(header: string | undefined): Promise<Principal> {
     if (!header)
       throw new AuthError('UNAUTHENTICATED', 'missing Authorization: Bearer <token> header');
@@ -119,28 +142,131 @@ export class AuthService implements OnApplicationBootstrap {
     );
     if (!principal) throw new AuthError('UNAUTHENTICATED', 'unknown token');
     if (principal.revokedAt) throw new AuthError('UNAUTHENTICATED', 'this token was revoked');
+    if (principal.expiresAt && principal.expiresAt.getTime() <= (await this.clock.now())) {
+      throw new AuthError(
+        'UNAUTHENTICATED',
+        `this token expired at ${principal.expiresAt.toISOString()}`,
+      );
+    }
     return principal;
   }
 
-  async issueToken(name: string, role: Role): Promise<IssuedToken> {
+  /**
+   * A new principal with a new token: groups, environment patterns (null: all) and a
+   * lifetime (null: no expiry) are written in the same transaction. ALREADY_EXISTS when the
+   * name is taken.
+   */
+  async issueToken(name: string, role: Role, scope: TokenScope = {}): Promise<IssuedToken> {
     const token = newToken();
     const now = await this.clock.now();
     const principal = await this.db.write(async (m) => {
       if (await exists(m, Principal, { name })) {
         throw new AuthError('ALREADY_EXISTS', `principal "${name}" already exists`);
       }
-      const created = {
+      await insertRow(m, Principal, {
         name,
         role,
         tokenHash: sha256(token),
         createdAt: new Date(now),
         revokedAt: null,
-      };
-      await insertRow(m, Principal, created);
+        environments: scope.environments?.length ? [...new Set(scope.environments)] : null,
+        expiresAt: scope.expiresInSeconds ? new Date(now + scope.expiresInSeconds * 1000) : null,
+        oidcIssuer: null,
+      });
+      await this.writeGroups(m, name, scope.groups ?? []);
       return findOneOrFail(m, Principal, { name });
     });
     this.logger.log(`issued a ${role} token to ${name}`);
     return { principal, token };
+  }
+
+  /**
+   * The principal an OIDC exchange maps to (R25), with a new token that expires at
+   * `expiresAt`. A new name makes a new principal owned by `issuer`; a name this issuer's
+   * exchanges made before gets the new token, role, groups, environments and expiry (its
+   * previous token stops at once: one token per principal). FORBIDDEN when the name belongs
+   * to an issued token or another issuer, or was revoked. Runs in the caller's transaction.
+   */
+  async exchangePrincipal(
+    m: EntityManager,
+    grant: {
+      name: string;
+      role: Role;
+      groups: string[];
+      environments: string[] | null;
+      issuer: string;
+      expiresAt: number;
+      now: number;
+    },
+  ): Promise<IssuedToken> {
+    const token = newToken();
+    const values = {
+      name: grant.name,
+      role: grant.role,
+      tokenHash: sha256(token),
+      environments: grant.environments?.length
+        ? JSON.stringify([...new Set(grant.environments)])
+        : null,
+      expiresAt: grant.expiresAt,
+      issuer: grant.issuer,
+      now: grant.now,
+    };
+    const renewed = await execute(
+      m,
+      `UPDATE principals SET token_hash = :tokenHash, role = :role, environments = :environments,
+         expires_at = :expiresAt
+       WHERE name = :name AND oidc_issuer = :issuer AND revoked_at IS NULL`,
+      values,
+    );
+    if (renewed) {
+      await this.changes.changed(m, grant.name);
+    } else {
+      const created = await execute(
+        m,
+        `INSERT INTO principals (name, role, token_hash, created_at, revoked_at, environments, expires_at, oidc_issuer)
+         VALUES (:name, :role, :tokenHash, :now, NULL, :environments, :expiresAt, :issuer)
+         ON CONFLICT (name) DO NOTHING`,
+        values,
+      );
+      if (!created) {
+        throw new AuthError(
+          'FORBIDDEN',
+          `principal "${grant.name}" exists and is not one this issuer's exchanges may renew (an issued token, another issuer's, or revoked)`,
+        );
+      }
+    }
+    await this.writeGroups(m, grant.name, grant.groups);
+    return { principal: await findOneOrFail(m, Principal, { name: grant.name }), token };
+  }
+
+  /**
+   * R26: a new secret for `name`; the old one stops at once, on every instance, and its
+   * open WebSockets close. Role, groups, environments and expiry stay. NOT_FOUND for an
+   * unknown principal, FORBIDDEN for a revoked one.
+   */
+  async rotateToken(name: string): Promise<IssuedToken> {
+    const token = newToken();
+    const principal = await this.db.write(async (m) => {
+      const rotated = await execute(
+        m,
+        'UPDATE principals SET token_hash = :tokenHash WHERE name = :name AND revoked_at IS NULL',
+        { tokenHash: sha256(token), name },
+      );
+      const found = await findOne(m, Principal, { name });
+      if (!found) throw new AuthError('NOT_FOUND', `principal "${name}" does not exist`);
+      if (!rotated) {
+        throw new AuthError('FORBIDDEN', `principal "${name}" was revoked; issue a new token`);
+      }
+      await this.changes.changed(m, name);
+      return found;
+    });
+    this.logger.log(`rotated the token of ${name}`);
+    return { principal, token };
+  }
+
+  /** Every principal, in name order (ADMIN). */
+  list(): Promise<Principal[]> {
+    return this.db.read((m) => m.find(Principal, { order: { name: 'ASC' } }));
   }
 
   /**
@@ -185,18 +311,22 @@ export class AuthService implements OnApplicationBootstrap {
     const principal = await this.db.write(async (m) => {
       const found = await findOne(m, Principal, { name });
       if (!found) throw new AuthError('NOT_FOUND', `principal "${name}" does not exist`);
-      await execute(m, 'DELETE FROM principal_groups WHERE principal = :name', { name });
-      for (const group of new Set(groups)) {
-        await execute(
-          m,
-          'INSERT INTO principal_groups (principal, group_name) VALUES (:name, :group)',
-          { name, group },
-        );
-      }
+      await this.writeGroups(m, name, groups);
       return found;
     });
     this.logger.log(`set the groups of ${name}: ${[...new Set(groups)].join(', ') || '(none)'}`);
     return principal;
+  }
+
+  private async writeGroups(m: EntityManager, name: string, groups: string[]): Promise<void> {
+    await execute(m, 'DELETE FROM principal_groups WHERE principal = :name', { name });
+    for (const group of new Set(groups)) {
+      await execute(
+        m,
+        'INSERT INTO principal_groups (principal, group_name) VALUES (:name, :group)',
+        { name, group },
+      );
+    }
   }
 
   /** The principal's groups, by name. */

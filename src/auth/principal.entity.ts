@@ -2,6 +2,14 @@ import { Field, GraphQLISODateTime, ObjectType, registerEnumType } from '@nestjs
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
 
+/** Environment patterns stored as a JSON array; null stays null (all environments). */
+const patternList = {
+  to: (value: string[] | null | undefined): string | null =>
+    value == null ? null : JSON.stringify(value),
+  from: (value: string | null): string[] | null =>
+    value == null ? null : (JSON.parse(value) as string[]),
+};
+
 export enum Role {
   ADMIN = 'ADMIN',
   AGENT = 'AGENT',
@@ -16,7 +24,7 @@ registerEnumType(Role, { name: 'Role' });
 @Entity('principals')
 export class Principal {
   @Field()
-  @PrimaryColumn({ type: 'varchar', length: 63 })
+  @PrimaryColumn({ type: 'varchar', length: 255 })
   name: string;
 
   @Field(() => Role)
@@ -34,6 +42,23 @@ export class Principal {
   @Field(() => GraphQLISODateTime, { nullable: true })
   @Column({ name: 'revoked_at', type: 'bigint', nullable: true, transformer: millis })
   revokedAt: Date | null;
+
+  /** R26: environment name patterns (`*` matches any run of characters) this token may act on; null: all. */
+  @Field(() => [String], {
+    nullable: true,
+    description: 'Environment name patterns this principal may act on; null: all.',
+  })
+  @Column({ type: 'text', nullable: true, transformer: patternList })
+  environments: string[] | null;
+
+  /** R26: from this instant on (service clock) the token is UNAUTHENTICATED; null: never. */
+  @Field(() => GraphQLISODateTime, { nullable: true })
+  @Column({ name: 'expires_at', type: 'bigint', nullable: true, transformer: millis })
+  expiresAt: Date | null;
+
+  /** The OIDC issuer whose exchanges made (and may renew) this principal; null for issued tokens. */
+  @Column({ name: 'oidc_issuer', type: 'varchar', length: 255, nullable: true })
+  oidcIssuer: string | null;
 }
 
 @ObjectType()

@@ -7,6 +7,11 @@ export const ROLES_KEY = 'planfence:roles';
 /** Roles allowed besides ADMIN, which may do everything. Without it, every authenticated role may. */
 export const Roles = (...roles: Role[]) => SetMetadata(ROLES_KEY, roles);
 
+export const PUBLIC_KEY = 'planfence:public';
+
+/** An operation that needs no bearer token (its argument is the credential, e.g. an OIDC JWT). */
+export const Public = () => SetMetadata(PUBLIC_KEY, true);
+
 export interface RequestWithPrincipal {
   headers: Record<string, string | string[] | undefined>;
   principal?: Principal;

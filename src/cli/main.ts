@@ -20,6 +20,7 @@ import {
 import { audit, current } from './commands/reads.js';
 import { issueToken, revokeToken } from './commands/tokens.js';
 import { deploy } from './commands/deploy.js';
+import { login } from './commands/login.js';
 
 const HELP = `planfence — guard the publication of deployment plans
 
@@ -46,6 +47,7 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   current ENV [--watch [--interval SECONDS]]
   audit ENV [--first N]
   deploy start|heartbeat|finish|reconcile|show|list ...   see planfence deploy --help
+  login --oidc-token-file PATH | --github-actions   a short-lived token for a CI job (planfence login --help)
 
 Options:
   --url URL       the service (default: $PLANFENCE_URL, else http://127.0.0.1:4000)
@@ -114,6 +116,7 @@ export async function run(
   out: (text: string) => void = (t) => process.stdout.write(`${t}\n`),
 ): Promise<number> {
   if (argv[0] === 'deploy') return deploy(argv.slice(1), out);
+  if (argv[0] === 'login') return login(argv.slice(1), out);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

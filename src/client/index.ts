@@ -2,3 +2,4 @@
 export * from './client.js';
 export * from './errors.js';
 export * from './deployments.js';
+export * from './identity.js';

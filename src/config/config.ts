@@ -1,4 +1,5 @@
 import { dirname, resolve } from 'node:path';
+import { type OidcConfig, OidcConfigProblem, readOidcConfig } from '../identity/oidc-config.js';
 
 export type SqliteSynchronous = 'FULL' | 'NORMAL';
 
@@ -28,6 +29,22 @@ export interface Config {
   limits: LimitsConfig;
   /** HTTP server timeouts, body and connection caps, shutdown deadline (docs/limits.md). */
   http: HttpConfig;
+  /** OIDC token exchange (docs/identity.md). */
+  identity: IdentityConfig;
+}
+
+/** OIDC token exchange (DESIGN §12, docs/identity.md). */
+export interface IdentityConfig {
+  /** The trusted issuers and their rules (PLANFENCE_OIDC_CONFIG); null: exchange is off. */
+  oidc: OidcConfig | null;
+  /** A JWKS or discovery fetch that takes longer fails (the exchange is UNAUTHENTICATED). */
+  jwksTimeoutMs: number;
+  /** After a fetch, an unknown `kid` triggers no new fetch for this long. */
+  jwksCooldownMs: number;
+  /** Leeway for exp and nbf. */
+  clockToleranceSeconds: number;
+  /** The longest life of an exchanged token (never beyond the JWT's exp). */
+  maxTokenSeconds: number;
 }
 
 /**
@@ -304,6 +321,27 @@ export function loadConfig(env: Env = process.env): Config {
     storage: storage(env),
     limits: limits(env),
     http: http(env, maxPlanBytes),
+    identity: identity(env),
+  };
+}
+
+function identity(env: Env): IdentityConfig {
+  const path = env.PLANFENCE_OIDC_CONFIG;
+  let oidc: OidcConfig | null = null;
+  if (path) {
+    try {
+      oidc = readOidcConfig(path);
+    } catch (error) {
+      if (!(error instanceof OidcConfigProblem)) throw error;
+      throw new ConfigError('PLANFENCE_OIDC_CONFIG', error.message);
+    }
+  }
+  return {
+    oidc,
+    jwksTimeoutMs: integer(env, 'PLANFENCE_OIDC_JWKS_TIMEOUT_MS', 5000, 100, 60_000),
+    jwksCooldownMs: integer(env, 'PLANFENCE_OIDC_JWKS_COOLDOWN_SECONDS', 30, 0, 3600) * 1000,
+    clockToleranceSeconds: integer(env, 'PLANFENCE_OIDC_CLOCK_TOLERANCE_SECONDS', 5, 0, 300),
+    maxTokenSeconds: integer(env, 'PLANFENCE_OIDC_MAX_TOKEN_SECONDS', 3600, 60, 3600),
   };
 }
 

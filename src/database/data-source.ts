@@ -10,6 +10,7 @@ import { Principal } from '../auth/principal.entity.js';
 import type { Config } from '../config/config.js';
 import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
 import { Deployments1764700000000 } from '../../migrations/1764700000000-deployments.js';
+import { ScopedTokens1764800000000 } from '../../migrations/1764800000000-scoped-tokens.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -31,6 +32,7 @@ export const migrations = [
   ApprovalPolicies1764600000000,
   StorageIdentity1764610000000,
   Deployments1764700000000,
+  ScopedTokens1764800000000,
 ];
 
 /**

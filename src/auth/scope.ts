@@ -1,0 +1,56 @@
+/**
+ * R26: environment name patterns. `*` matches any run of characters; everything else
+ * matches itself. A principal without patterns (null) may act on every environment.
+ */
+export const ENVIRONMENT_PATTERN = /^[a-z0-9*][a-z0-9._*-]{0,62}$/;
+export const MAX_ENVIRONMENT_PATTERNS = 20;
+
+export function matchesPattern(name: string, pattern: string): boolean {
+  const expression = pattern
+    .split('*')
+    .map((part) => part.replace(/[.+?^${}()|[\]\\-]/g, '\\$&'))
+    .join('.*');
+  return new RegExp(`^${expression}$`).test(name);
+}
+
+/** Whether a principal limited to `patterns` (null: unlimited) may act on `environment`. */
+export function allowsEnvironment(
+  patterns: string[] | null | undefined,
+  environment: string,
+): boolean {
+  return (
+    !Array.isArray(patterns) || patterns.some((pattern) => matchesPattern(environment, pattern))
+  );
+}
+
+/** The environment part of a plan id (`<environment>@<generation>.<sequence>`). */
+function beforeLast(id: string, separator: string): string | null {
+  const at = id.lastIndexOf(separator);
+  return at > 0 ? id.slice(0, at) : null;
+}
+
+/**
+ * The environments a GraphQL operation acts on, read from its arguments: `environment`
+ * (top level or in `input`), the environment part of `planId` / `deploymentId`, and the id
+ * or name argument of the operations that address one plan, deployment or environment by it.
+ * Every environment-scoped operation of the schema names its environment one of these ways.
+ */
+export function environmentsOfOperation(handler: string, args: Record<string, unknown>): string[] {
+  const found = new Set<string>();
+  const take = (value: unknown, pick: (text: string) => string | null = (text) => text) => {
+    if (typeof value !== 'string') return;
+    const environment = pick(value);
+    if (environment) found.add(environment);
+  };
+  for (const source of [args, args.input as Record<string, unknown> | undefined]) {
+    if (!source || typeof source !== 'object') continue;
+    take(source.environment);
+    take(source.planId, (id) => beforeLast(id, '@'));
+    take(source.deploymentId, (id) => beforeLast(id, '#'));
+  }
+  if (handler === 'plan') take(args.id, (id) => beforeLast(id, '@'));
+  if (handler === 'deployment') take(args.id, (id) => beforeLast(id, '#'));
+  if (handler === 'environment') take(args.name);
+  if (handler === 'createEnvironment') take((args.input as { name?: unknown } | undefined)?.name);
+  return [...found];
+}

@@ -1,0 +1,310 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  createRemoteJWKSet,
+  decodeJwt,
+  errors as joseErrors,
+  type JWTPayload,
+  jwtVerify,
+} from 'jose';
+import { AuthError } from '../auth/auth.errors.js';
+import { AuthService } from '../auth/auth.service.js';
+import { PRINCIPAL_NAME_PATTERN } from '../auth/dto/token.args.js';
+import type { IssuedToken } from '../auth/principal.entity.js';
+import { matchesPattern } from '../auth/scope.js';
+import { Clock } from '../common/clock.js';
+import { CONFIG } from '../config/config.module.js';
+import type { Config } from '../config/config.js';
+import { Database, execute } from '../database/database.js';
+import type { OidcIssuer, OidcRule } from './oidc-config.js';
+
+type KeySet = ReturnType<typeof createRemoteJWKSet>;
+
+/** What the exchange record says of one attempt (table oidc_exchanges). */
+interface ExchangeRecord {
+  issuer: string;
+  subject: string | null;
+  principal: string | null;
+  ruleIndex: number | null;
+  outcome: 'ACCEPTED' | 'REJECTED';
+  code: string | null;
+  detail: string | null;
+}
+
+/** A claim's value as rules see it: strings and numbers as text; anything else does not match. */
+function claimText(payload: JWTPayload, claim: string): string | null {
+  const value = payload[claim];
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return null;
+}
+
+/** The claims of `rule` that `payload` fails, in the rule's order (empty: it matches). */
+function failedClaims(rule: OidcRule, payload: JWTPayload): string[] {
+  return Object.entries(rule.claims)
+    .filter(([claim, expected]) => {
+      const actual = claimText(payload, claim);
+      if (actual === null) return true;
+      return expected.includes('*') ? !matchesPattern(actual, expected) : actual !== expected;
+    })
+    .map(([claim]) => claim);
+}
+
+/** The rule's name template with each `{claim}` replaced; null when a claim is missing. */
+function principalName(
+  template: string,
+  payload: JWTPayload,
+): { name: string } | { missing: string } {
+  let missing: string | null = null;
+  const name = template.replace(/\{([^{}]+)\}/g, (_, claim: string) => {
+    const value = claimText(payload, claim);
+    if (value === null) missing ??= claim;
+    return value ?? '';
+  });
+  return missing ? { missing } : { name };
+}
+
+/**
+ * R25: exchanges an OIDC JWT from a configured issuer for a short-lived planfence token.
+ *
+ * The JWT's `iss` picks the configured issuer; its signature is checked against the
+ * issuer's JWKS (fetched from `jwksUri` or the discovery document, cached, fetched again on
+ * an unknown `kid` at most once per cooldown, every fetch with a timeout) with the issuer's
+ * asymmetric algorithms only; `aud` must be exactly the configured audience (an array of
+ * more than one is refused); `exp`/`nbf` are judged by the service clock with a small
+ * leeway; the required claims must be present. Any of these failing is UNAUTHENTICATED.
+ * The first rule whose claims all match maps the token; none → FORBIDDEN naming the claims
+ * each rule failed. A `jti` is exchanged once: its row (kept until the JWT's `exp`) is
+ * inserted in the exchange's transaction, and the insert's row count decides. Every
+ * attempt that names a configured issuer is recorded in `oidc_exchanges` and logged.
+ */
+@Injectable()
+export class OidcService {
+  private readonly logger = new Logger(OidcService.name);
+  private readonly keySets = new Map<string, KeySet>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly auth: AuthService,
+    @Inject(CONFIG) private readonly config: Config,
+  ) {}
+
+  async exchange(token: string): Promise<IssuedToken> {
+    const issuers = this.config.identity.oidc?.issuers ?? [];
+    if (!issuers.length) {
+      throw new AuthError(
+        'UNAUTHENTICATED',
+        'no OIDC issuer is configured (PLANFENCE_OIDC_CONFIG)',
+      );
+    }
+    let unverified: JWTPayload;
+    try {
+      unverified = decodeJwt(token);
+    } catch {
+      throw new AuthError('UNAUTHENTICATED', 'the OIDC token is not a JWT');
+    }
+    const issuer = issuers.find((candidate) => candidate.issuer === unverified.iss);
+    if (!issuer) {
+      throw new AuthError('UNAUTHENTICATED', 'the OIDC token is not from a configured issuer');
+    }
+    const subject = typeof unverified.sub === 'string' ? unverified.sub.slice(0, 255) : null;
+    const refuse = async (
+      code: 'UNAUTHENTICATED' | 'FORBIDDEN',
+      message: string,
+      extra: Partial<ExchangeRecord> = {},
+    ) => {
+      await this.record({
+        issuer: issuer.issuer,
+        subject,
+        principal: null,
+        ruleIndex: null,
+        outcome: 'REJECTED',
+        code,
+        detail: message,
+        ...extra,
+      });
+      return new AuthError(code, message);
+    };
+
+    const now = await this.clock.now();
+    let payload: JWTPayload;
+    try {
+      payload = await this.verify(token, issuer, now);
+    } catch (error) {
+      throw await refuse('UNAUTHENTICATED', `the OIDC token was refused: ${describe(error)}`);
+    }
+
+    const failures: string[] = [];
+    let mapped: { rule: OidcRule; index: number; name: string } | null = null;
+    for (const [index, rule] of issuer.rules.entries()) {
+      const failed = failedClaims(rule, payload);
+      const made = principalName(rule.principal, payload);
+      if ('missing' in made) failed.push(made.missing);
+      if (failed.length) {
+        failures.push(`rule ${index}: ${failed.join(', ')}`);
+        continue;
+      }
+      mapped = { rule, index, name: (made as { name: string }).name };
+      break;
+    }
+    if (!mapped) {
+      throw await refuse(
+        'FORBIDDEN',
+        `no rule of issuer ${issuer.issuer} matches this token; claims that failed: ${failures.join('; ')}`,
+      );
+    }
+    const { rule, index, name } = mapped;
+    if (!PRINCIPAL_NAME_PATTERN.test(name)) {
+      throw await refuse(
+        'FORBIDDEN',
+        `rule ${index} makes the principal name "${name.slice(0, 80)}", which is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,254}$)`,
+        { ruleIndex: index },
+      );
+    }
+    const exp = (payload.exp as number) * 1000;
+    const expiresAt = Math.min(exp, now + this.config.identity.maxTokenSeconds * 1000);
+    if (expiresAt <= now) {
+      throw await refuse('UNAUTHENTICATED', 'the OIDC token has expired', { ruleIndex: index });
+    }
+    const jti = payload.jti;
+    let issued: IssuedToken;
+    try {
+      issued = await this.db.write(async (m) => {
+        if (jti !== undefined) {
+          const tolerance = this.config.identity.clockToleranceSeconds * 1000;
+          await execute(m, 'DELETE FROM oidc_used_tokens WHERE expires_at < :before', {
+            before: now - tolerance,
+          });
+          const fresh = await execute(
+            m,
+            `INSERT INTO oidc_used_tokens (issuer, jti, expires_at) VALUES (:issuer, :jti, :expiresAt)
+             ON CONFLICT DO NOTHING`,
+            { issuer: issuer.issuer, jti: String(jti).slice(0, 255), expiresAt: exp + tolerance },
+          );
+          if (!fresh) {
+            throw new AuthError(
+              'UNAUTHENTICATED',
+              'this OIDC token (its jti) was already exchanged',
+            );
+          }
+        }
+        const granted = await this.auth.exchangePrincipal(m, {
+          name,
+          role: rule.role,
+          groups: rule.groups,
+          environments: rule.environments,
+          issuer: issuer.issuer,
+          expiresAt,
+          now,
+        });
+        await this.insertRecord(m, now, {
+          issuer: issuer.issuer,
+          subject,
+          principal: name,
+          ruleIndex: index,
+          outcome: 'ACCEPTED',
+          code: null,
+          detail: null,
+        });
+        return granted;
+      });
+    } catch (error) {
+      if (error instanceof AuthError) {
+        throw await refuse(error.code as 'UNAUTHENTICATED' | 'FORBIDDEN', error.message, {
+          principal: name,
+          ruleIndex: index,
+        });
+      }
+      throw error;
+    }
+    this.logger.log(
+      `OIDC exchange: issuer ${issuer.issuer}, subject ${subject ?? '(none)'} → ${name} (rule ${index}, ${rule.role}), until ${new Date(expiresAt).toISOString()}`,
+    );
+    return issued;
+  }
+
+  private async verify(token: string, issuer: OidcIssuer, now: number): Promise<JWTPayload> {
+    const keys = await this.keySet(issuer);
+    const { payload } = await jwtVerify(token, keys, {
+      issuer: issuer.issuer,
+      audience: issuer.audience,
+      algorithms: issuer.algorithms,
+      clockTolerance: this.config.identity.clockToleranceSeconds,
+      currentDate: new Date(now),
+      requiredClaims: ['exp', ...issuer.requiredClaims],
+    });
+    if (Array.isArray(payload.aud) && payload.aud.length !== 1) {
+      throw new Error(
+        `aud must be exactly "${issuer.audience}", not ${payload.aud.length} audiences`,
+      );
+    }
+    return payload;
+  }
+
+  /** The issuer's cached key set; its JWKS URL from the configuration or the discovery document. */
+  private async keySet(issuer: OidcIssuer): Promise<KeySet> {
+    const cached = this.keySets.get(issuer.issuer);
+    if (cached) return cached;
+    const { jwksTimeoutMs, jwksCooldownMs } = this.config.identity;
+    const uri = issuer.jwksUri ?? (await this.discover(issuer));
+    const keys = createRemoteJWKSet(new URL(uri), {
+      timeoutDuration: jwksTimeoutMs,
+      cooldownDuration: jwksCooldownMs,
+      cacheMaxAge: Math.max(jwksCooldownMs, 600_000),
+    });
+    this.keySets.set(issuer.issuer, keys);
+    return keys;
+  }
+
+  private async discover(issuer: OidcIssuer): Promise<string> {
+    const url = `${issuer.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+    let document: { issuer?: unknown; jwks_uri?: unknown };
+    try {
+      const response = await fetch(url, {
+        signal: AbortSignal.timeout(this.config.identity.jwksTimeoutMs),
+        redirect: 'error',
+      });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      document = (await response.json()) as typeof document;
+    } catch (error) {
+      throw new Error(`cannot read the issuer's discovery document ${url}: ${describe(error)}`);
+    }
+    if (document.issuer !== issuer.issuer || typeof document.jwks_uri !== 'string') {
+      throw new Error(`the discovery document ${url} does not name this issuer and a jwks_uri`);
+    }
+    return document.jwks_uri;
+  }
+
+  private async record(entry: ExchangeRecord): Promise<void> {
+    const now = await this.clock.now();
+    await this.db
+      .write((m) => this.insertRecord(m, now, entry))
+      .catch((error: unknown) =>
+        this.logger.warn(`could not record an OIDC exchange: ${(error as Error).message}`),
+      );
+    this.logger.warn(
+      `OIDC exchange refused: issuer ${entry.issuer}, subject ${entry.subject ?? '(none)'}: ${entry.code} ${entry.detail}`,
+    );
+  }
+
+  private insertRecord(
+    m: Parameters<typeof execute>[0],
+    now: number,
+    entry: ExchangeRecord,
+  ): Promise<unknown> {
+    return execute(
+      m,
+      `INSERT INTO oidc_exchanges (at, issuer, subject, principal, rule_index, outcome, code, detail)
+       VALUES (:at, :issuer, :subject, :principal, :ruleIndex, :outcome, :code, :detail)`,
+      { at: now, ...entry, detail: entry.detail?.slice(0, 2000) ?? null },
+    );
+  }
+}
+
+/** A short reason for a verification failure (jose's codes say what failed). */
+function describe(error: unknown): string {
+  if (error instanceof joseErrors.JWKSTimeout)
+    return "the issuer's keys could not be fetched in time";
+  if (error instanceof joseErrors.JOSEError) return `${error.code}: ${error.message}`;
+  return (error as Error).message ?? String(error);
+}
