@@ -63,8 +63,8 @@ beforeAll(async () => {
   app = await startApp({}, new ManualClock(Date.now()));
   world = new World(app);
   ({ browser } = await launchChromium());
-  // A single-process Chromium ends with its last page: one blank page stays open throughout.
-  await browser.newPage();
+  // Pages stay open until the browser closes: the single-process Chromium that npm
+  // installs does not survive a page being closed.
   mkdirSync(OUTPUT, { recursive: true });
 }, 120_000);
 afterAll(async () => {
@@ -157,7 +157,6 @@ test('a reviewer opens a queued plan, reads its diff, approves what was shown, a
     outcome: 'ACCEPTED',
     planId: second.id,
   });
-  await page.close();
 }, 90_000);
 
 test('with a rule of two approvals the first click leaves 1 of 2 and the second publishes; a submitter gets no approve button', async () => {
@@ -190,16 +189,18 @@ test('with a rule of two approvals the first click leaves 1 of 2 and the second 
   await one.locator('#plan-approvals', { hasText: '2 of 2' }).waitFor();
 
   // An ADMIN who submitted a plan sees it, but no approve button on it.
-  const own = await world.acquire(ADMIN_TOKEN, 'quorum', 600);
-  const mine = await world.submitOk(ADMIN_TOKEN, 'quorum', own, 'replicas: 5\n', { title: 'mine' });
+  await world.createEnvironment('quorum-own', 'MONOTONIC');
+  const own = await world.acquire(ADMIN_TOKEN, 'quorum-own', 600);
+  const mine = await world.submitOk(ADMIN_TOKEN, 'quorum-own', own, 'replicas: 5\n', {
+    title: 'mine',
+  });
   const admin = await signIn(ADMIN_TOKEN);
-  await admin.locator(`section[data-env="quorum"] .open-plan[data-plan="${mine.id}"]`).click();
+  await admin.locator(`section[data-env="quorum-own"] .open-plan[data-plan="${mine.id}"]`).click();
   await admin.locator('#plan-id', { hasText: mine.id }).waitFor();
   expect(await admin.locator('#approve').isHidden()).toBe(true);
   await expect(admin.locator('#plan-reason').textContent()).resolves.toContain(
     'You submitted this plan',
   );
-  await Promise.all([one.close(), two.close(), admin.close()]);
 }, 90_000);
 
 test('a newer plan published by another agent while a plan is on screen turns it OBSOLETE and disables approve, saying why', async () => {
@@ -237,8 +238,7 @@ test('a newer plan published by another agent while a plan is on screen turns it
   const fenceBox = (await race.locator('.timeline .fence-line').boundingBox())!;
   // The fence line's top is its highest level (generation 2); the stale point sits below it.
   expect(crossBox.y + crossBox.height / 2).toBeGreaterThan(fenceBox.y + 2);
-  await race.locator('.timeline').screenshot({ path: shot('timeline') });
-  await page.close();
+  await race.screenshot({ path: shot('timeline') });
 }, 90_000);
 
 test('hostile text in titles, content, reasons and instance labels renders as text', async () => {
@@ -293,7 +293,6 @@ test('hostile text in titles, content, reasons and instance labels renders as te
     return { img: d.querySelectorAll('img').length, scripts: d.querySelectorAll('script').length };
   });
   expect(injected).toEqual({ img: 0, scripts: 3 });
-  await page.close();
 }, 90_000);
 
 test('a VIEWER sees no action buttons, and a forged approval from the page is FORBIDDEN', async () => {
@@ -336,7 +335,6 @@ test('a VIEWER sees no action buttons, and a forged approval from the page is FO
   }, plan.id);
   expect(code).toBe('FORBIDDEN');
   expect((await world.plan(plan.id))?.status).toBe('PROPOSED');
-  await page.close();
 }, 90_000);
 
 test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles it; readable on a phone', async () => {
@@ -404,7 +402,6 @@ test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles
   });
   expect(overflow).toBeLessThanOrEqual(0);
   await phone.screenshot({ path: shot('phone') });
-  await Promise.all([page.close(), phone.close()]);
 }, 90_000);
 
 test('the console assets are same-origin and the diff library is served by the app', async () => {
