@@ -283,19 +283,20 @@ function svg(tag, attrs, text) {
 }
 
 /**
- * Generations over time from the audit log: grants (blue dots), the fence (a step line:
+ * Generations over time from the audit log (one slot per event, in order): grants (blue dots), the fence (a step line:
  * the highest generation accepted so far, raised by grants in STRICT), publications
  * (green squares) and rejections (red crosses; a stale agent's sits below the fence).
  */
 function timeline(env, details) {
   const events = [...details.auditEvents].reverse().filter((e) => e.generation != null);
   const published = details.plans.filter((p) => p.publishedAt);
-  const times = [...events.map((e) => Date.parse(e.at)), ...published.map((p) => Date.parse(p.publishedAt))];
-  if (!times.length) return el('p', 'empty', 'no generations yet');
+  if (!events.length && !published.length) return el('p', 'empty', 'no generations yet');
+  // Chronological order, one slot per point: bursts a few milliseconds apart stay readable.
+  const points = [...events.map((e) => ({ at: Date.parse(e.at), e })), ...published.map((p) => ({ at: Date.parse(p.publishedAt), p }))]
+    .sort((a, b) => a.at - b.at);
   const W = 400, H = 130, L = 30, R = 10, T = 10, B = 20;
-  const t0 = Math.min(...times), t1 = Math.max(...times, t0 + 1000);
   const gMax = Math.max(1, env.fence, env.lastIssuedGeneration, ...events.map((e) => e.generation));
-  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
+  const x = (i) => L + ((i + 0.5) / points.length) * (W - L - R);
   const y = (g) => H - B - (g / gMax) * (H - T - B);
   const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img' });
   chart.append(svg('title', {}, `${env.name}: generations, fence, publications and rejections over time`));
@@ -304,18 +305,19 @@ function timeline(env, details) {
   chart.append(svg('text', { x: 2, y: y(0), class: 'label' }, 'g0'));
   // The fence as a step line.
   let fence = 0;
-  let path = `M${x(t0)},${y(0)}`;
-  for (const e of events) {
-    const raises = e.outcome === 'ACCEPTED' && (e.action !== 'ACQUIRE_LEASE' || env.mode === 'STRICT');
+  let path = `M${L},${y(0)}`;
+  points.forEach(({ e }, i) => {
+    const raises = e && e.outcome === 'ACCEPTED' && (e.action !== 'ACQUIRE_LEASE' || env.mode === 'STRICT');
     if (raises && e.generation > fence) {
-      path += ` H${x(Date.parse(e.at))} V${y(e.generation)}`;
+      path += ` H${x(i)} V${y(e.generation)}`;
       fence = e.generation;
     }
-  }
+  });
   path += ` H${W - R}`;
   chart.append(svg('path', { d: path, class: 'fence-line' }));
-  for (const e of events) {
-    const cx = x(Date.parse(e.at)), cy = y(e.generation);
+  points.forEach(({ e }, i) => {
+    if (!e) return;
+    const cx = x(i), cy = y(e.generation);
     const label = `${e.actor} ${e.action} generation ${e.generation}${e.code ? ` ${e.code}` : ''}`;
     let mark = null;
     if (e.outcome === 'REJECTED') {
@@ -327,13 +329,14 @@ function timeline(env, details) {
       mark.append(svg('title', {}, label));
       chart.append(mark);
     }
-  }
-  for (const p of published) {
-    const cx = x(Date.parse(p.publishedAt)), cy = y(p.generation);
+  });
+  points.forEach(({ p }, i) => {
+    if (!p) return;
+    const cx = x(i), cy = y(p.generation);
     const mark = svg('rect', { x: cx - 4, y: cy - 4, width: 8, height: 8, class: 'publication' });
     mark.append(svg('title', {}, `published ${p.id}`));
     chart.append(mark);
-  }
+  });
   const legend = el('p', 'legend',
     el('span', 'k-grant', '● grant'), ' ', el('span', 'k-fence', '— fence'), ' ',
     el('span', 'k-pub', '■ published'), ' ', el('span', 'k-rej', '✕ turned away'));

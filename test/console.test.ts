@@ -232,12 +232,23 @@ test('a newer plan published by another agent while a plan is on screen turns it
   expect(codeOf(await world.submit(slow, 'race', old, 'replicas: 1\n'))).toBe('STALE_GENERATION');
   const race = page.locator('section[data-env="race"]');
   await race.scrollIntoViewIfNeeded();
-  const cross = race.locator('.timeline .rejection', { hasText: 'STALE_GENERATION' });
-  await cross.waitFor({ timeout: 10_000 });
-  const crossBox = (await cross.boundingBox())!;
-  const fenceBox = (await race.locator('.timeline .fence-line').boundingBox())!;
-  // The fence line's top is its highest level (generation 2); the stale point sits below it.
-  expect(crossBox.y + crossBox.height / 2).toBeGreaterThan(fenceBox.y + 2);
+  // The stale point sits below the fence line's top (its highest level, generation 2).
+  // Measured in one step in the page: a refresh redraws the chart.
+  await page.waitForFunction(
+    () => {
+      const d = (globalThis as any).document;
+      const chart = d.querySelector('section[data-env="race"] .timeline svg');
+      if (!chart) return false;
+      const marks: any[] = [...chart.querySelectorAll('.rejection')];
+      const cross = marks.find((m) => m.textContent.includes('STALE_GENERATION'));
+      const fence = chart.querySelector('.fence-line');
+      if (!cross || !fence) return false;
+      const c = cross.getBoundingClientRect();
+      return c.y + c.height / 2 > fence.getBoundingClientRect().y + 2;
+    },
+    undefined,
+    { timeout: 10_000 },
+  );
   await race.screenshot({ path: shot('timeline') });
 }, 90_000);
 
