@@ -4,7 +4,7 @@
 // subscription (activityRecorded) whatever the number of environments.
 'use strict';
 
-const TOKEN_KEY = 'planfence.viewerToken';
+const TOKEN_KEY = 'planfence.token';
 /** Environments per `environments` request; halved when the server refuses a page as too costly. */
 const PAGE = 10000;
 const MIN_PAGE = 100;
@@ -50,8 +50,9 @@ const SUMMARY = `name mode requireApproval fence lastIssuedGeneration
 const LIST = `query($first: Int, $after: String) { environments(first: $first, after: $after) { ${SUMMARY} } }`;
 const ONE = `query($e: String!) { environment(name: $e) { ${SUMMARY} } }`;
 const DETAILS = `query($e: String!) {
-  plans(environment: $e, first: 6) { id status title submittedBy submittedAt }
+  plans(environment: $e, first: 6) { id status title submittedBy submittedAt generation publishedAt }
   auditEvents(environment: $e, first: 200) { id at actor action generation planId outcome code }
+  environment(name: $e) { freeze { reason frozenBy } activeDeployment { id sequence status startedBy heartbeatExpiresAt plan { id } } deployedPlan { id } }
 }`;
 
 /** Every environment, in name order, one page per request (one request up to PAGE environments). */
@@ -103,12 +104,14 @@ function detailsHtml(details) {
   return `
     <h3>Latest plans</h3>
     ${details.plans.length
-      ? `<table class="plans">${details.plans.map((p) => `<tr><td>${esc(p.id)}</td><td class="st st-${esc(p.status)}">${esc(p.status)}</td><td>${esc(p.title)}</td><td>${esc(p.submittedBy)}</td></tr>`).join('')}</table>`
+      ? `<table class="plans">${details.plans.map((p) => `<tr><td><button type="button" class="open-plan link" data-plan="${esc(p.id)}">${esc(p.id)}</button></td><td class="st st-${esc(p.status)}">${esc(p.status)}</td><td>${esc(p.title)}</td><td>${esc(p.submittedBy)}</td></tr>`).join('')}</table>`
       : '<p class="empty">no plans yet</p>'}
     <h3>Turned away</h3>
     ${rejections.length
       ? `<table class="rejections">${rejections.map((e) => `<tr><td>${esc(new Date(e.at).toLocaleTimeString())}</td><td>${esc(e.actor)}</td><td>${esc(e.action)} g${esc(e.generation)}</td><td class="code">${esc(e.code)}</td></tr>`).join('')}</table>`
-      : '<p class="empty">no rejections</p>'}`;
+      : '<p class="empty">no rejections</p>'}
+    <h3>Timeline</h3><div class="timeline"></div>
+    <h3>Deployment</h3><div class="deploy"></div>`;
 }
 
 const observer = new IntersectionObserver((entries) => {
@@ -155,6 +158,7 @@ async function refreshDetails(name) {
   if (!details || !item || mine !== generation) return;
   item.details = details;
   item.section.querySelector('.details').innerHTML = detailsHtml(details);
+  consoleDetails(item);
 }
 
 /** Environments with events not yet shown; refreshed together shortly after the first one. */
@@ -189,7 +193,7 @@ async function flush() {
   });
 }
 
-const ACTIVITY = 'subscription { activityRecorded { id environment action outcome } }';
+const ACTIVITY = 'subscription { activityRecorded { id environment action outcome planId generation } }';
 
 function connect() {
   if (socket) socket.close();
@@ -206,7 +210,10 @@ function connect() {
       $('status').classList.add('live');
     } else if (msg.type === 'next') {
       const event = msg.payload && msg.payload.data && msg.payload.data.activityRecorded;
-      if (event) markDirty(event.environment);
+      if (event) {
+        markDirty(event.environment);
+        consoleActivity(event);
+      }
     } else if (msg.type === 'error') {
       $('status').textContent = `error: ${(msg.payload && msg.payload[0] && msg.payload[0].message) || 'subscription refused'}`;
       $('status').classList.remove('live');
@@ -252,6 +259,7 @@ async function start() {
     item.section.querySelector('.details').innerHTML = detailsHtml(null);
   }
   [...visible].forEach(refreshDetails);
+  consoleStart().catch(showError);
   if (!environments.length && !$('empty')) {
     $('environments').insertAdjacentHTML('beforeend', '<p id="empty" class="empty">no environments yet</p>');
   }
