@@ -13,11 +13,10 @@ import {
   type TestApp,
 } from './support/app.js';
 import { World } from './support/world.js';
-import { Socket } from './identity-support.js';
+import { RawSocket } from './support/raw-socket.js';
 
 let app: TestApp;
 let world: World;
-const sockets: Socket[] = [];
 
 const ISSUE = `mutation($name: String!, $role: Role!, $groups: [String!], $environments: [String!], $expires: Int) {
   issueToken(name: $name, role: $role, groups: $groups, environments: $environments, expiresInSeconds: $expires) {
@@ -43,7 +42,7 @@ beforeAll(async () => {
   }
 });
 afterAll(async () => {
-  for (const socket of sockets) socket.terminate();
+  RawSocket.terminateAll();
   await app.close();
 });
 
@@ -83,8 +82,7 @@ describe('a token limited to staging-*', () => {
     expect(codeOf(await app.gql(token, '{ environment(name: "prod") { name } }'))).toBe(
       'FORBIDDEN',
     );
-    const socket = await Socket.admitted(app, token);
-    sockets.push(socket);
+    const socket = await RawSocket.admitted(app, token);
     socket.subscribe('p', 'subscription { planPublished(environment: "prod") { id } }');
     const refused = await socket.next((f) => f.id === 'p' && f.type !== 'next');
     expect(refused?.payload?.[0]?.extensions?.code).toBe('FORBIDDEN');
@@ -151,8 +149,7 @@ test('an expiring token works until its instant and is UNAUTHENTICATED from then
 
 test('rotation stops the old secret at once, including its open subscription', async () => {
   const old = await issue('rotated', 'VIEWER');
-  const socket = await Socket.admitted(app, old);
-  sockets.push(socket);
+  const socket = await RawSocket.admitted(app, old);
   socket.subscribe('s', 'subscription { planPublished(environment: "staging-eu") { id } }');
   await socket.roundTrip();
   const rotated = ok(
@@ -203,8 +200,7 @@ test('rotating an unknown principal is NOT_FOUND, a revoked one FORBIDDEN, a non
           ).issueToken.token;
         const revoked = await issueOn('remote-revoked');
         expect(codeOf(await two.gql(revoked, '{ whoami { name } }'))).toBe('OK');
-        const socket = await Socket.admitted(two, revoked);
-        sockets.push(socket);
+        const socket = await RawSocket.admitted(two, revoked);
         socket.subscribe('s', 'subscription { planPublished(environment: "staging-eu") { id } }');
         await socket.roundTrip();
         ok(await one.gql(ADMIN_TOKEN, 'mutation { revokeToken(name: "remote-revoked") { name } }'));

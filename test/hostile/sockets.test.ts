@@ -4,101 +4,10 @@
  * Each is refused with a graphql-ws close code or a coded error, on the real service.
  */
 import { parse } from 'graphql';
-import WebSocket from 'ws';
 import { scratchDatabase, startApp, TEST_DATABASE, type TestApp } from '../support/app.js';
 import { ok, World } from '../support/world.js';
+import { RawSocket } from '../support/raw-socket.js';
 
-interface Frame {
-  type: string;
-  id?: string;
-  payload?: any;
-}
-
-/** A graphql-transport-ws socket spoken to frame by frame. */
-class RawSocket {
-  readonly frames: Frame[] = [];
-  readonly closed: Promise<{ code: number; reason: string }>;
-  private waiters: (() => void)[] = [];
-
-  private constructor(private readonly ws: WebSocket) {
-    ws.on('message', (data) => {
-      const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
-      if (frame.type === 'ping') this.send({ type: 'pong' });
-      this.frames.push(frame);
-      this.wake();
-    });
-    this.closed = new Promise((resolve) =>
-      ws.on('close', (code, reason) => {
-        resolve({ code, reason: reason.toString() });
-        this.wake();
-      }),
-    );
-  }
-
-  static open(app: TestApp): Promise<RawSocket> {
-    const ws = new WebSocket(`${app.url.replace('http', 'ws')}/graphql`, 'graphql-transport-ws');
-    sockets.push(ws);
-    return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(new RawSocket(ws)));
-      ws.once('error', reject);
-    });
-  }
-
-  /** Opens a socket and sends connection_init with `payload`. */
-  static async init(app: TestApp, payload: unknown): Promise<RawSocket> {
-    const socket = await RawSocket.open(app);
-    socket.send({ type: 'connection_init', payload });
-    return socket;
-  }
-
-  /** A socket the service acknowledged for `token`. */
-  static async admitted(app: TestApp, token: string): Promise<RawSocket> {
-    const socket = await RawSocket.init(app, { authorization: `Bearer ${token}` });
-    const answer = await socket.next((f) => f.type === 'connection_ack');
-    expect(answer).toEqual({ type: 'connection_ack' });
-    return socket;
-  }
-
-  send(frame: Frame): void {
-    this.ws.send(JSON.stringify(frame));
-  }
-
-  subscribe(id: string, query: string, variables: Record<string, unknown> = {}): void {
-    this.send({ id, type: 'subscribe', payload: { query, variables } });
-  }
-
-  close(): void {
-    this.ws.close();
-  }
-
-  get isOpen(): boolean {
-    return this.ws.readyState === WebSocket.OPEN;
-  }
-
-  /** The first frame (already received or to come) matching `match`; null when the socket closes first. */
-  async next(match: (frame: Frame) => boolean): Promise<Frame | null> {
-    for (;;) {
-      const found = this.frames.find(match);
-      if (found) return found;
-      if (this.ws.readyState === WebSocket.CLOSED) return null;
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
-    }
-  }
-
-  /** Sends a ping and waits for its pong: every frame sent before it has been handled. */
-  async roundTrip(): Promise<void> {
-    const before = this.frames.filter((f) => f.type === 'pong').length;
-    this.send({ type: 'ping' });
-    let seen = 0;
-    await this.next((f) => f.type === 'pong' && ++seen > before);
-  }
-
-  private wake(): void {
-    for (const waiter of this.waiters.splice(0)) waiter();
-  }
-}
-
-const sockets: WebSocket[] = [];
 let app: TestApp;
 let world: World;
 
@@ -115,7 +24,7 @@ beforeAll(async () => {
   world = new World(app);
 });
 afterAll(async () => {
-  for (const ws of sockets) ws.terminate();
+  RawSocket.terminateAll();
   await app.close();
 });
 
@@ -429,7 +338,7 @@ describe('one root field per subscription', () => {
         const again = await RawSocket.init(two, { authorization: `Bearer ${viewer}` });
         expect((await again.closed).code).toBe(4403);
       } finally {
-        for (const ws of sockets) ws.terminate();
+        RawSocket.terminateAll();
         await two.close();
         await one.close();
         await database.cleanup();

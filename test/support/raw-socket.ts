@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import type { TestApp } from './support/app.js';
+import type { TestApp } from './app.js';
 
 export interface Frame {
   type: string;
@@ -7,8 +7,11 @@ export interface Frame {
   payload?: any;
 }
 
+/** Every socket opened in this test file, so that `afterAll` can end them all. */
+const opened: WebSocket[] = [];
+
 /** A graphql-transport-ws socket spoken to frame by frame. */
-export class Socket {
+export class RawSocket {
   readonly frames: Frame[] = [];
   readonly closed: Promise<{ code: number; reason: string }>;
   private waiters: (() => void)[] = [];
@@ -16,7 +19,7 @@ export class Socket {
   private constructor(private readonly ws: WebSocket) {
     ws.on('message', (data) => {
       const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
-      if (frame.type === 'ping') ws.send(JSON.stringify({ type: 'pong' }));
+      if (frame.type === 'ping') this.send({ type: 'pong' });
       this.frames.push(frame);
       this.wake();
     });
@@ -28,17 +31,34 @@ export class Socket {
     );
   }
 
-  /** A socket the service acknowledged for `token`. */
-  static async admitted(app: TestApp, token: string): Promise<Socket> {
+  static open(app: TestApp): Promise<RawSocket> {
     const ws = new WebSocket(`${app.url.replace('http', 'ws')}/graphql`, 'graphql-transport-ws');
-    const socket = await new Promise<Socket>((resolve, reject) => {
-      ws.once('open', () => resolve(new Socket(ws)));
+    opened.push(ws);
+    return new Promise((resolve, reject) => {
+      ws.once('open', () => resolve(new RawSocket(ws)));
       ws.once('error', reject);
     });
-    socket.send({ type: 'connection_init', payload: { authorization: `Bearer ${token}` } });
+  }
+
+  /** Opens a socket and sends connection_init with `payload`. */
+  static async init(app: TestApp, payload: unknown): Promise<RawSocket> {
+    const socket = await RawSocket.open(app);
+    socket.send({ type: 'connection_init', payload });
+    return socket;
+  }
+
+  /** A socket the service acknowledged for `token`. */
+  static async admitted(app: TestApp, token: string): Promise<RawSocket> {
+    const socket = await RawSocket.init(app, { authorization: `Bearer ${token}` });
     const answer = await socket.next((f) => f.type === 'connection_ack');
     if (!answer) throw new Error(`socket not admitted: ${JSON.stringify(await socket.closed)}`);
+    expect(answer).toEqual({ type: 'connection_ack' });
     return socket;
+  }
+
+  /** Ends every socket this test file opened. */
+  static terminateAll(): void {
+    for (const ws of opened.splice(0)) ws.terminate();
   }
 
   send(frame: Frame): void {
@@ -49,11 +69,19 @@ export class Socket {
     this.send({ id, type: 'subscribe', payload: { query, variables } });
   }
 
+  close(): void {
+    this.ws.close();
+  }
+
   terminate(): void {
     this.ws.terminate();
   }
 
-  /** The first frame (received or to come) matching `match`; null when the socket closes first. */
+  get isOpen(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /** The first frame (already received or to come) matching `match`; null when the socket closes first. */
   async next(match: (frame: Frame) => boolean): Promise<Frame | null> {
     for (;;) {
       const found = this.frames.find(match);
