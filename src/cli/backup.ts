@@ -8,7 +8,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Sqlite from 'better-sqlite3';
-import { ConfigError, loadConfig } from '../config/config.js';
+import { loadCommandConfig } from '../config/config.js';
 import { createPrivateFile } from '../database/sqlite-files.js';
 
 const HELP = `planfence-backup — copy the SQLite database while the service runs
@@ -36,17 +36,8 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  let config;
-  try {
-    config = loadConfig({
-      ...process.env,
-      ...(values.database ? { DATABASE_URL: values.database } : {}),
-    });
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`planfence-backup: invalid configuration: ${error.message}`);
-    return 2;
-  }
+  const config = loadCommandConfig('planfence-backup', values.database);
+  if (!config) return 2;
   const db = config.database;
   if (db.kind !== 'sqlite' || db.path === ':memory:') {
     console.error('planfence-backup: only SQLite files; back PostgreSQL up with pg_dump');

@@ -8,7 +8,7 @@
 import { hostname, userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import { DataSource } from 'typeorm';
-import { ConfigError, loadConfig } from '../config/config.js';
+import { loadCommandConfig } from '../config/config.js';
 import { dataSourceOptions } from '../database/data-source.js';
 import { raiseAfterRestore, RestoreMarginTooLarge } from '../fencing/restore.js';
 
@@ -55,17 +55,8 @@ async function main(argv: string[]): Promise<number> {
     console.error(`planfence-restore: --margin must be an integer from 1 to 1000000000\n\n${HELP}`);
     return 2;
   }
-  let config;
-  try {
-    config = loadConfig({
-      ...process.env,
-      ...(values.database ? { DATABASE_URL: values.database } : {}),
-    });
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`planfence-restore: invalid configuration: ${error.message}`);
-    return 2;
-  }
+  const config = loadCommandConfig('planfence-restore', values.database);
+  if (!config) return 2;
   const dataSource = new DataSource(dataSourceOptions(config));
   await dataSource.initialize();
   try {

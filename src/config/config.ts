@@ -360,3 +360,18 @@ function socketLimits(env: Env): SocketLimits {
     recheckIntervalMs: integer(env, 'PLANFENCE_WS_RECHECK_SECONDS', 30, 1, 86400) * 1000,
   };
 }
+
+/**
+ * The configuration of an operator command (backup, restore): the environment's, with
+ * `--database` in place of DATABASE_URL. A bad value is printed as `<command>: invalid
+ * configuration: ...` and yields null (the command exits 2).
+ */
+export function loadCommandConfig(command: string, database: string | undefined): Config | null {
+  try {
+    return loadConfig({ ...process.env, ...(database ? { DATABASE_URL: database } : {}) });
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`${command}: invalid configuration: ${error.message}`);
+    return null;
+  }
+}
