@@ -24,18 +24,10 @@ export async function deployersAct(
   const expect = (what: string, ok: boolean) => {
     if (!ok) deviations.push(what);
   };
-  const issue = async (name: string, role: string) =>
-    (
-      await service.ok<{ issueToken: { token: string } }>(
-        ADMIN_TOKEN,
-        'mutation($name: String!, $role: Role!) { issueToken(name: $name, role: $role) { token } }',
-        { name, role },
-      )
-    ).issueToken.token;
-  const agent = await issue('agent-p', 'AGENT');
-  const d1 = await issue('deployer-1', 'DEPLOYER');
-  const d2 = await issue('deployer-2', 'DEPLOYER');
-  const reviewer = await issue('reviewer-r', 'REVIEWER');
+  const agent = await service.issueToken('agent-p', 'AGENT');
+  const d1 = await service.issueToken('deployer-1', 'DEPLOYER');
+  const d2 = await service.issueToken('deployer-2', 'DEPLOYER');
+  const reviewer = await service.issueToken('reviewer-r', 'REVIEWER');
   const environment = 'shop';
   const destination = join(dir, 'shop-applied.json');
   const applied = () => {

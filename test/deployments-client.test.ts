@@ -21,8 +21,8 @@ beforeAll(async () => {
   d = new Deployments(world);
   tokens.agent = await world.issue('agent', 'AGENT');
   tokens.reviewer = await world.issue('reviewer', 'REVIEWER');
-  tokens.d1 = await d.issue('d1', 'DEPLOYER');
-  tokens.d2 = await d.issue('d2', 'DEPLOYER');
+  tokens.d1 = await world.issue('d1', 'DEPLOYER');
+  tokens.d2 = await world.issue('d2', 'DEPLOYER');
 });
 afterAll(() => app.close());
 

@@ -15,16 +15,8 @@ test('deployment sequences are strictly +1 across kill -9 and restarts; acknowle
   );
   try {
     await service.start();
-    const issue = async (name: string, role: string) =>
-      (
-        await service.ok<{ issueToken: { token: string } }>(
-          ADMIN_TOKEN,
-          'mutation($name: String!, $role: Role!) { issueToken(name: $name, role: $role) { token } }',
-          { name, role },
-        )
-      ).issueToken.token;
-    const agent = await issue('agent', 'AGENT');
-    const deployer = await issue('deployer', 'DEPLOYER');
+    const agent = await service.issueToken('agent', 'AGENT');
+    const deployer = await service.issueToken('deployer', 'DEPLOYER');
     await service.ok(
       ADMIN_TOKEN,
       'mutation { createEnvironment(input: { name: "prod", requireApproval: false }) { name } }',

@@ -26,7 +26,7 @@ beforeAll(async () => {
   deployments = new Deployments(world);
   tokens.agent = await world.issue('agent', 'AGENT');
   tokens.r = await world.issue('r', 'REVIEWER');
-  for (const name of DEPLOYERS) tokens[name] = await deployments.issue(name, 'DEPLOYER');
+  for (const name of DEPLOYERS) tokens[name] = await world.issue(name, 'DEPLOYER');
 });
 afterAll(() => app.close());
 

@@ -23,7 +23,7 @@ beforeAll(async () => {
   tokens.agent = await world.issue('agent', 'AGENT');
   tokens.reviewer = await world.issue('reviewer', 'REVIEWER');
   tokens.viewer = await world.issue('viewer', 'VIEWER');
-  for (const name of ['d1', 'd2']) tokens[name] = await d.issue(name, 'DEPLOYER');
+  for (const name of ['d1', 'd2']) tokens[name] = await world.issue(name, 'DEPLOYER');
 });
 afterAll(() => app.close());
 
@@ -94,7 +94,7 @@ test('50 concurrent starts by 5 deployers: exactly one is accepted, the others s
     const local = new Deployments(worlds[0]);
     const agent = await worlds[0].issue('agent', 'AGENT');
     const deployers = await Promise.all(
-      [1, 2, 3, 4, 5].map((i) => local.issue(`deployer-${i}`, 'DEPLOYER')),
+      [1, 2, 3, 4, 5].map((i) => worlds[0].issue(`deployer-${i}`, 'DEPLOYER')),
     );
     const [plan] = await local.environmentWithPlans('race', agent, 1);
     const results = await Promise.all(
@@ -123,7 +123,7 @@ test('deployment sequences go strictly +1 per accepted start and survive a resta
     const first = await startApp(env);
     const before = new Deployments(new World(first));
     const agent = await before.world.issue('agent', 'AGENT');
-    const deployer = await before.issue('deployer', 'DEPLOYER');
+    const deployer = await before.world.issue('deployer', 'DEPLOYER');
     const [plan] = await before.environmentWithPlans('prod', agent, 1);
     for (let i = 1; i <= 3; i++) {
       const started = await before.startOk(deployer, 'prod', plan);

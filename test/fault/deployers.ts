@@ -148,22 +148,14 @@ export async function runDeployersHarness(options: {
   const spawned = new Set<DeployerProcess>();
   let pauses = 0;
   let skipped = 0;
-  const issue = async (name: string, role: string) =>
-    (
-      await service.ok<{ issueToken: { token: string } }>(
-        ADMIN_TOKEN,
-        'mutation($name: String!, $role: Role!) { issueToken(name: $name, role: $role) { token } }',
-        { name, role },
-      )
-    ).issueToken.token;
   const active = new Set<string>();
   let watching = true;
   try {
     const tokens = {
-      agent: await issue('agent', 'AGENT'),
-      d1: await issue('d1', 'DEPLOYER'),
-      d2: await issue('d2', 'DEPLOYER'),
-      reviewer: await issue('reviewer', 'REVIEWER'),
+      agent: await service.issueToken('agent', 'AGENT'),
+      d1: await service.issueToken('d1', 'DEPLOYER'),
+      d2: await service.issueToken('d2', 'DEPLOYER'),
+      reviewer: await service.issueToken('reviewer', 'REVIEWER'),
     };
     const destination = (environment: string) => join(dir, `${environment}.json`);
     const readDestination = (environment: string) => {

@@ -102,7 +102,10 @@ export class ServiceProcess {
   }
 
   /** Issues a token as the admin and returns it. */
-  async issueToken(name: string, role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'VIEWER'): Promise<string> {
+  async issueToken(
+    name: string,
+    role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'DEPLOYER' | 'VIEWER',
+  ): Promise<string> {
     const data = await this.ok<{ issueToken: { token: string } }>(
       ADMIN_TOKEN,
       'mutation($name: String!, $role: Role!) { issueToken(name: $name, role: $role) { token } }',

@@ -22,16 +22,6 @@ export interface Deployment {
 export class Deployments {
   constructor(readonly world: World) {}
 
-  /** Issues a token of any role, DEPLOYER included. */
-  async issue(name: string, role: string): Promise<string> {
-    const result = await this.world.gql<{ issueToken: { token: string } }>(
-      this.world.admin,
-      'mutation($name: String!, $role: Role!) { issueToken(name: $name, role: $role) { token } }',
-      { name, role },
-    );
-    return ok(result).issueToken.token;
-  }
-
   /** Creates a no-approval environment and publishes `count` plans in it; returns their ids, oldest first. */
   async environmentWithPlans(name: string, agent: string, count: number): Promise<string[]> {
     await this.world.createEnvironment(name, 'MONOTONIC', false);

@@ -45,7 +45,10 @@ export class World {
     return this.app.gql<T>(token, query, variables);
   }
 
-  async issue(name: string, role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'VIEWER'): Promise<string> {
+  async issue(
+    name: string,
+    role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'DEPLOYER' | 'VIEWER',
+  ): Promise<string> {
     const result = await this.gql<{ issueToken: { token: string } }>(
       this.admin,
       'mutation($name: String!, $role: Role!) { issueToken(name: $name, role: $role) { token } }',
