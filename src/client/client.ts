@@ -600,7 +600,13 @@ export class PlanfenceClient {
     }
   }
 
-  private async retrying<T>(call: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `call` again on transport failures and IDEMPOTENCY_IN_PROGRESS, within the
+   * client's `retry` options, with full-jitter exponential back-off; anything else is
+   * thrown. The call must reuse its idempotency key. The feature clients (deployments)
+   * retry through this too.
+   */
+  async retrying<T>(call: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await call();

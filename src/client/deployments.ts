@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Plan, PlanfenceClient } from './client.js';
-import { IdempotencyInProgressError, PlanfenceError, TransportError } from './errors.js';
+import { PlanfenceError, TransportError } from './errors.js';
 
 export type DeploymentStatus = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
 export type DeploymentOutcome = 'SUCCEEDED' | 'FAILED';
@@ -61,8 +61,6 @@ export interface WithDeploymentOptions {
 const DEPLOYMENT =
   'id environment sequence status startedBy startedAt heartbeatExpiresAt finishedAt detail reconciledBy reconcileNote plan { id contentHash }';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** The deployment codes as their own error classes. */
 function typed(error: unknown): unknown {
   if (!(error instanceof PlanfenceError)) return error;
@@ -88,20 +86,6 @@ export class Deployments {
     }
   }
 
-  /** Retries transport failures (same key) with bounded back-off; anything else is thrown. */
-  private async retrying<T>(call: () => Promise<T>, attempts = 6): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await call();
-      } catch (error) {
-        const retryable =
-          error instanceof TransportError || error instanceof IdempotencyInProgressError;
-        if (!retryable || attempt >= attempts) throw error;
-        await sleep(Math.random() * Math.min(3000, 100 * 2 ** (attempt - 1)));
-      }
-    }
-  }
-
   start(
     environment: string,
     planId: string,
@@ -113,7 +97,7 @@ export class Deployments {
       heartbeatSeconds: options.heartbeatSeconds ?? 60,
       idempotencyKey: options.idempotencyKey ?? randomUUID(),
     };
-    return this.retrying(() =>
+    return this.client.retrying(() =>
       this.call<Deployment>(
         'startDeployment',
         `mutation($input: StartDeploymentInput!) { startDeployment(input: $input) { ${DEPLOYMENT} } }`,
@@ -141,7 +125,7 @@ export class Deployments {
       detail: options.detail,
       idempotencyKey: options.idempotencyKey ?? randomUUID(),
     };
-    return this.retrying(() =>
+    return this.client.retrying(() =>
       this.call<Deployment>(
         'finishDeployment',
         `mutation($input: FinishDeploymentInput!) { finishDeployment(input: $input) { ${DEPLOYMENT} } }`,

@@ -45,7 +45,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** The deployer child: deploys the current plan of ENV to FILE, reporting its steps as JSON lines. */
 async function child(url: string, token: string, environment: string, file: string) {
   const say = (step: Step) => process.stdout.write(`${JSON.stringify(step)}\n`);
-  const deployments = new Deployments(new PlanfenceClient({ url, token, retry: { attempts: 2 } }));
+  const deployments = new Deployments(new PlanfenceClient({ url, token }));
   try {
     await deployments.withDeployment(
       environment,
