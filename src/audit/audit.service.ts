@@ -39,7 +39,7 @@ export class AuditService {
       detail: entry.detail ?? null,
     });
     event.id = (await insertRow(m, AuditEvent, event))!;
-    this.events.auditEventRecorded(m, event);
+    await this.events.auditEventRecorded(m, event);
   }
 
   /** Newest first; NOT_FOUND for an unknown environment; `after` is the id of the last event of the previous page. */

@@ -30,20 +30,23 @@ export class EventsService {
     private readonly adapterHost: HttpAdapterHost,
   ) {}
 
-  planPublished(m: EntityManager, plan: Plan): void {
+  // eslint-disable-next-line @typescript-eslint/require-await
+  async planPublished(m: EntityManager, plan: Plan): Promise<void> {
     this.db.afterCommit(m, () =>
       this.publish(planPublishedTopic(plan.environment), { planPublished: plan }),
     );
   }
 
-  auditEventRecorded(m: EntityManager, event: AuditEvent): void {
+  // eslint-disable-next-line @typescript-eslint/require-await
+  async auditEventRecorded(m: EntityManager, event: AuditEvent): Promise<void> {
     this.db.afterCommit(m, () => {
       this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event });
       this.publish(activityTopic(), { activityRecorded: event });
     });
   }
 
-  deploymentChanged(m: EntityManager, deployment: Deployment): void {
+  // eslint-disable-next-line @typescript-eslint/require-await
+  async deploymentChanged(m: EntityManager, deployment: Deployment): Promise<void> {
     this.db.afterCommit(m, () =>
       this.publish(deploymentChangedTopic(deployment.environment), {
         deploymentChanged: deployment,

@@ -78,7 +78,7 @@ export class DeploymentsGuard {
         outcome: AuditOutcome.ACCEPTED,
         detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
       });
-      this.changed(m, deployment);
+      await this.changed(m, deployment);
     }
     return lapsed.length;
   }
@@ -126,7 +126,7 @@ export class DeploymentsGuard {
     const deployment = await findOneOrFail(m, Deployment, {
       id: deploymentId(p.environment, sequence),
     });
-    this.changed(m, deployment);
+    await this.changed(m, deployment);
     return deployment;
   }
 
@@ -154,7 +154,7 @@ export class DeploymentsGuard {
       ));
     if (!beaten) throw await this.whyReportRejected(m, p);
     const deployment = await findOneOrFail(m, Deployment, { id: p.id });
-    if (revived) this.changed(m, deployment);
+    if (revived) await this.changed(m, deployment);
     return deployment;
   }
 
@@ -214,12 +214,12 @@ export class DeploymentsGuard {
   private async ended(m: EntityManager, id: string, outcome: DeploymentOutcome) {
     const deployment = await findOneOrFail(m, Deployment, { id });
     this.db.afterCommit(m, () => this.metrics.deploymentEnded(outcome));
-    this.changed(m, deployment);
+    await this.changed(m, deployment);
     return deployment;
   }
 
-  private changed(m: EntityManager, deployment: Deployment): void {
-    this.events.deploymentChanged(m, deployment);
+  private changed(m: EntityManager, deployment: Deployment): Promise<void> {
+    return this.events.deploymentChanged(m, deployment);
   }
 
   /** The deployment as it reads at `now`, or NOT_FOUND. */

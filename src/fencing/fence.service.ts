@@ -322,7 +322,7 @@ export class FenceService {
       await this.markObsolete(m, p.environment);
     }
     const plan = await findOneOrFail(m, Plan, { id });
-    if (publish) this.events.planPublished(m, plan);
+    if (publish) await this.events.planPublished(m, plan);
     return plan;
   }
 
@@ -418,7 +418,7 @@ export class FenceService {
     await this.afterPublication(m, plan.environment, plan.id);
     const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
     publishedPlan.snapshot = await snapshotOf(m, publishedPlan);
-    this.events.planPublished(m, publishedPlan);
+    await this.events.planPublished(m, publishedPlan);
     return publishedPlan;
   }
 
