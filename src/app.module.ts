@@ -21,6 +21,7 @@ import { HealthController } from './health/health.controller.js';
 import { IdentityModule } from './identity/identity.module.js';
 import { LeasesModule } from './leases/leases.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
+import { OutboxModule } from './outbox/outbox.module.js';
 import { PlansModule } from './plans/plans.module.js';
 import { QuotasModule } from './quotas/quotas.module.js';
 import { RetentionModule } from './retention/retention.module.js';
@@ -55,6 +56,7 @@ export class AppModule {
         TypeOrmModule.forRoot(dataSourceOptions(config)),
         DatabaseModule,
         EventsModule,
+        OutboxModule,
         MetricsModule,
         GraphQLModule.forRoot<MercuriusDriverConfig>({
           driver: MercuriusDriver,

@@ -11,6 +11,7 @@ import type { Config } from '../config/config.js';
 import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
 import { Deployments1764700000000 } from '../../migrations/1764700000000-deployments.js';
 import { ScopedTokens1764800000000 } from '../../migrations/1764800000000-scoped-tokens.js';
+import { OutboxWebhooks1764900000000 } from '../../migrations/1764900000000-outbox-webhooks.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -33,6 +34,7 @@ export const migrations = [
   StorageIdentity1764610000000,
   Deployments1764700000000,
   ScopedTokens1764800000000,
+  OutboxWebhooks1764900000000,
 ];
 
 /**

@@ -445,3 +445,13 @@ export async function select<R>(
   if (statement) return runSqlite(query, values, () => statement.all(...values) as R[]);
   return manager.query<R[]>(query, values);
 }
+
+/** Rows of an `UPDATE ... RETURNING`: PostgreSQL's driver answers it with [rows, affected]. */
+export async function updateReturning<R>(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown>,
+): Promise<R[]> {
+  const result = await select<unknown>(manager, sql, parameters);
+  return (Array.isArray(result[0]) ? result[0] : result) as R[];
+}

@@ -89,7 +89,7 @@ export class EnvironmentsService {
 
   unfreeze(actor: string, environment: string): Promise<Environment> {
     return this.decisions.decide({ action: 'UNFREEZE', environment, actor }, (m, now) =>
-      this.fence.unfreeze(m, { environment, now }),
+      this.fence.unfreeze(m, { environment, actor, now }),
     );
   }
 

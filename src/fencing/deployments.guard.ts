@@ -2,7 +2,13 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
-import { Database, execute, RetryTransaction, select } from '../database/database.js';
+import {
+  Database,
+  execute,
+  RetryTransaction,
+  select,
+  updateReturning,
+} from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import {
   Deployment,
@@ -16,6 +22,7 @@ import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { EventsService } from '../events/events.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { Outbox } from '../outbox/outbox.service.js';
 
 /** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
 const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
@@ -24,16 +31,6 @@ const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
 export function parseDeploymentId(id: string): { environment: string; sequence: number } {
   const at = id.lastIndexOf('#');
   return { environment: id.slice(0, at), sequence: Number(id.slice(at + 1)) };
-}
-
-/** Rows of an `UPDATE ... RETURNING`: PostgreSQL's driver answers it with [rows, affected]. */
-async function updateReturning<R>(
-  m: EntityManager,
-  sql: string,
-  parameters: Record<string, unknown>,
-): Promise<R[]> {
-  const result = await select<unknown>(m, sql, parameters);
-  return (Array.isArray(result[0]) ? result[0] : result) as R[];
 }
 
 /**
@@ -53,6 +50,7 @@ export class DeploymentsGuard {
     private readonly events: EventsService,
     private readonly audit: AuditService,
     private readonly metrics: MetricsService,
+    private readonly outbox: Outbox,
   ) {}
 
   /**
@@ -79,6 +77,7 @@ export class DeploymentsGuard {
         detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
       });
       await this.changed(m, deployment);
+      await this.outbox.deployment(m, 'deployment.unknown', deployment, 'planfence', now);
     }
     return lapsed.length;
   }
@@ -127,6 +126,7 @@ export class DeploymentsGuard {
       id: deploymentId(p.environment, sequence),
     });
     await this.changed(m, deployment);
+    await this.outbox.deployment(m, 'deployment.started', deployment, p.principal, p.now);
     return deployment;
   }
 
@@ -177,7 +177,9 @@ export class DeploymentsGuard {
       p,
     );
     if (!finished) throw await this.whyReportRejected(m, p);
-    return this.ended(m, p.id, p.outcome);
+    const deployment = await this.ended(m, p.id, p.outcome);
+    await this.outbox.deployment(m, 'deployment.finished', deployment, p.principal, p.now);
+    return deployment;
   }
 
   /**
@@ -208,7 +210,9 @@ export class DeploymentsGuard {
       }
       throw this.notActive(deployment, `deployment ${p.id} is already ${deployment.status}`);
     }
-    return this.ended(m, p.id, p.outcome);
+    const deployment = await this.ended(m, p.id, p.outcome);
+    await this.outbox.deployment(m, 'deployment.reconciled', deployment, p.reviewer, p.now);
+    return deployment;
   }
 
   private async ended(m: EntityManager, id: string, outcome: DeploymentOutcome) {

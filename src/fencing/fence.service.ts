@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { EventsService } from '../events/events.service.js';
+import { Outbox } from '../outbox/outbox.service.js';
 import type { EntityManager } from 'typeorm';
-import { execute, RetryTransaction, select } from '../database/database.js';
+import { execute, RetryTransaction, select, updateReturning } from '../database/database.js';
 import { Environment, FencingMode } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
@@ -42,7 +43,10 @@ export function planId(environment: string, generation: number, sequence: number
  */
 @Injectable()
 export class FenceService {
-  constructor(private readonly events: EventsService) {}
+  constructor(
+    private readonly events: EventsService,
+    private readonly outbox: Outbox,
+  ) {}
 
   async createEnvironment(
     m: EntityManager,
@@ -110,10 +114,15 @@ export class FenceService {
     );
     if (!frozen) throw EnvironmentError.notFound(p.environment);
     await this.expireProposals(m, p.now, p.environment);
-    return this.environment(m, p.environment);
+    const env = await this.environment(m, p.environment);
+    await this.outbox.environment(m, 'environment.frozen', env, p.actor, p.now);
+    return env;
   }
 
-  async unfreeze(m: EntityManager, p: { environment: string; now: number }): Promise<Environment> {
+  async unfreeze(
+    m: EntityManager,
+    p: { environment: string; actor: string; now: number },
+  ): Promise<Environment> {
     const found = await execute(
       m,
       `UPDATE environments SET frozen_reason = NULL, frozen_by = NULL, frozen_at = NULL
@@ -122,22 +131,30 @@ export class FenceService {
     );
     if (!found) throw EnvironmentError.notFound(p.environment);
     await this.expireProposals(m, p.now, p.environment);
-    return this.environment(m, p.environment);
+    const env = await this.environment(m, p.environment);
+    await this.outbox.environment(m, 'environment.unfrozen', env, p.actor, p.now);
+    return env;
   }
 
   /**
    * R16: PROPOSED plans whose expiresAt has come (by the service clock) become EXPIRED, in
    * one environment or, for the retention job, in all of them. Reads show EXPIRED from that
-   * instant already; this makes it the stored status.
+   * instant already; this makes it the stored status, and announces each (plan.expired).
    */
   async expireProposals(m: EntityManager, now: number, environment?: string): Promise<number> {
-    return execute(
+    const expired = await updateReturning<{ id: string }>(
       m,
       `UPDATE plans SET status = 'EXPIRED'
        WHERE status = 'PROPOSED' AND expires_at <= :now
-         ${environment !== undefined ? 'AND environment = :environment' : ''}`,
+         ${environment !== undefined ? 'AND environment = :environment' : ''}
+       RETURNING id`,
       { now, environment: environment ?? null },
     );
+    // In id order: the order the outbox announces them in does not depend on the database's.
+    for (const { id } of expired.sort((a, b) => (a.id < b.id ? -1 : 1))) {
+      await this.outbox.plan(m, 'plan.expired', await this.plan(m, id), 'planfence', now);
+    }
+    return expired.length;
   }
 
   private async replaceRules(
@@ -322,7 +339,11 @@ export class FenceService {
       await this.markObsolete(m, p.environment);
     }
     const plan = await findOneOrFail(m, Plan, { id });
-    if (publish) await this.events.planPublished(m, plan);
+    await this.outbox.plan(m, 'plan.submitted', plan, p.principal, p.now);
+    if (publish) {
+      await this.outbox.plan(m, 'plan.published', plan, p.principal, p.now);
+      await this.events.planPublished(m, plan);
+    }
     return plan;
   }
 
@@ -418,6 +439,7 @@ export class FenceService {
     await this.afterPublication(m, plan.environment, plan.id);
     const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
     publishedPlan.snapshot = await snapshotOf(m, publishedPlan);
+    await this.outbox.plan(m, 'plan.published', publishedPlan, p.reviewer, p.now);
     await this.events.planPublished(m, publishedPlan);
     return publishedPlan;
   }
@@ -427,6 +449,10 @@ export class FenceService {
     p: { planId: string; reviewer: string; reason: string; now: number },
   ): Promise<Plan> {
     const { environment } = await this.plan(m, p.planId);
+    // Takes the environment's row first (PostgreSQL), as every decision that announces an event does.
+    await execute(m, 'UPDATE environments SET fence = fence WHERE name = :environment', {
+      environment,
+    });
     await this.expireProposals(m, p.now, environment);
     const rejected = await execute(
       m,
@@ -445,6 +471,7 @@ export class FenceService {
         },
       );
     }
+    await this.outbox.plan(m, 'plan.rejected', plan, p.reviewer, p.now);
     return plan;
   }
 
