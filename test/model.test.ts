@@ -14,6 +14,7 @@ import {
   type Rule,
   type SubmitInput,
 } from './model/reference-model.js';
+import { Database } from '../src/database/database.js';
 import { startApp, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 
@@ -155,6 +156,34 @@ async function expectSameState(s: ModelState): Promise<void> {
       }));
     expect(realPlans).toEqual(expectedPlans);
   });
+  await expectSameEvents(s);
+}
+
+/**
+ * R22: the outbox holds exactly the events of the decisions that committed, in commit order;
+ * each expiry is announced at most once, and only for a plan that reads EXPIRED.
+ */
+async function expectSameEvents(s: ModelState): Promise<void> {
+  const rows = await app.app
+    .get(Database)
+    .read((m) =>
+      m.query<{ environment: string; type: string; plan_id: string | null }[]>(
+        'SELECT environment, type, plan_id FROM outbox_events ORDER BY id',
+      ),
+    );
+  const mine = rows.filter((row) => s.names.includes(row.environment));
+  const expired = mine.filter((row) => row.type === 'plan.expired').map((row) => row.plan_id!);
+  expect(
+    mine
+      .filter((row) => row.type !== 'plan.expired')
+      .map((row) => `${row.environment} ${row.type} ${row.plan_id ?? '-'}`),
+  ).toEqual(s.model.events.filter((event) => s.names.includes(event.split(' ')[0])));
+  expect(new Set(expired).size).toBe(expired.length);
+  for (const id of expired)
+    expect({ id, status: s.model.statusOf(s.model.plans.get(id)!) }).toEqual({
+      id,
+      status: 'EXPIRED',
+    });
 }
 
 /** A command that does the same thing to both and compares the outcome code, then the state. */

@@ -80,6 +80,17 @@ export class ReferenceModel {
   /** principal → its groups (R14). */
   readonly groups = new Map<string, Set<string>>();
 
+  /**
+   * R22: the events the outbox must hold, in commit order, as `environment type planId`
+   * (plan.expired aside: when an expiry is stored depends on which write comes next, so
+   * the test checks those separately).
+   */
+  readonly events: string[] = [];
+
+  private announce(environment: string, type: string, planId: string | null = null): void {
+    this.events.push(`${environment} ${type} ${planId ?? '-'}`);
+  }
+
   constructor(
     now: number,
     private readonly idempotencyTtlMs: number,
@@ -148,6 +159,7 @@ export class ReferenceModel {
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
     env.frozen = { reason, frozenBy: by };
+    this.announce(name, 'environment.frozen');
     return 'OK';
   }
 
@@ -156,6 +168,7 @@ export class ReferenceModel {
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
     env.frozen = null;
+    this.announce(name, 'environment.unfrozen');
     return 'OK';
   }
 
@@ -294,6 +307,7 @@ export class ReferenceModel {
       approvals: [],
     };
     this.plans.set(plan.id, plan);
+    this.announce(env.name, 'plan.submitted', plan.id);
     if (publish) this.publish(env, plan);
     this.markObsolete(env);
     return { planId: plan.id };
@@ -341,6 +355,7 @@ export class ReferenceModel {
     if (!plan) return 'NOT_FOUND';
     if (plan.status !== 'PROPOSED') return 'INVALID_PLAN_STATE';
     plan.status = 'REJECTED';
+    this.announce(plan.environment, 'plan.rejected', plan.id);
     return 'OK';
   }
 
@@ -348,6 +363,7 @@ export class ReferenceModel {
     if (env.current) env.current.status = 'SUPERSEDED';
     plan.status = 'PUBLISHED';
     env.current = plan;
+    this.announce(env.name, 'plan.published', plan.id);
   }
 
   /** R8 */
