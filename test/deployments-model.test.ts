@@ -8,7 +8,8 @@
  */
 import fc from 'fast-check';
 import { DeploymentsModel, type Outcome } from './model/deployments-model.js';
-import { startApp, type TestApp } from './support/app.js';
+import { Database } from '../src/database/database.js';
+import { startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { codeOf, type GqlResult, World } from './support/world.js';
 
@@ -69,6 +70,18 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
   }));
   expect(result.data!.deployments).toEqual(expected);
   for (const d of expected) count(`reads ${d.status}`);
+  const events = await app.app.get(Database).read((m) =>
+    m.query<{ type: string; deployment_sequence: number }[]>(
+      `SELECT type, deployment_sequence FROM outbox_events
+         WHERE environment = ${TEST_DATABASE === 'postgres' ? '$1' : '?'}
+           AND type IN ('deployment.started', 'deployment.finished', 'deployment.reconciled')
+         ORDER BY id`,
+      [model.environment],
+    ),
+  );
+  expect(
+    events.map((e) => `${e.type} ${model.environment}#${Number(e.deployment_sequence)}`),
+  ).toEqual(model.events);
 }
 
 function command(

@@ -23,6 +23,8 @@ export type Answer = string;
 export class DeploymentsModel {
   readonly plans: string[] = [];
   readonly deployments: ModelDeployment[] = [];
+  /** R22: the deployment events the outbox must hold, in commit order (deployment.unknown aside: it is stored when the next write comes). */
+  readonly events: string[] = [];
   private generation = 0;
   /** Idempotency records of startDeployment: (principal, key) → input and first answer. */
   private readonly starts = new Map<string, { input: string; answer: Answer }>();
@@ -82,6 +84,7 @@ export class DeploymentsModel {
       expiresAt: this.now + heartbeatSeconds * 1000,
       reconciledBy: null,
     });
+    this.events.push(`deployment.started ${id}`);
     return `OK ${id}`;
   }
 
@@ -99,6 +102,7 @@ export class DeploymentsModel {
     if (!d) return 'NOT_FOUND';
     if (!this.reportable(d, principal)) return 'DEPLOYMENT_NOT_ACTIVE';
     d.status = outcome;
+    this.events.push(`deployment.finished ${id}`);
     return `OK ${id}`;
   }
 
@@ -110,6 +114,7 @@ export class DeploymentsModel {
     if (status !== 'UNKNOWN') return 'DEPLOYMENT_NOT_ACTIVE';
     d.status = outcome;
     d.reconciledBy = reviewer;
+    this.events.push(`deployment.reconciled ${id}`);
     return `OK ${id}`;
   }
 
