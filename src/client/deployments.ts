@@ -201,14 +201,23 @@ export class Deployments {
           });
         });
         if (!beating) return;
-        try {
+        const beat = async () => {
           const sent = performance.now();
           await this.heartbeat(deployment.id, heartbeatSeconds);
           deadline = sent + heartbeatSeconds * 1000;
+        };
+        try {
+          await beat();
         } catch (error) {
           // A transport failure is retried until the heartbeat would have expired; a refusal is final.
-          if (error instanceof TransportError && performance.now() < deadline - everyMs) continue;
-          controller.abort(error);
+          if (!(error instanceof TransportError)) {
+            controller.abort(error);
+          } else if (performance.now() >= deadline - everyMs) {
+            // Once more at once, on a new connection: after this process was paused, its pooled
+            // one has usually been closed by the service, and the answer (often a refusal:
+            // the deployment lapsed) is what the work must stop with.
+            await beat().catch((again: unknown) => controller.abort(again));
+          }
         }
       }
     })();
