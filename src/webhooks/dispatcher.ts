@@ -72,14 +72,22 @@ export function requestBody(format: WebhookFormat, event: StoredEvent): string {
 
 /** Random(0, min(max, base · 2^(attempts−1))): exponential back-off with full jitter. */
 export function backoffMs(config: WebhooksConfig, attempts: number): number {
-  const ceiling = Math.min(config.backoffMaxMs, config.backoffBaseMs * 2 ** Math.min(attempts - 1, 40));
+  const ceiling = Math.min(
+    config.backoffMaxMs,
+    config.backoffBaseMs * 2 ** Math.min(attempts - 1, 40),
+  );
   return Math.floor(Math.random() * ceiling);
 }
 
 /** A short, truthful reason for a failed request (no stack, no body). */
 function reasonOf(error: unknown, timeoutMs: number): string {
-  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return `timed out after ${timeoutMs} ms`;
+  const e = error as {
+    name?: string;
+    message?: string;
+    cause?: { code?: string; message?: string };
+  };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError')
+    return `timed out after ${timeoutMs} ms`;
   const code = e?.cause?.code;
   const known: Record<string, string> = {
     ECONNREFUSED: 'connection refused',
@@ -432,16 +440,14 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
 
 /** Reads at most MAX_RESPONSE_BYTES of the answer and drops the rest. */
 async function drain(response: Response): Promise<void> {
-  const reader = response.body?.getReader();
-  if (!reader) return;
+  if (!response.body) return;
   let read = 0;
   try {
-    while (read < MAX_RESPONSE_BYTES) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      read += value.byteLength;
+    // Leaving the loop early cancels the rest of the stream.
+    for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+      read += chunk.byteLength;
+      if (read >= MAX_RESPONSE_BYTES) break;
     }
-    await reader.cancel();
   } catch {
     // The status is what counts; a body cut short changes nothing.
   }

@@ -2,7 +2,7 @@ import type { StoredEvent } from '../outbox/outbox-event.js';
 
 /** Text as Slack shows it: one line, at most `max` characters, `&`, `<` and `>` escaped (no mentions or links injected by a title). */
 function plain(value: unknown, max = 200): string {
-  const text = String(value ?? '')
+  const text = (typeof value === 'string' || typeof value === 'number' ? String(value) : '')
     .replace(/\s+/g, ' ')
     .trim();
   const cut = text.length > max ? `${text.slice(0, max - 1)}…` : text;

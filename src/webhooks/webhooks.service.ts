@@ -11,7 +11,7 @@ import type { CreateWebhookInput, WebhookDeliveriesArgs } from './dto/create-web
 import { WebhookDispatcher } from './dispatcher.js';
 import {
   type CreatedWebhook,
-  DeliveryStatus,
+  type DeliveryStatus,
   type Webhook,
   type WebhookDelivery,
   type WebhookFormat,
@@ -72,7 +72,7 @@ function deliveryOf(row: DeliveryRow): WebhookDelivery {
     createdAt: new Date(Number(row.created_at)),
     lastAttemptAt: time(row.last_attempt_at),
     // A delivery that is no longer PENDING has no next attempt.
-    nextAttemptAt: row.status === DeliveryStatus.PENDING ? time(row.next_attempt_at) : null,
+    nextAttemptAt: row.status === 'PENDING' ? time(row.next_attempt_at) : null,
     lastError: row.last_error,
     deliveredAt: time(row.delivered_at),
   };
@@ -128,7 +128,8 @@ export function checkEnvironments(patterns: string[] | null | undefined): void {
         `environment pattern "${pattern.slice(0, 64)}" must match ${ENVIRONMENT_PATTERN.source}`,
       );
     }
-    if (seen.has(pattern)) throw WebhookError.badInput(`environment pattern "${pattern}" is given twice`);
+    if (seen.has(pattern))
+      throw WebhookError.badInput(`environment pattern "${pattern}" is given twice`);
     seen.add(pattern);
   }
 }
@@ -219,7 +220,11 @@ export class WebhooksService {
   }
 
   /** Newest first. NOT_FOUND for an unknown webhook. */
-  async deliveries({ webhookId, status, first }: WebhookDeliveriesArgs): Promise<WebhookDelivery[]> {
+  async deliveries({
+    webhookId,
+    status,
+    first,
+  }: WebhookDeliveriesArgs): Promise<WebhookDelivery[]> {
     const rows = await this.db.read(async (m) => {
       if (!(await this.findRow(m, webhookId))) throw WebhookError.notFound('webhook', webhookId);
       return status
