@@ -190,7 +190,9 @@ describe('every event type', () => {
         '{ webhooks { id url events environments format createdAt } }',
       ),
     ).webhooks;
-    expect(listed.map((w) => w.id).sort()).toEqual([created.webhook.id, slackHook.webhook.id].sort());
+    expect(listed.map((w) => w.id).sort()).toEqual(
+      [created.webhook.id, slackHook.webhook.id].sort(),
+    );
     expect(JSON.stringify(listed)).not.toContain(created.secret);
 
     const agent = await world.issue('agent', 'AGENT');
@@ -551,5 +553,249 @@ describe('200 concurrent decisions across 3 environments', () => {
       await world.gql<{ webhooks: { id: string }[] }>(world.admin, '{ webhooks { id } }'),
     ).webhooks;
     expect(remaining.map((w) => w.id)).toEqual([all.webhook.id]);
+  });
+});
+
+describe('a receiver that is down', () => {
+  let app: TestApp;
+  let world: World;
+  let receiver: Receiver;
+  const backoff = {
+    PLANFENCE_WEBHOOK_POLL_MS: '50',
+    PLANFENCE_WEBHOOK_BACKOFF_BASE_MS: '40',
+    PLANFENCE_WEBHOOK_BACKOFF_MAX_MS: '300',
+  };
+
+  afterEach(async () => {
+    await app.close();
+    await receiver.stop();
+  });
+
+  test('503s and connection refused: retries back off, the line waits, then everything arrives once, in order', async () => {
+    receiver = await new Receiver().start();
+    receiver.answer = () => 503;
+    app = await startApp({ ...backoff, PLANFENCE_WEBHOOK_MAX_ATTEMPTS: '1000' }, null);
+    world = new World(app);
+    const hook = ok(
+      await createWebhook(world, { url: receiver.url, events: ['plan.submitted'] }),
+    ).createWebhook;
+    const agent = await world.issue('agent', 'AGENT');
+    await world.createEnvironment('prod', 'MONOTONIC');
+    const generation = await world.acquire(agent, 'prod', 600);
+    const plans = [];
+    for (let i = 0; i < 5; i++)
+      plans.push(await world.submitOk(agent, 'prod', generation, `p${i}`));
+
+    // The head of the line is retried; the deliveries after it wait (nothing out of order).
+    const headOf = async () => (await deliveries(world, hook.webhook.id)).at(-1)!;
+    const earlier = await until('a failed attempt of the first delivery', async () => {
+      const head = await headOf();
+      return head.attempts >= 1 && head.lastError === 'HTTP 503' && head;
+    });
+    const later = await until('two more attempts', async () => {
+      const head = await headOf();
+      return head.attempts >= earlier.attempts + 2 && head;
+    });
+    // Attempts grow and the next attempt moves on.
+    expect(Date.parse(later.lastAttemptAt!)).toBeGreaterThan(Date.parse(earlier.lastAttemptAt!));
+    expect(later.nextAttemptAt).not.toBe(earlier.nextAttemptAt);
+    const list = await deliveries(world, hook.webhook.id);
+    const head = list.at(-1)!;
+    expect(head).toMatchObject({ id: earlier.id, status: 'PENDING', lastError: 'HTTP 503' });
+    expect(head.nextAttemptAt).not.toBeNull();
+    expect(list.slice(0, -1).every((d) => d.attempts === 0 && d.status === 'PENDING')).toBe(true);
+    expect(new Set(receiver.requests.map((r) => r.delivery))).toEqual(new Set([head.id]));
+
+    // While the receiver is down the service stays ready and the lag shows.
+    expect((await fetch(`${app.url}/health`)).status).toBe(200);
+    const metrics = await (await fetch(`${app.url}/metrics`)).text();
+    expect(metrics).toMatch(/planfence_webhook_deliveries_total\{outcome="retry"\} [1-9]/);
+    expect(Number(/^planfence_outbox_lag_seconds (\S+)$/m.exec(metrics)![1])).toBeGreaterThan(0);
+    expect(metrics).toMatch(/^planfence_webhook_deliveries_pending 5$/m);
+
+    // Now nobody listens at all.
+    const before = head.attempts;
+    await receiver.stop();
+    const refused = await until('an attempt refused', async () => {
+      const first = (await deliveries(world, hook.webhook.id)).at(-1)!;
+      return first.lastError === 'connection refused' && first.attempts > before + 1 && first;
+    });
+    expect(refused.status).toBe('PENDING');
+
+    receiver.answer = () => 200;
+    await receiver.start();
+    const done = await allDelivered(world, hook.webhook.id, 5);
+    const accepted = receiver.accepted();
+    expect(accepted.map((r) => r.delivery)).toEqual(done.map((d) => d.id).reverse());
+    expect(accepted.map((r) => (JSON.parse(r.body) as WebhookEvent).planId)).toEqual(
+      plans.map((p) => p.id),
+    );
+    // Retries carried the same delivery id; every request after the first success is a new one.
+    expect(
+      receiver.requests.filter((r) => r.status === 503).every((r) => r.delivery === head.id),
+    ).toBe(true);
+    expect(await fetch(`${app.url}/metrics`).then((r) => r.text())).toMatch(
+      /planfence_webhook_deliveries_total\{outcome="delivered"\} 5/,
+    );
+  });
+
+  test('after the last attempt a delivery is FAILED, the line goes on, and redeliverWebhook delivers it with the same id', async () => {
+    receiver = await new Receiver().start();
+    receiver.answer = () => 503;
+    app = await startApp({ ...backoff, PLANFENCE_WEBHOOK_MAX_ATTEMPTS: '3' }, null);
+    world = new World(app);
+    const hook = ok(
+      await createWebhook(world, {
+        url: receiver.url,
+        events: ['environment.frozen', 'environment.unfrozen'],
+      }),
+    ).createWebhook;
+    await world.createEnvironment('prod', 'MONOTONIC');
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation { freezeEnvironment(environment: "prod", reason: "r") { name } }',
+      ),
+    );
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation { unfreezeEnvironment(environment: "prod") { name } }',
+      ),
+    );
+
+    const failed = await until('both deliveries FAILED', async () => {
+      const list = await deliveries(world, hook.webhook.id, 'FAILED');
+      return list.length === 2 && list;
+    });
+    for (const delivery of failed) {
+      expect(delivery).toMatchObject({
+        attempts: 3,
+        lastError: 'HTTP 503',
+        nextAttemptAt: null,
+        deliveredAt: null,
+      });
+    }
+    expect(await deliveries(world, hook.webhook.id, 'PENDING')).toEqual([]);
+    expect(await deliveries(world, hook.webhook.id, 'DELIVERED')).toEqual([]);
+    // The first was given up before the second was tried (order held while failing).
+    const order = receiver.requests.map((r) => r.delivery);
+    const [second, first] = failed;
+    expect(order).toEqual([first.id, first.id, first.id, second.id, second.id, second.id]);
+
+    receiver.answer = () => 200;
+    const again = ok(
+      await world.gql<{ redeliverWebhook: Delivery }>(
+        world.admin,
+        `mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { ${DELIVERY_FIELDS} } }`,
+        { id: first.id },
+      ),
+    ).redeliverWebhook;
+    expect(again).toMatchObject({ id: first.id, status: 'PENDING', attempts: 0 });
+    const delivered = await until('the redelivery', async () => {
+      const [d] = await deliveries(world, hook.webhook.id, 'DELIVERED');
+      return d;
+    });
+    expect(delivered).toMatchObject({ id: first.id, attempts: 1, lastError: null });
+    expect(receiver.accepted().map((r) => r.delivery)).toEqual([first.id]);
+    expect(receiver.accepted()[0].event).toBe('environment.frozen');
+    expect((await deliveries(world, hook.webhook.id, 'FAILED')).map((d) => d.id)).toEqual([
+      second.id,
+    ]);
+    expect(
+      codeOf(
+        await world.gql(world.admin, 'mutation { redeliverWebhook(deliveryId: "999999") { id } }'),
+      ),
+    ).toBe('NOT_FOUND');
+    const metrics = await (await fetch(`${app.url}/metrics`)).text();
+    expect(metrics).toMatch(/planfence_webhook_deliveries_total\{outcome="failed"\} 2/);
+  });
+});
+
+describe('administration', () => {
+  let app: TestApp;
+  let world: World;
+
+  beforeAll(async () => {
+    app = await startApp();
+    world = new World(app);
+  });
+  afterAll(() => app.close());
+
+  test.each([
+    ['an ftp URL', { url: 'ftp://example.com/hook', events: ['plan.published'] }, 'http or https'],
+    ['a URL that does not parse', { url: 'not a url', events: ['plan.published'] }, 'absolute'],
+    [
+      'credentials in the URL',
+      { url: 'https://u:p@example.com/', events: ['plan.published'] },
+      'credentials',
+    ],
+    [
+      'a URL over 2048 characters',
+      { url: `https://example.com/${'a'.repeat(2048)}`, events: ['plan.published'] },
+      '2048',
+    ],
+    [
+      'an unknown event type',
+      { url: 'https://example.com/', events: ['plan.eaten'] },
+      'plan.eaten',
+    ],
+    ['no event type', { url: 'https://example.com/', events: [] }, 'at least one'],
+    [
+      'an event type twice',
+      { url: 'https://example.com/', events: ['plan.published', 'plan.published'] },
+      'twice',
+    ],
+    [
+      'a bad environment pattern',
+      { url: 'https://example.com/', events: ['plan.published'], environments: ['Prod!'] },
+      'Prod!',
+    ],
+    [
+      'an empty environment list',
+      { url: 'https://example.com/', events: ['plan.published'], environments: [] },
+      'null',
+    ],
+  ])('%s is BAD_USER_INPUT and creates nothing', async (_, input, message) => {
+    const result = await createWebhook(world, input);
+    expect(codeOf(result)).toBe('BAD_USER_INPUT');
+    expect(result.errors![0].message).toContain(message);
+    expect(
+      ok(await world.gql<{ webhooks: unknown[] }>(world.admin, '{ webhooks { id } }')).webhooks,
+    ).toEqual([]);
+  });
+
+  test('only an unlimited ADMIN manages webhooks', async () => {
+    const input = { url: 'https://example.com/', events: ['plan.published'] };
+    for (const role of ['AGENT', 'REVIEWER', 'DEPLOYER', 'VIEWER'] as const) {
+      const token = await world.issue(`someone-${role.toLowerCase()}`, role);
+      expect(codeOf(await createWebhook(world, input, token))).toBe('FORBIDDEN');
+      expect(codeOf(await world.gql(token, '{ webhooks { id } }'))).toBe('FORBIDDEN');
+      expect(codeOf(await world.gql(token, 'mutation { deleteWebhook(id: "x") }'))).toBe(
+        'FORBIDDEN',
+      );
+      expect(
+        codeOf(await world.gql(token, 'mutation { redeliverWebhook(deliveryId: "1") { id } }')),
+      ).toBe('FORBIDDEN');
+      expect(codeOf(await world.gql(token, '{ webhookDeliveries(webhookId: "x") { id } }'))).toBe(
+        'FORBIDDEN',
+      );
+    }
+    const scoped = ok(
+      await world.gql<{ issueToken: { token: string } }>(
+        world.admin,
+        'mutation { issueToken(name: "prod-admin", role: ADMIN, environments: ["prod"]) { token } }',
+      ),
+    ).issueToken.token;
+    expect(codeOf(await createWebhook(world, { ...input, environments: ['prod'] }, scoped))).toBe(
+      'FORBIDDEN',
+    );
+    expect(codeOf(await world.gql(scoped, '{ webhooks { id } }'))).toBe('FORBIDDEN');
+    expect(
+      ok(await world.gql<{ webhooks: unknown[] }>(world.admin, '{ webhooks { id } }')).webhooks,
+    ).toEqual([]);
+    expect(codeOf(await world.gql(world.admin, 'mutation { deleteWebhook(id: "nope") }'))).toBe(
+      'NOT_FOUND',
+    );
   });
 });
