@@ -7,6 +7,7 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createReceiver, handle } from '../examples/webhook-receiver.js';
 import { verifyWebhook, type WebhookEvent } from '../src/client/index.js';
 import { EVENT_TYPES } from '../src/outbox/outbox-event.js';
 import { RetentionService } from '../src/retention/retention.service.js';
@@ -75,7 +76,7 @@ class Receiver {
 async function until<T>(
   what: string,
   probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  ms = 60_000,
+  ms = 30_000,
 ): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
@@ -282,6 +283,14 @@ describe('every event type', () => {
         verifyWebhook(created.secret, request.headers, request.body.replace('prod', 'prud')),
       ).toThrow('does not match');
     }
+    // Headers as a plain object in any case, or as a fetch Headers.
+    const sample = receiver.requests[0];
+    const mixedCase = { 'Planfence-Signature': String(sample.headers['planfence-signature']) };
+    expect(verifyWebhook(created.secret, mixedCase, sample.body).id).toBe(events[0].id);
+    expect(verifyWebhook(created.secret, new Headers(mixedCase), Buffer.from(sample.body)).id).toBe(
+      events[0].id,
+    );
+    expect(() => verifyWebhook(created.secret, {}, sample.body)).toThrow('no Planfence-Signature');
     // An old signature is refused even with the right secret.
     const old = Math.floor(Date.now() / 1000) - 3600;
     const body = receiver.requests[0].body;
@@ -404,6 +413,8 @@ describe('every event type', () => {
     // Its event is still there: once the receiver is back, it is delivered.
     await receiver.start();
     const redelivered = await until('the pending delivery to arrive', async () => {
+      // The service clock stands still here: let the back-off of the refused attempts pass.
+      world.advance(301);
       const [only] = await deliveries(world, created.webhook.id);
       return only.status === 'DELIVERED' && only;
     });
@@ -797,5 +808,76 @@ describe('administration', () => {
     expect(codeOf(await world.gql(world.admin, 'mutation { deleteWebhook(id: "nope") }'))).toBe(
       'NOT_FOUND',
     );
+  });
+});
+
+describe('the example receiver', () => {
+  let app: TestApp;
+  let world: World;
+  let server: Server;
+
+  beforeAll(async () => {
+    app = await startApp({ PLANFENCE_WEBHOOK_POLL_MS: '50' });
+    world = new World(app);
+  });
+  afterAll(async () => {
+    await app.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  test('verifies, acts once per delivery id, and ignores a publication below the highest it acted on', async () => {
+    const acted: WebhookEvent[] = [];
+    const state = {
+      seen: new Set<string>(),
+      published: new Map<string, { generation: number; sequence: number }>(),
+    };
+    // A free port for the webhook's URL, then the receiver with the secret on it.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const url = `http://127.0.0.1:${port}/`;
+    const hook = ok(await createWebhook(world, { url, events: ['plan.published'] })).createWebhook;
+    server = createReceiver(
+      hook.secret,
+      (event) => {
+        acted.push(event);
+        return Promise.resolve();
+      },
+      state,
+    );
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    const agent = await world.issue('agent', 'AGENT');
+    const plans = await new Deployments(world).environmentWithPlans('prod', agent, 2);
+    const delivered = await allDelivered(world, hook.webhook.id, 2);
+    expect(acted.map((e) => e.planId)).toEqual(plans);
+
+    // A redelivery carries the same delivery id: delivered again, not acted on again.
+    const first = delivered.at(-1)!;
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { id } }',
+        { id: first.id },
+      ),
+    );
+    // (It is PENDING from the mutation's commit on, so "all DELIVERED" means sent again.)
+    await allDelivered(world, hook.webhook.id, 2);
+    expect(acted.map((e) => e.planId)).toEqual(plans);
+
+    // A late, older publication under a new delivery id is fenced out by its token.
+    const late = { ...acted[0], id: '1' };
+    expect(
+      await handle(state, 'another-delivery', late, () => Promise.reject(new Error('acted'))),
+    ).toBe('stale');
+    // A wrong signature is 401 and nothing is acted on.
+    const refused = await fetch(url, {
+      method: 'POST',
+      headers: { 'planfence-signature': 't=1,v1=00' },
+      body: '{}',
+    });
+    expect(refused.status).toBe(401);
+    expect(acted).toHaveLength(2);
   });
 });
