@@ -11,7 +11,7 @@ import { createReceiver, handle } from '../examples/webhook-receiver.js';
 import { verifyWebhook, type WebhookEvent } from '../src/client/index.js';
 import { EVENT_TYPES } from '../src/outbox/outbox-event.js';
 import { RetentionService } from '../src/retention/retention.service.js';
-import { startApp, type TestApp } from './support/app.js';
+import { scratchDatabase, startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { codeOf, ok, World } from './support/world.js';
 
@@ -28,6 +28,8 @@ interface Received {
 class Receiver {
   readonly requests: Received[] = [];
   answer: () => number = () => 200;
+  /** Awaited before answering each request (holds a request in flight). */
+  hold: () => Promise<void> = () => Promise.resolve();
   private server: Server | null = null;
   port = 0;
 
@@ -35,18 +37,22 @@ class Receiver {
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const status = this.answer();
-        this.requests.push({
-          path: req.url ?? '',
-          delivery: String(req.headers['planfence-delivery']),
-          event: String(req.headers['planfence-event']),
-          headers: req.headers,
-          body: Buffer.concat(chunks).toString('utf8'),
-          status,
-        });
-        res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
-      });
+      req.on(
+        'end',
+        () =>
+          void this.hold().then(() => {
+            const status = this.answer();
+            this.requests.push({
+              path: req.url ?? '',
+              delivery: String(req.headers['planfence-delivery']),
+              event: String(req.headers['planfence-event']),
+              headers: req.headers,
+              body: Buffer.concat(chunks).toString('utf8'),
+              status,
+            });
+            res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
+          }),
+      );
     });
     await new Promise<void>((resolve) => this.server!.listen(this.port, '127.0.0.1', resolve));
     this.port = (this.server.address() as AddressInfo).port;
@@ -879,5 +885,71 @@ describe('the example receiver', () => {
     });
     expect(refused.status).toBe(401);
     expect(acted).toHaveLength(2);
+  });
+});
+
+describe('a restart', () => {
+  test('a shutdown waits for the request in flight; deliveries still pending are sent after the restart, in order', async () => {
+    const database = await scratchDatabase();
+    const receiver = await new Receiver().start();
+    // The first request is answered only once the service has begun to shut down.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let holding = true;
+    const env = { DATABASE_URL: database.url, PLANFENCE_WEBHOOK_POLL_MS: '50' };
+    let app = await startApp(env, null);
+    try {
+      const world = new World(app);
+      const hook = ok(
+        await createWebhook(world, {
+          url: receiver.url,
+          events: ['environment.frozen', 'environment.unfrozen'],
+        }),
+      ).createWebhook;
+      receiver.hold = async () => {
+        if (!holding) return;
+        holding = false;
+        await held;
+      };
+      await world.createEnvironment('prod', 'MONOTONIC');
+      ok(
+        await world.gql(
+          world.admin,
+          'mutation { freezeEnvironment(environment: "prod", reason: "one") { name } }',
+        ),
+      );
+      await until('the first request to be in flight', () => !holding);
+      ok(
+        await world.gql(
+          world.admin,
+          'mutation { unfreezeEnvironment(environment: "prod") { name } }',
+        ),
+      );
+      ok(
+        await world.gql(
+          world.admin,
+          'mutation { freezeEnvironment(environment: "prod", reason: "two") { name } }',
+        ),
+      );
+      const closing = app.close();
+      release();
+      await closing;
+      expect(receiver.accepted().map((r) => r.event)).toEqual(['environment.frozen']);
+
+      app = await startApp(env, null);
+      const again = new World(app);
+      const done = await allDelivered(again, hook.webhook.id, 3);
+      expect(done.every((d) => d.attempts === 1)).toBe(true);
+      expect(receiver.accepted().map((r) => r.delivery)).toEqual(done.map((d) => d.id).reverse());
+      expect(receiver.accepted().map((r) => (JSON.parse(r.body) as WebhookEvent).type)).toEqual([
+        'environment.frozen',
+        'environment.unfrozen',
+        'environment.frozen',
+      ]);
+    } finally {
+      await app.close();
+      await receiver.stop();
+      await database.cleanup();
+    }
   });
 });
