@@ -252,6 +252,11 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
       });
   }
 
+  /** The deliveries whose request this process makes now: never claimed a second time meanwhile. */
+  private inFlightIds(): string {
+    return JSON.stringify([...this.inFlight.keys()]);
+  }
+
   /** Claims as many due heads of lines as there are free slots and starts their requests. */
   private async fill(): Promise<void> {
     const free = this.config.concurrency - this.inFlight.size;
@@ -262,6 +267,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
       select(m, `SELECT d.id FROM webhook_deliveries d WHERE ${this.claimable()} LIMIT 1`, {
         now,
         me: this.instanceId,
+        inFlight: this.inFlightIds(),
       }),
     );
     if (!due) return;
@@ -300,6 +306,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
           until: now + this.config.timeoutMs + CLAIM_MARGIN_MS,
           now,
           limit,
+          inFlight: this.inFlightIds(),
         },
       );
       if (!claimed.length) return [];
@@ -342,13 +349,23 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
         ? '(d.claimed_by IS NULL OR d.claimed_by <> :me OR d.claimed_until < :now)'
         : '(d.claimed_until IS NULL OR d.claimed_until < :now)';
     return `d.status = 'PENDING' AND d.next_attempt_at <= :now AND ${unclaimed}
+      AND d.id NOT IN (${this.idList('inFlight')})
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
                       WHERE e.webhook_id = d.webhook_id AND e.environment = d.environment
                         AND e.status = 'PENDING' AND e.id < d.id)`;
   }
 
+  /**
+   * The integers of the JSON array parameter `:name` as a subquery: one statement text
+   * whatever the ids (statements are prepared and cached by their text).
+   */
+  private idList(name: string): string {
+    return this.db.dialect === 'postgres'
+      ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
+      : `SELECT value FROM json_each(:${name})`;
+  }
+
   private attemptsOf(m: EntityManager, ids: number[]): Promise<AttemptRow[]> {
-    // Ids are integers from RETURNING: safe to write into the statement.
     return select<AttemptRow>(
       m,
       `SELECT d.id, d.attempts, d.retry_from, w.url, w.format, w.secret, e.id AS event_id,
@@ -357,8 +374,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
        FROM webhook_deliveries d
        JOIN webhooks w ON w.id = d.webhook_id
        JOIN outbox_events e ON e.id = d.event_id
-       WHERE d.id IN (${ids.map((id) => Number(id)).join(', ')})
+       WHERE d.id IN (${this.idList('ids')})
        ORDER BY d.id`,
+      { ids: JSON.stringify(ids) },
     );
   }
 
