@@ -530,6 +530,15 @@ describe('200 concurrent decisions across 3 environments', () => {
             (b.generation === a.generation && b.sequence! > a.sequence!),
         ).toBe(true);
       }
+      // Submissions too: each plan's sequence is drawn in commit order.
+      const submittedTokens = events.filter((e) => e.type === 'plan.submitted');
+      for (let i = 1; i < submittedTokens.length; i++) {
+        const [a, b] = [submittedTokens[i - 1], submittedTokens[i]];
+        expect(
+          b.generation! > a.generation! ||
+            (b.generation === a.generation && b.sequence! > a.sequence!),
+        ).toBe(true);
+      }
       // Every publication the environment shows was announced once.
       const plans = await world.plans(env);
       const everPublished = plans.filter((p) => p.publishedAt !== null).map((p) => p.id);
