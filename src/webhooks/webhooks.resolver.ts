@@ -66,7 +66,7 @@ export class WebhooksResolver {
     @Args() { id }: WebhookIdArgs,
   ): Promise<boolean> {
     unscoped(principal);
-    return this.service.delete(id);
+    return this.service.delete(principal, id);
   }
 
   /** A FAILED or DELIVERED delivery is sent again (same id). NOT_FOUND if unknown. */
@@ -77,6 +77,6 @@ export class WebhooksResolver {
     @Args() { deliveryId }: RedeliverWebhookArgs,
   ): Promise<WebhookDelivery> {
     unscoped(principal);
-    return this.service.redeliver(deliveryId);
+    return this.service.redeliver(principal, deliveryId);
   }
 }

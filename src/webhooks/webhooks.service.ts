@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal.entity.js';
 import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../auth/scope.js';
@@ -145,6 +145,9 @@ function newSecret(): string {
  */
 @Injectable()
 export class WebhooksService {
+  /** The audit log is per environment and webhooks are not: their administration is logged here. */
+  private readonly logger = new Logger('Webhooks');
+
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
@@ -193,6 +196,9 @@ export class WebhooksService {
       }
       return this.findRow(m, id);
     });
+    this.logger.log(
+      `webhook ${id} created by ${principal.name}: ${new URL(input.url).host}, ${input.events.join(' ')}, environments ${environments?.join(' ') ?? 'all'}`,
+    );
     return { webhook: webhookOf(row!), secret };
   }
 
@@ -207,7 +213,7 @@ export class WebhooksService {
   }
 
   /** Removes the webhook and every delivery of it (a request in flight is still answered). NOT_FOUND if unknown. */
-  async delete(id: string): Promise<boolean> {
+  async delete(principal: Principal, id: string): Promise<boolean> {
     await this.db.write(async (m) => {
       await execute(m, 'DELETE FROM webhook_deliveries WHERE webhook_id = :id', { id });
       await execute(m, 'DELETE FROM webhook_event_types WHERE webhook_id = :id', { id });
@@ -216,6 +222,7 @@ export class WebhooksService {
         throw WebhookError.notFound('webhook', id);
       }
     });
+    this.logger.log(`webhook ${id} deleted by ${principal.name}`);
     return true;
   }
 
@@ -250,7 +257,7 @@ export class WebhooksService {
    * and so its place in its (webhook, environment) line: deliveries after it wait for it
    * again. A PENDING delivery is returned as it is (it is on its way). NOT_FOUND if unknown.
    */
-  async redeliver(deliveryId: string): Promise<WebhookDelivery> {
+  async redeliver(principal: Principal, deliveryId: string): Promise<WebhookDelivery> {
     const row = await this.db.write(async (m) => {
       const now = await this.clock.now(m);
       await execute(
@@ -270,6 +277,7 @@ export class WebhooksService {
       return found;
     });
     this.dispatcher.wake();
+    this.logger.log(`webhook delivery ${deliveryId} redelivered by ${principal.name}`);
     return deliveryOf(row);
   }
 
