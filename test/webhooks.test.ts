@@ -747,6 +747,56 @@ describe('a receiver that is down', () => {
   });
 });
 
+describe('a receiver that redirects or hangs', () => {
+  test('a redirect is not followed and a slow answer times out: both are failed attempts', async () => {
+    const redirecting = await new Receiver().start();
+    redirecting.answer = () => 302;
+    const hanging = await new Receiver().start();
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    hanging.hold = () => held;
+    const app = await startApp(
+      {
+        PLANFENCE_WEBHOOK_MAX_ATTEMPTS: '1',
+        PLANFENCE_WEBHOOK_TIMEOUT_MS: '200',
+        PLANFENCE_WEBHOOK_POLL_MS: '50',
+      },
+      null,
+    );
+    try {
+      const world = new World(app);
+      const events = ['environment.frozen'];
+      const toRedirect = ok(
+        await createWebhook(world, { url: redirecting.url, events }),
+      ).createWebhook;
+      const toHang = ok(await createWebhook(world, { url: hanging.url, events })).createWebhook;
+      await world.createEnvironment('prod', 'MONOTONIC');
+      ok(
+        await world.gql(
+          world.admin,
+          'mutation { freezeEnvironment(environment: "prod", reason: "r") { name } }',
+        ),
+      );
+      const [redirected] = await until('the redirected delivery FAILED', async () => {
+        const list = await deliveries(world, toRedirect.webhook.id, 'FAILED');
+        return list.length === 1 && list;
+      });
+      expect(redirected).toMatchObject({ attempts: 1, lastError: 'HTTP 302' });
+      expect(redirecting.requests).toHaveLength(1);
+      const [timedOut] = await until('the hanging delivery FAILED', async () => {
+        const list = await deliveries(world, toHang.webhook.id, 'FAILED');
+        return list.length === 1 && list;
+      });
+      expect(timedOut).toMatchObject({ attempts: 1, lastError: 'timed out after 200 ms' });
+    } finally {
+      release();
+      await app.close();
+      await redirecting.stop();
+      await hanging.stop();
+    }
+  });
+});
+
 describe('administration', () => {
   let app: TestApp;
   let world: World;
