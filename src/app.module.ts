@@ -25,6 +25,7 @@ import { OutboxModule } from './outbox/outbox.module.js';
 import { PlansModule } from './plans/plans.module.js';
 import { QuotasModule } from './quotas/quotas.module.js';
 import { RetentionModule } from './retention/retention.module.js';
+import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 /** The given clock (tests), else the database's on PostgreSQL, else this process's. */
 @Global()
@@ -81,6 +82,7 @@ export class AppModule {
         RetentionModule,
         DeploymentsModule,
         IdentityModule,
+        WebhooksModule,
       ],
       controllers: [HealthController, DashboardController],
       providers: [{ provide: APP_FILTER, useClass: PassThroughGqlFilter }],

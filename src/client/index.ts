@@ -3,3 +3,4 @@ export * from './client.js';
 export * from './errors.js';
 export * from './deployments.js';
 export * from './identity.js';
+export * from './webhooks.js';

@@ -31,6 +31,25 @@ export interface Config {
   http: HttpConfig;
   /** OIDC token exchange (docs/identity.md). */
   identity: IdentityConfig;
+  /** Webhook delivery (docs/webhooks.md). */
+  webhooks: WebhooksConfig;
+}
+
+/** Webhook delivery: retries, time-outs, parallelism (DESIGN R23, docs/webhooks.md). */
+export interface WebhooksConfig {
+  /** A delivery is FAILED after this many attempts... */
+  maxAttempts: number;
+  /** ...or once its first attempt (or its redelivery) is this old. */
+  maxAgeMs: number;
+  /** One request's time-out. */
+  timeoutMs: number;
+  /** Requests in flight at once (each to a different (webhook, environment) line). */
+  concurrency: number;
+  /** Back-off before retry n: random(0, min(max, base · 2^(n-1))). */
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** How often the dispatcher looks for due deliveries besides being woken by new ones. */
+  pollMs: number;
 }
 
 /** OIDC token exchange (DESIGN §12, docs/identity.md). */
@@ -322,6 +341,19 @@ export function loadConfig(env: Env = process.env): Config {
     limits: limits(env),
     http: http(env, maxPlanBytes),
     identity: identity(env),
+    webhooks: webhooks(env),
+  };
+}
+
+function webhooks(env: Env): WebhooksConfig {
+  return {
+    maxAttempts: integer(env, 'PLANFENCE_WEBHOOK_MAX_ATTEMPTS', 12, 1, 1000),
+    maxAgeMs: integer(env, 'PLANFENCE_WEBHOOK_MAX_AGE_SECONDS', 86400, 1, 30 * 86400) * 1000,
+    timeoutMs: integer(env, 'PLANFENCE_WEBHOOK_TIMEOUT_MS', 10_000, 100, 300_000),
+    concurrency: integer(env, 'PLANFENCE_WEBHOOK_CONCURRENCY', 8, 1, 256),
+    backoffBaseMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_BASE_MS', 1000, 1, 3_600_000),
+    backoffMaxMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_MAX_MS', 300_000, 1, 86_400_000),
+    pollMs: integer(env, 'PLANFENCE_WEBHOOK_POLL_MS', 1000, 10, 3_600_000),
   };
 }
 

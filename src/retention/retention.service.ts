@@ -34,7 +34,8 @@ export const PURGED_STATUSES = [
  * Keeps the database from growing forever: expired idempotency records go, and so does
  * the content (never the metadata or hash) of plans in PURGED_STATUSES submitted more than
  * PLANFENCE_PLAN_RETENTION_DAYS ago; expired proposals are first stored as EXPIRED. The
- * published plan's content is never purged.
+ * published plan's content is never purged. Outbox events and DELIVERED or FAILED webhook
+ * deliveries older than the same period go too; a PENDING delivery and its event stay.
  */
 @Injectable()
 export class RetentionService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -85,6 +86,26 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         ),
       };
     });
+    const outbox = await this.db.write(async (m) => ({
+      deliveries: await execute(
+        m,
+        `DELETE FROM webhook_deliveries
+         WHERE status IN ('DELIVERED', 'FAILED') AND created_at < :cutoff`,
+        { cutoff },
+      ),
+      // An event goes once no delivery needs it (a FAILED one may be redelivered).
+      events: await execute(
+        m,
+        `DELETE FROM outbox_events WHERE at < :cutoff
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)`,
+        { cutoff },
+      ),
+    }));
+    if (outbox.deliveries || outbox.events) {
+      this.logger.log(
+        `purged ${outbox.events} outbox events and ${outbox.deliveries} finished webhook deliveries`,
+      );
+    }
     if (expired) this.logger.log(`${expired} proposals expired (R16)`);
     if (report.idempotencyRecords || report.planContents) {
       this.logger.log(

@@ -1,0 +1,85 @@
+import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
+import { EVENT_TYPES } from '../outbox/outbox-event.js';
+
+export enum WebhookFormat {
+  JSON = 'JSON',
+  SLACK = 'SLACK',
+}
+
+registerEnumType(WebhookFormat, { name: 'WebhookFormat' });
+
+export enum DeliveryStatus {
+  PENDING = 'PENDING',
+  DELIVERED = 'DELIVERED',
+  FAILED = 'FAILED',
+}
+
+registerEnumType(DeliveryStatus, { name: 'DeliveryStatus' });
+
+/** A receiver of events (DESIGN R22). Its secret is never read back. */
+@ObjectType()
+export class Webhook {
+  @Field(() => ID)
+  id: string;
+
+  @Field()
+  url: string;
+
+  @Field(() => [String], { description: EVENT_TYPES.join(', ') })
+  events: string[];
+
+  @Field(() => [String], { nullable: true, description: 'Environment name patterns; null: all.' })
+  environments: string[] | null;
+
+  @Field(() => WebhookFormat)
+  format: WebhookFormat;
+
+  @Field(() => GraphQLISODateTime)
+  createdAt: Date;
+}
+
+@ObjectType()
+export class CreatedWebhook {
+  @Field(() => Webhook)
+  webhook: Webhook;
+
+  @Field({ description: 'HMAC-SHA256 signing secret, shown once.' })
+  secret: string;
+}
+
+/** One event on its way to one webhook (R23); its id is the `Planfence-Delivery` header. */
+@ObjectType()
+export class WebhookDelivery {
+  @Field(() => ID)
+  id: string;
+
+  @Field(() => ID)
+  webhookId: string;
+
+  @Field()
+  event: string;
+
+  @Field()
+  environment: string;
+
+  @Field(() => DeliveryStatus)
+  status: DeliveryStatus;
+
+  @Field(() => Int)
+  attempts: number;
+
+  @Field(() => GraphQLISODateTime)
+  createdAt: Date;
+
+  @Field(() => GraphQLISODateTime, { nullable: true })
+  lastAttemptAt: Date | null;
+
+  @Field(() => GraphQLISODateTime, { nullable: true })
+  nextAttemptAt: Date | null;
+
+  @Field(() => String, { nullable: true })
+  lastError: string | null;
+
+  @Field(() => GraphQLISODateTime, { nullable: true })
+  deliveredAt: Date | null;
+}
