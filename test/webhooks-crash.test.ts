@@ -66,8 +66,8 @@ test('after kill -9 with deliveries pending and mid-request, every committed eve
             // A stale submit in the same stream: rejected, so it must never be announced.
             const stale = await service.gql(
               agent,
-              'mutation($e: String!, $g: Int!) { submitPlan(input: { environment: $e, generation: $g, content: "late" }) { id } }',
-              { e: environment, g: generation - 1 },
+              'mutation($e: String!, $g: Int!, $k: String!) { submitPlan(input: { environment: $e, generation: $g, idempotencyKey: $k, content: "late" }) { id } }',
+              { e: environment, g: generation - 1, k: `k${++keys}` },
             );
             if (generation > 1) {
               expect(stale.errors?.[0].extensions.code).toBe('STALE_GENERATION');

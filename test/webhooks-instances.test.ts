@@ -85,8 +85,8 @@ onPostgres('two instances on one PostgreSQL database', () => {
             );
             const submitted = await instance.gql(
               agentToken,
-              'mutation($e: String!, $g: Int!) { submitPlan(input: { environment: $e, generation: $g, content: "c" }) { id } }',
-              { e: environment, g: acquireLease.generation },
+              'mutation($e: String!, $g: Int!, $k: String!) { submitPlan(input: { environment: $e, generation: $g, idempotencyKey: $k, content: "c" }) { id } }',
+              { e: environment, g: acquireLease.generation, k: `${environment}-${i}` },
             );
             expect(codeOf(submitted)).toBe('OK');
           }
