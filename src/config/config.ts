@@ -349,7 +349,7 @@ function webhooks(env: Env): WebhooksConfig {
   return {
     maxAttempts: integer(env, 'PLANFENCE_WEBHOOK_MAX_ATTEMPTS', 12, 1, 1000),
     maxAgeMs: integer(env, 'PLANFENCE_WEBHOOK_MAX_AGE_SECONDS', 86400, 1, 30 * 86400) * 1000,
-    timeoutMs: integer(env, 'PLANFENCE_WEBHOOK_TIMEOUT_MS', 10_000, 100, 300_000),
+    timeoutMs: integer(env, 'PLANFENCE_WEBHOOK_TIMEOUT_MS', 5000, 100, 300_000),
     concurrency: integer(env, 'PLANFENCE_WEBHOOK_CONCURRENCY', 8, 1, 256),
     backoffBaseMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_BASE_MS', 1000, 1, 3_600_000),
     backoffMaxMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_MAX_MS', 300_000, 1, 86_400_000),
