@@ -31,6 +31,14 @@ export interface Config {
   http: HttpConfig;
   /** OIDC token exchange (docs/identity.md). */
   identity: IdentityConfig;
+  /** Subscription catch-up (docs/subscriptions.md). */
+  subscriptions: SubscriptionsConfig;
+}
+
+/** Subscription catch-up (docs/subscriptions.md). */
+export interface SubscriptionsConfig {
+  /** A subscription's `after` replays at most this many events; more is CURSOR_TOO_OLD. */
+  replayLimit: number;
 }
 
 /** OIDC token exchange (DESIGN §12, docs/identity.md). */
@@ -322,6 +330,9 @@ export function loadConfig(env: Env = process.env): Config {
     limits: limits(env),
     http: http(env, maxPlanBytes),
     identity: identity(env),
+    subscriptions: {
+      replayLimit: integer(env, 'PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT', 1000, 1, 100_000),
+    },
   };
 }
 

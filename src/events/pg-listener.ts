@@ -1,0 +1,131 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import pg from 'pg';
+import { CONFIG } from '../config/config.module.js';
+import type { Config } from '../config/config.js';
+
+/** Called with each notification's payload, in the order PostgreSQL delivered them. */
+export type ChannelHandler = (payload: string) => void;
+
+/** How long a lost listener waits before it connects again. */
+const RECONNECT_MS = 1000;
+
+/**
+ * The instance's one LISTEN connection to PostgreSQL (none on SQLite), shared by everything
+ * that hears other instances: principal changes and subscription events.
+ *
+ * PostgreSQL delivers a notification only when the transaction that sent it commits, and
+ * notifications of different transactions in the order those transactions committed
+ * (https://www.postgresql.org/docs/current/sql-notify.html). Handlers run synchronously in
+ * that order. While the connection is lost, notifications are missed (PostgreSQL keeps none
+ * for a session that is not listening); the listener connects again every second and, when
+ * it is back, says so in the log.
+ */
+@Injectable()
+export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(PgListener.name);
+  private readonly handlers = new Map<string, ChannelHandler>();
+  private client: pg.Client | null = null;
+  private reconnect: NodeJS.Timeout | null = null;
+  private stopped = false;
+  /** Whether the connection was lost since it last listened (the next connect reports a gap). */
+  private lost = false;
+
+  constructor(@Inject(CONFIG) private readonly config: Config) {}
+
+  get enabled(): boolean {
+    return this.config.database.kind === 'postgres';
+  }
+
+  /** Whether the connection is listening now (tests and health). */
+  get listening(): boolean {
+    return this.client !== null;
+  }
+
+  /** Routes notifications of `channel` (a plain lowercase identifier) to `handler`; before bootstrap. */
+  on(channel: string, handler: ChannelHandler): void {
+    if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`bad channel name ${channel}`);
+    if (this.handlers.has(channel)) throw new Error(`channel ${channel} already has a handler`);
+    this.handlers.set(channel, handler);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (this.enabled) await this.listen();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.stopped = true;
+    if (this.reconnect) clearTimeout(this.reconnect);
+    await this.client?.end().catch(() => undefined);
+    this.client = null;
+  }
+
+  /** Ends the connection as a network failure would (tests of the reconnect). */
+  async dropConnection(): Promise<void> {
+    const client = this.client;
+    if (!client) return;
+    await client.query('SELECT pg_terminate_backend(pg_backend_pid())').catch(() => undefined);
+  }
+
+  private async listen(): Promise<void> {
+    if (this.stopped) return;
+    const client = new pg.Client({
+      connectionString: (this.config.database as { url: string }).url,
+    });
+    client.on('notification', (message) => {
+      const handler = this.handlers.get(message.channel);
+      if (!handler || message.payload === undefined) return;
+      try {
+        handler(message.payload);
+      } catch (error) {
+        this.logger.error(`notification on ${message.channel} failed: ${(error as Error).message}`);
+      }
+    });
+    client.on('error', (error) => {
+      this.logger.warn(`the LISTEN connection failed: ${error.message}`);
+      this.retry(client);
+    });
+    client.on('end', () => this.retry(client));
+    try {
+      await client.connect();
+      for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`);
+    } catch (error) {
+      this.logger.warn(`cannot LISTEN: ${(error as Error).message}`);
+      this.retry(client);
+      return;
+    }
+    if (this.stopped) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.client = client;
+    if (this.lost) {
+      this.lost = false;
+      this.logger.warn(
+        'the LISTEN connection is back: subscription events and principal changes committed ' +
+          'while it was lost were missed on this instance (subscribers catch up with `after`; ' +
+          'open sockets are re-checked periodically)',
+      );
+    }
+  }
+
+  private retry(client: pg.Client): void {
+    if (this.stopped || this.reconnect || (this.client && this.client !== client)) return;
+    if (this.client === client || !this.lost) {
+      this.logger.warn('the LISTEN connection is lost: reconnecting');
+    }
+    this.client = null;
+    this.lost = true;
+    client.end().catch(() => undefined);
+    this.reconnect = setTimeout(() => {
+      this.reconnect = null;
+      void this.listen();
+    }, RECONNECT_MS);
+    this.reconnect.unref();
+  }
+}
