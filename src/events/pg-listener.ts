@@ -65,11 +65,13 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
     this.client = null;
   }
 
-  /** Ends the connection as a network failure would (tests of the reconnect). */
+  /** Ends the connection as a network failure would (tests of the reconnect); resolves once it is down. */
   async dropConnection(): Promise<void> {
     const client = this.client;
     if (!client) return;
+    const ended = new Promise((resolve) => client.once('end', resolve));
     await client.query('SELECT pg_terminate_backend(pg_backend_pid())').catch(() => undefined);
+    await ended;
   }
 
   private async listen(): Promise<void> {
