@@ -78,20 +78,18 @@ export class EventsService {
   /** A notification, in the order PostgreSQL delivered it. */
   private heard(payload: string): void {
     const wire = JSON.parse(payload) as Wire;
-    if ('row' in wire) {
-      const object = rebuild(wire, (kind, id, field) => this.readField(kind, id, field));
-      // Behind any id-only payload still being read, so that the order stays.
-      this.delivering = this.delivering.then(() => this.deliver(wire.k, object));
-      return;
-    }
-    const row = this.readRow(wire.k, wire.id);
+    const announced =
+      'row' in wire
+        ? Promise.resolve(rebuild(wire, (kind, id, field) => this.readField(kind, id, field)))
+        : this.readRow(wire.k, wire.id).then((row) => row && fromRow(wire.k, row));
+    // Behind any id-only payload still being read, so that the order stays.
     this.delivering = this.delivering.then(async () => {
       try {
-        const object = await row;
-        if (object) this.deliver(wire.k, fromRow(wire.k, object));
-        else this.logger.warn(`${wire.k} ${wire.id} of a subscription event is gone`);
+        const object = await announced;
+        if (object) this.deliver(wire.k, object);
+        else this.logger.warn(`the ${wire.k} of a subscription event is gone`);
       } catch (error) {
-        this.logger.error(`cannot read ${wire.k} ${wire.id}: ${(error as Error).message}`);
+        this.logger.error(`a subscription event was dropped: ${(error as Error).message}`);
       }
     });
   }
