@@ -227,13 +227,15 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       expect(logged[0].find((e) => e.id === rejected.id)).toMatchObject(rejected);
     });
 
-    test('after its LISTEN connection was lost, an instance hears events again, and a subscriber that resumes with after misses nothing', async () => {
+    test('when a lost LISTEN connection is back, its open subscriptions complete; resumed with after, they miss nothing', async () => {
       await w1.createEnvironment('flaky', 'MONOTONIC', false);
       const g = await w1.acquire(agent, 'flaky', 600);
       const seed = await w1.submitOk(agent, 'flaky', g, 'seed');
       const first = await w1.submitOk(agent, 'flaky', g, 'first');
       const feed = await Feed.open(two, viewer, PLANS, { e: 'flaky', after: seed.id });
+      const other = await Feed.open(one, viewer, PLANS, { e: 'flaky', after: seed.id });
       await feed.take(1);
+      await other.take(1);
 
       const listener = two.app.get(PgListener);
       await listener.dropConnection();
@@ -241,16 +243,20 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       const meanwhile = [];
       for (let i = 0; i < 3; i++)
         meanwhile.push(await w1.submitOk(agent, 'flaky', g, `while ${i}`));
-      while (!listener.listening) await new Promise((resolve) => setTimeout(resolve, 50));
-      const after = await w1.submitOk(agent, 'flaky', g, 'after the reconnect');
-      const heard = await feed.until((p) => p.id === after.id);
-      expect(heard.at(-1).id).toBe(after.id);
 
-      // The client resumes from the last plan it holds before the gap it may have.
-      const resumed = await Feed.open(two, viewer, PLANS, { e: 'flaky', after: first.id });
+      // Instance 2's subscription ends once its listener is back; instance 1's goes on.
+      expect(
+        await feed.socket.next((f) => f.type === 'complete' && f.id === feed.id),
+      ).not.toBeNull();
+      expect(listener.listening).toBe(true);
+      const lastHeld = feed.items.at(-1).id;
+      const resumed = await Feed.open(two, viewer, PLANS, { e: 'flaky', after: lastHeld });
       const sentinel = await w1.submitOk(agent, 'flaky', g, 'sentinel');
-      const all = await resumed.until((p) => p.id === sentinel.id);
-      expect(all.map((p) => p.id)).toEqual([...meanwhile, after, sentinel].map((p) => p.id));
+      const all = [...feed.items, ...(await resumed.until((p) => p.id === sentinel.id))];
+      const expected = [first, ...meanwhile, sentinel].map((p) => p.id);
+      expect(all.map((p) => p.id)).toEqual(expected);
+      expect((await other.until((p) => p.id === sentinel.id)).map((p) => p.id)).toEqual(expected);
+      expect(other.socket.frames.some((f) => f.type === 'complete')).toBe(false);
     });
   },
 );

@@ -7,10 +7,12 @@ import { Database, select } from '../database/database.js';
 import { Deployment, DeploymentStatus } from '../deployments/deployment.entity.js';
 import { Plan, PlanStatus } from '../plans/plan.entity.js';
 import {
+  activityTopic,
   auditRecordedTopic,
   deploymentChangedTopic,
   planPublishedTopic,
 } from './events.service.js';
+import { PgListener } from './pg-listener.js';
 import { SubscriptionError } from './subscription.errors.js';
 
 /** What a subscription resolver gets as `@Context('pubsub')` (Mercurius' per-subscription context). */
@@ -36,6 +38,7 @@ export class SubscriptionFeeds {
 
   constructor(
     private readonly db: Database,
+    private readonly listener: PgListener,
     @Inject(CONFIG) config: Config,
   ) {
     this.replayLimit = config.subscriptions.replayLimit;
@@ -110,6 +113,21 @@ export class SubscriptionFeeds {
     );
   }
 
+  /**
+   * The audit events of every environment (the dashboard's one subscription; no cursor). It
+   * does not complete when a lost LISTEN connection is back: the dashboard resubscribes
+   * (and re-reads) when its socket closes, not on `complete`.
+   */
+  activityRecorded(pubsub: SubscriptionPubSub): Promise<AsyncIterable<unknown>> {
+    return pubsub.subscribe(activityTopic());
+  }
+
+  /**
+   * Subscribes `pubsub` to `topic`, replays what `replay` reads (when given), then the live
+   * events. On PostgreSQL, a feed that was open while this instance's LISTEN connection was
+   * lost is completed when the connection is back, so that its client resubscribes (with
+   * `after`) instead of silently missing what was committed meanwhile.
+   */
   private async feed<T>(
     pubsub: SubscriptionPubSub,
     topic: string,
@@ -118,10 +136,10 @@ export class SubscriptionFeeds {
     replayedAlready: (replayed: T[]) => (live: T) => boolean,
   ): Promise<AsyncIterable<unknown>> {
     const live = await pubsub.subscribe(topic);
-    if (!replay) return live;
-    let replayed: T[];
+    const stop = this.listener.onRecovery(() => pubsub.close?.());
+    let replayed: T[] = [];
     try {
-      replayed = await this.db.read(replay);
+      if (replay) replayed = await this.db.read(replay);
       if (replayed.length > this.replayLimit) {
         throw new SubscriptionError(
           'CURSOR_TOO_OLD',
@@ -130,10 +148,11 @@ export class SubscriptionFeeds {
         );
       }
     } catch (error) {
+      stop();
       pubsub.close?.();
       throw error;
     }
-    return resume(live, field, replayed, replayedAlready(replayed));
+    return resume(live, field, replayed, replayedAlready(replayed), stop);
   }
 
   private publishedAfter(
@@ -229,10 +248,15 @@ async function* resume<T>(
   field: string,
   replayed: T[],
   replayedAlready: (live: T) => boolean,
+  ended: () => void,
 ): AsyncGenerator<unknown> {
-  for (const object of replayed) yield { [field]: object };
-  for await (const event of live) {
-    if (!replayedAlready((event as Record<string, T>)[field])) yield event;
+  try {
+    for (const object of replayed) yield { [field]: object };
+    for await (const event of live) {
+      if (!replayedAlready((event as Record<string, T>)[field])) yield event;
+    }
+  } finally {
+    ended();
   }
 }
 

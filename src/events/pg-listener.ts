@@ -5,6 +5,7 @@ import {
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
+import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
@@ -24,12 +25,13 @@ const RECONNECT_MS = 1000;
  * (https://www.postgresql.org/docs/current/sql-notify.html). Handlers run synchronously in
  * that order. While the connection is lost, notifications are missed (PostgreSQL keeps none
  * for a session that is not listening); the listener connects again every second and, when
- * it is back, says so in the log.
+ * it is back, says so in the log and tells `onRecovery` callbacks.
  */
 @Injectable()
 export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(PgListener.name);
   private readonly handlers = new Map<string, ChannelHandler>();
+  private readonly recoveries = new EventEmitter().setMaxListeners(0);
   private client: pg.Client | null = null;
   private reconnect: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -52,6 +54,15 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
     if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`bad channel name ${channel}`);
     if (this.handlers.has(channel)) throw new Error(`channel ${channel} already has a handler`);
     this.handlers.set(channel, handler);
+  }
+
+  /**
+   * Calls `callback` each time the connection listens again after it was lost: what was
+   * committed meanwhile was not heard here. Returns the function that stops the calls.
+   */
+  onRecovery(callback: () => void): () => void {
+    this.recoveries.on('recovered', callback);
+    return () => this.recoveries.off('recovered', callback);
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -110,9 +121,10 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
       this.lost = false;
       this.logger.warn(
         'the LISTEN connection is back: subscription events and principal changes committed ' +
-          'while it was lost were missed on this instance (subscribers catch up with `after`; ' +
-          'open sockets are re-checked periodically)',
+          'while it was lost were missed on this instance; its open subscriptions are ' +
+          'completed (clients resume them with `after`) and its sockets re-checked',
       );
+      this.recoveries.emit('recovered');
     }
   }
 
