@@ -152,6 +152,26 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       });
     });
 
+    test("an approval through instance 2 reaches instance 1's subscribers with the plan as the approval answered it", async () => {
+      const reviewer = await w1.issue('reviewer', 'REVIEWER');
+      await w1.createEnvironment('reviewed', 'STRICT');
+      const g = await w1.acquire(agent, 'reviewed', 600);
+      const approve = (planId: string) =>
+        w2.gql<{ approvePlan: any }>(
+          reviewer,
+          `mutation($input: ApprovePlanInput!) { approvePlan(input: $input) { ${PLAN_SELECTION} } }`,
+          { input: { planId } },
+        );
+      const seed = await w2.submitOk(agent, 'reviewed', g, 'seed');
+      ok(await approve(seed.id));
+      const plans = await Feed.open(one, viewer, PLANS, { e: 'reviewed', after: seed.id });
+      const proposed = await w2.submitOk(agent, 'reviewed', g, 'needs a look');
+      const approved = ok(await approve(proposed.id)).approvePlan;
+      const [heard] = await plans.take(1);
+      expect(heard).toEqual(approved);
+      expect(heard.approvals.map((a: { approver: string }) => a.approver)).toEqual(['reviewer']);
+    });
+
     test("publications through both instances at once: every instance's subscribers hear the same sequence, the order of the pointer's moves", async () => {
       await w1.createEnvironment('race', 'MONOTONIC', false);
       const g = await w1.acquire(agent, 'race', 600);
