@@ -16,6 +16,9 @@ export type ChannelHandler = (payload: string) => void;
 /** How long a lost listener waits before it connects again. */
 const RECONNECT_MS = 1000;
 
+/** Attempts of the first LISTEN at start (half a reconnect period apart) before the start fails. */
+const FIRST_LISTEN_ATTEMPTS = 10;
+
 /**
  * The instance's one LISTEN connection to PostgreSQL (none on SQLite), shared by everything
  * that hears other instances: principal changes and subscription events.
@@ -65,8 +68,22 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
     return () => this.recoveries.off('recovered', callback);
   }
 
+  /**
+   * The instance starts only once it listens: a subscriber it admits hears every event
+   * committed from then on. A failed first attempt is tried again for a few seconds.
+   */
   async onApplicationBootstrap(): Promise<void> {
-    if (this.enabled) await this.listen();
+    if (!this.enabled) return;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.listen();
+      } catch (error) {
+        if (attempt >= FIRST_LISTEN_ATTEMPTS) {
+          throw new Error(`cannot LISTEN on the database: ${(error as Error).message}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS / 2));
+      }
+    }
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -85,11 +102,14 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
     await ended;
   }
 
+  /** Connects and LISTENs on every channel; throws when it cannot. */
   private async listen(): Promise<void> {
     if (this.stopped) return;
     const client = new pg.Client({
       connectionString: (this.config.database as { url: string }).url,
     });
+    const failedWhileConnecting = () => undefined;
+    client.on('error', failedWhileConnecting);
     client.on('notification', (message) => {
       const handler = this.handlers.get(message.channel);
       if (!handler || message.payload === undefined) return;
@@ -99,23 +119,23 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
         this.logger.error(`notification on ${message.channel} failed: ${(error as Error).message}`);
       }
     });
-    client.on('error', (error) => {
-      this.logger.warn(`the LISTEN connection failed: ${error.message}`);
-      this.retry(client);
-    });
-    client.on('end', () => this.retry(client));
     try {
       await client.connect();
       for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`);
     } catch (error) {
-      this.logger.warn(`cannot LISTEN: ${(error as Error).message}`);
-      this.retry(client);
-      return;
+      await client.end().catch(() => undefined);
+      throw error;
     }
     if (this.stopped) {
       await client.end().catch(() => undefined);
       return;
     }
+    client.off('error', failedWhileConnecting);
+    client.on('error', (error) => {
+      this.logger.warn(`the LISTEN connection failed: ${error.message}`);
+      this.retry(client);
+    });
+    client.on('end', () => this.retry(client));
     this.client = client;
     if (this.lost) {
       this.lost = false;
@@ -128,17 +148,27 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
     }
   }
 
+  /** After a loss: tries again every RECONNECT_MS until it listens. */
+  private relisten(): void {
+    this.listen().catch((error: unknown) => {
+      this.logger.warn(`cannot LISTEN yet: ${(error as Error).message}`);
+      this.reconnect = setTimeout(() => {
+        this.reconnect = null;
+        this.relisten();
+      }, RECONNECT_MS);
+      this.reconnect.unref();
+    });
+  }
+
   private retry(client: pg.Client): void {
-    if (this.stopped || this.reconnect || (this.client && this.client !== client)) return;
-    if (this.client === client || !this.lost) {
-      this.logger.warn('the LISTEN connection is lost: reconnecting');
-    }
+    if (this.stopped || this.client !== client) return;
+    this.logger.warn('the LISTEN connection is lost: reconnecting');
     this.client = null;
     this.lost = true;
     client.end().catch(() => undefined);
     this.reconnect = setTimeout(() => {
       this.reconnect = null;
-      void this.listen();
+      this.relisten();
     }, RECONNECT_MS);
     this.reconnect.unref();
   }
