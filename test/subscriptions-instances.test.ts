@@ -107,8 +107,10 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
 
     beforeAll(async () => {
       database = await scratchDatabase();
-      one = await startApp({ DATABASE_URL: database.url });
-      two = await startApp({ DATABASE_URL: database.url });
+      // Sockets are re-checked only on signals here, not by the periodic backstop.
+      const env = { DATABASE_URL: database.url, PLANFENCE_WS_RECHECK_SECONDS: '3600' };
+      one = await startApp(env);
+      two = await startApp(env);
       w1 = new World(one);
       w2 = new World(two);
       viewer = await w1.issue('viewer', 'VIEWER');
@@ -277,6 +279,16 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       expect(all.map((p) => p.id)).toEqual(expected);
       expect((await other.until((p) => p.id === sentinel.id)).map((p) => p.id)).toEqual(expected);
       expect(other.socket.frames.some((f) => f.type === 'complete')).toBe(false);
+    });
+
+    test("a revocation committed while instance 2's LISTEN connection was down closes its sockets once the connection is back", async () => {
+      const doomed = await w1.issue('doomed-viewer', 'VIEWER');
+      const socket = await RawSocket.admitted(two, doomed);
+      const listener = two.app.get(PgListener);
+      await listener.dropConnection();
+      ok(await w1.gql(ADMIN_TOKEN, 'mutation { revokeToken(name: "doomed-viewer") { name } }'));
+      expect((await socket.closed).code).toBe(4403);
+      expect(listener.listening).toBe(true);
     });
   },
 );
