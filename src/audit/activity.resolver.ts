@@ -1,5 +1,5 @@
 import { Context, Resolver, Subscription } from '@nestjs/graphql';
-import { activityTopic } from '../events/events.service.js';
+import { SubscriptionFeeds, type SubscriptionPubSub } from '../events/feeds.js';
 import { AuditEvent } from './audit-event.entity.js';
 
 interface ActivityContext {
@@ -19,6 +19,8 @@ function matchesPattern(name: string, pattern: string): boolean {
  */
 @Resolver(() => AuditEvent)
 export class ActivityResolver {
+  constructor(private readonly feeds: SubscriptionFeeds) {}
+
   @Subscription(() => AuditEvent, {
     description: 'Every audit event of every environment the caller may read, after its commit.',
     filter: (payload: { activityRecorded: AuditEvent }, _: unknown, context: ActivityContext) => {
@@ -28,9 +30,7 @@ export class ActivityResolver {
       return patterns.some((pattern) => matchesPattern(environment, pattern));
     },
   })
-  activityRecorded(
-    @Context('pubsub') pubsub: { subscribe(topic: string): Promise<AsyncIterable<unknown>> },
-  ): Promise<AsyncIterable<unknown>> {
-    return pubsub.subscribe(activityTopic());
+  activityRecorded(@Context('pubsub') pubsub: SubscriptionPubSub): Promise<AsyncIterable<unknown>> {
+    return this.feeds.activityRecorded(pubsub);
   }
 }

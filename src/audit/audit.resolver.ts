@@ -1,13 +1,16 @@
 import { Args, Context, Query, Resolver, Subscription } from '@nestjs/graphql';
-import { EnvironmentArgs } from '../environments/dto/environment.args.js';
-import { auditRecordedTopic } from '../events/events.service.js';
+import { SubscriptionFeeds, type SubscriptionPubSub } from '../events/feeds.js';
+import { AuditEventRecordedArgs } from '../events/subscription.args.js';
 import { AuditEvent } from './audit-event.entity.js';
 import { AuditService } from './audit.service.js';
 import { AuditEventsArgs } from './dto/audit-events.args.js';
 
 @Resolver(() => AuditEvent)
 export class AuditResolver {
-  constructor(private readonly audit: AuditService) {}
+  constructor(
+    private readonly audit: AuditService,
+    private readonly feeds: SubscriptionFeeds,
+  ) {}
 
   /** Newest first. NOT_FOUND for an unknown environment. */
   @Query(() => [AuditEvent], { description: 'Newest first.' })
@@ -15,12 +18,16 @@ export class AuditResolver {
     return this.audit.list(args.environment, args.first, args.after ? Number(args.after) : null);
   }
 
-  /** Every audit event of the environment (accepted and rejected decisions), after its commit. */
+  /**
+   * Every audit event of the environment (accepted and rejected decisions), after its commit,
+   * heard from every instance. `after`: the id of the last event received; the events with a
+   * larger id come first (docs/subscriptions.md).
+   */
   @Subscription(() => AuditEvent)
   auditEventRecorded(
-    @Args() { environment }: EnvironmentArgs,
-    @Context('pubsub') pubsub: { subscribe(topic: string): Promise<AsyncIterable<unknown>> },
+    @Args() { environment, after }: AuditEventRecordedArgs,
+    @Context('pubsub') pubsub: SubscriptionPubSub,
   ): Promise<AsyncIterable<unknown>> {
-    return pubsub.subscribe(auditRecordedTopic(environment));
+    return this.feeds.auditEventRecorded(pubsub, environment, after);
   }
 }

@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'IDEMPOTENCY_IN_PROGRESS'
   | 'STORAGE_UNAVAILABLE'
+  | 'CURSOR_TOO_OLD'
   | 'INTERNAL';
 
 export type ErrorDetails = Record<string, string | number | null>;
@@ -51,6 +52,8 @@ export function extensionsOf(error: DomainError): Extensions {
       return { code, status: details.status ?? null };
     case 'RATE_LIMITED':
       return { code, retryAfterSeconds: details.retryAfterSeconds ?? null };
+    case 'CURSOR_TOO_OLD':
+      return { code, replayLimit: details.replayLimit ?? null };
     case 'UNAUTHENTICATED':
     case 'FORBIDDEN':
     case 'SELF_APPROVAL':

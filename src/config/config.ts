@@ -33,6 +33,8 @@ export interface Config {
   identity: IdentityConfig;
   /** Webhook delivery (docs/webhooks.md). */
   webhooks: WebhooksConfig;
+  /** Subscription catch-up (docs/subscriptions.md). */
+  subscriptions: SubscriptionsConfig;
 }
 
 /** Webhook delivery: retries, time-outs, parallelism (DESIGN R23, docs/webhooks.md). */
@@ -50,6 +52,12 @@ export interface WebhooksConfig {
   backoffMaxMs: number;
   /** How often the dispatcher looks for due deliveries besides being woken by new ones. */
   pollMs: number;
+}
+
+/** Subscription catch-up (docs/subscriptions.md). */
+export interface SubscriptionsConfig {
+  /** A subscription's `after` replays at most this many events; more is CURSOR_TOO_OLD. */
+  replayLimit: number;
 }
 
 /** OIDC token exchange (DESIGN §12, docs/identity.md). */
@@ -342,6 +350,9 @@ export function loadConfig(env: Env = process.env): Config {
     http: http(env, maxPlanBytes),
     identity: identity(env),
     webhooks: webhooks(env),
+    subscriptions: {
+      replayLimit: integer(env, 'PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT', 1000, 1, 100_000),
+    },
   };
 }
 

@@ -10,8 +10,8 @@ import {
 } from '@nestjs/graphql';
 import { Principal, Role } from '../auth/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
-import { EnvironmentArgs } from '../environments/dto/environment.args.js';
-import { deploymentChangedTopic } from '../events/events.service.js';
+import { SubscriptionFeeds, type SubscriptionPubSub } from '../events/feeds.js';
+import { DeploymentChangedArgs } from '../events/subscription.args.js';
 import { Plan } from '../plans/plan.entity.js';
 import { Deployment } from './deployment.entity.js';
 import { DeploymentsService } from './deployments.service.js';
@@ -26,7 +26,10 @@ import {
 
 @Resolver(() => Deployment)
 export class DeploymentsResolver {
-  constructor(private readonly service: DeploymentsService) {}
+  constructor(
+    private readonly service: DeploymentsService,
+    private readonly feeds: SubscriptionFeeds,
+  ) {}
 
   @Query(() => Deployment, { nullable: true })
   deployment(@Args() { id }: DeploymentArgs): Promise<Deployment | null> {
@@ -90,12 +93,16 @@ export class DeploymentsResolver {
     return this.service.plan(deployment);
   }
 
-  /** Every change of a deployment's status, after its commit, in commit order. */
+  /**
+   * Every change of a deployment's status, after its commit, in commit order, heard from
+   * every instance. `after`: the id of the last deployment received; the current state of it
+   * and of every later deployment comes first (docs/subscriptions.md).
+   */
   @Subscription(() => Deployment, { description: "Every change of a deployment's status." })
   deploymentChanged(
-    @Args() { environment }: EnvironmentArgs,
-    @Context('pubsub') pubsub: { subscribe(topic: string): Promise<AsyncIterable<unknown>> },
+    @Args() { environment, after }: DeploymentChangedArgs,
+    @Context('pubsub') pubsub: SubscriptionPubSub,
   ): Promise<AsyncIterable<unknown>> {
-    return pubsub.subscribe(deploymentChangedTopic(environment));
+    return this.feeds.deploymentChanged(pubsub, environment, after);
   }
 }

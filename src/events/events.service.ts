@@ -1,10 +1,13 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { EntityManager } from 'typeorm';
-import type { AuditEvent } from '../audit/audit-event.entity.js';
-import { Database } from '../database/database.js';
-import type { Plan } from '../plans/plan.entity.js';
-import type { Deployment } from '../deployments/deployment.entity.js';
+import { AuditEvent } from '../audit/audit-event.entity.js';
+import { Database, select } from '../database/database.js';
+import { findOne } from '../database/rows.js';
+import { Deployment } from '../deployments/deployment.entity.js';
+import { Plan } from '../plans/plan.entity.js';
+import { COLUMNS, encode, type EventKind, fromRow, rebuild, type Wire } from './event-wire.js';
+import { PgListener } from './pg-listener.js';
 
 interface PubSub {
   publish(event: { topic: string; payload: unknown }, callback?: () => void): void;
@@ -16,42 +19,121 @@ export const auditRecordedTopic = (environment: string) => `auditEventRecorded:$
 export const activityTopic = () => 'activityRecorded';
 export const deploymentChangedTopic = (environment: string) => `deploymentChanged:${environment}`;
 
+/** The PostgreSQL channel that carries subscription events to every instance. */
+export const EVENTS_CHANNEL = 'planfence_events';
+
 /**
- * Subscription events, published after the commit of the transaction that caused them
- * (never for a transaction that rolled back), in commit order. They reach the
- * subscribers of this instance.
+ * Subscription events (planPublished, auditEventRecorded and activityRecorded,
+ * deploymentChanged), announced by the transaction that caused them and heard only if it
+ * commits, in commit order.
+ *
+ * SQLite (one instance): published to this instance's subscribers after the commit.
+ *
+ * PostgreSQL (any number of instances): the deciding transaction runs one
+ * `pg_notify('planfence_events', payload)` per event and nothing else. NOTIFY is
+ * transactional: "if a NOTIFY is executed inside a transaction, the notify events are not
+ * delivered until and unless the transaction is committed", and "if two notifications are
+ * sent from different transactions, they will be delivered in the order the transactions
+ * committed" (https://www.postgresql.org/docs/current/sql-notify.html). Every instance, the
+ * one that made the decision included, hears it on its LISTEN connection (PgListener) and
+ * publishes it to its own subscribers in that order; so the subscribers of every instance
+ * hear every event once, in the same order. The payload rebuilds the announced object
+ * (src/events/event-wire.ts).
  */
 @Injectable()
 export class EventsService {
   private readonly logger = new Logger(EventsService.name);
+  private readonly distributed: boolean;
+  /** Notifications whose object is being read (id-only payloads), in arrival order. */
+  private delivering: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly db: Database,
     private readonly adapterHost: HttpAdapterHost,
-  ) {}
-
-  // eslint-disable-next-line @typescript-eslint/require-await
-  async planPublished(m: EntityManager, plan: Plan): Promise<void> {
-    this.db.afterCommit(m, () =>
-      this.publish(planPublishedTopic(plan.environment), { planPublished: plan }),
-    );
+    listener: PgListener,
+  ) {
+    this.distributed = listener.enabled;
+    if (this.distributed) listener.on(EVENTS_CHANNEL, (payload) => this.heard(payload));
   }
 
-  // eslint-disable-next-line @typescript-eslint/require-await
+  async planPublished(m: EntityManager, plan: Plan): Promise<void> {
+    if (this.distributed) return this.notify(m, encode('plan', plan));
+    this.db.afterCommit(m, () => this.deliver('plan', plan));
+  }
+
   async auditEventRecorded(m: EntityManager, event: AuditEvent): Promise<void> {
-    this.db.afterCommit(m, () => {
-      this.publish(auditRecordedTopic(event.environment), { auditEventRecorded: event });
-      this.publish(activityTopic(), { activityRecorded: event });
+    if (this.distributed) return this.notify(m, encode('audit', event));
+    this.db.afterCommit(m, () => this.deliver('audit', event));
+  }
+
+  async deploymentChanged(m: EntityManager, deployment: Deployment): Promise<void> {
+    if (this.distributed) return this.notify(m, encode('deployment', deployment));
+    this.db.afterCommit(m, () => this.deliver('deployment', deployment));
+  }
+
+  private async notify(m: EntityManager, payload: string): Promise<void> {
+    await select(m, 'SELECT pg_notify(:channel, :payload)', { channel: EVENTS_CHANNEL, payload });
+  }
+
+  /** A notification, in the order PostgreSQL delivered it. */
+  private heard(payload: string): void {
+    const wire = JSON.parse(payload) as Wire;
+    const announced =
+      'row' in wire
+        ? Promise.resolve(rebuild(wire, (kind, id, field) => this.readField(kind, id, field)))
+        : this.readRow(wire.k, wire.id).then((row) => row && fromRow(wire.k, row));
+    // Behind any id-only payload still being read, so that the order stays.
+    this.delivering = this.delivering.then(async () => {
+      try {
+        const object = await announced;
+        if (object) this.deliver(wire.k, object);
+        else this.logger.warn(`the ${wire.k} of a subscription event is gone`);
+      } catch (error) {
+        this.logger.error(`a subscription event was dropped: ${(error as Error).message}`);
+      }
     });
   }
 
-  // eslint-disable-next-line @typescript-eslint/require-await
-  async deploymentChanged(m: EntityManager, deployment: Deployment): Promise<void> {
-    this.db.afterCommit(m, () =>
-      this.publish(deploymentChangedTopic(deployment.environment), {
-        deploymentChanged: deployment,
+  private readRow(
+    kind: EventKind,
+    id: string | number,
+  ): Promise<Plan | AuditEvent | Deployment | null> {
+    return this.db.read<Plan | AuditEvent | Deployment | null>((m) => {
+      switch (kind) {
+        case 'plan':
+          return findOne(m, Plan, { id: String(id) });
+        case 'audit':
+          return findOne(m, AuditEvent, { id: Number(id) });
+        case 'deployment':
+          return findOne(m, Deployment, { id: String(id) });
+      }
+    });
+  }
+
+  private async readField(kind: EventKind, id: string | number, field: string): Promise<unknown> {
+    const { table, columns } = COLUMNS[kind];
+    const column = columns[field];
+    if (!column) throw new Error(`${kind}.${field} is not read by id`);
+    const [row] = await this.db.read((m) =>
+      select<Record<string, unknown>>(m, `SELECT ${column} AS value FROM ${table} WHERE id = :id`, {
+        id,
       }),
     );
+    return row?.value ?? null;
+  }
+
+  private deliver(kind: EventKind, object: Plan | AuditEvent | Deployment): void {
+    switch (kind) {
+      case 'plan':
+        return this.publish(planPublishedTopic(object.environment), { planPublished: object });
+      case 'audit':
+        this.publish(auditRecordedTopic(object.environment), { auditEventRecorded: object });
+        return this.publish(activityTopic(), { activityRecorded: object });
+      case 'deployment':
+        return this.publish(deploymentChangedTopic(object.environment), {
+          deploymentChanged: object,
+        });
+    }
   }
 
   private publish(topic: string, payload: unknown): void {

@@ -19,6 +19,7 @@ import { AuthService } from '../auth/auth.service.js';
 import type { Principal } from '../auth/principal.entity.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config, SocketLimits } from '../config/config.js';
+import { PgListener } from './pg-listener.js';
 import { PrincipalChanges } from './principal-changes.js';
 import { CloseCode, SocketError } from './socket.errors.js';
 
@@ -133,8 +134,9 @@ export interface SubscriptionContext {
  *   with fragments expanded, and passes GraphQL validation (else BAD_USER_INPUT);
  * - when a principal's access changes (PrincipalChanges), each of its sockets is checked
  *   again at once and closed (4403) when its token no longer authenticates, which ends
- *   every subscription on it; every socket is also checked every `recheckIntervalMs`, and
- *   every new subscription checks the token before it starts.
+ *   every subscription on it; every socket is also checked every `recheckIntervalMs` and
+ *   when a lost LISTEN connection is back (PgListener), and every new subscription checks
+ *   the token before it starts.
  */
 @Injectable()
 export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -145,10 +147,12 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
   private recheckTimer: NodeJS.Timeout | null = null;
   private readonly watched = new WeakSet<WebSocketServer>();
   private stopListening: (() => void) | null = null;
+  private stopRecovery: (() => void) | null = null;
 
   constructor(
     private readonly auth: AuthService,
     private readonly changes: PrincipalChanges,
+    private readonly listener: PgListener,
     private readonly adapterHost: HttpAdapterHost,
     @Inject(CONFIG) config: Config,
   ) {
@@ -172,6 +176,8 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
       done();
     });
     this.stopListening = this.changes.onChange((name) => void this.recheck(name));
+    // Revocations committed while the LISTEN connection was lost were not heard.
+    this.stopRecovery = this.listener.onRecovery(() => void this.recheckAll());
     this.recheckTimer = setInterval(() => void this.recheckAll(), this.limits.recheckIntervalMs);
     this.recheckTimer.unref();
   }
@@ -185,6 +191,7 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
   onApplicationShutdown(): void {
     if (this.recheckTimer) clearInterval(this.recheckTimer);
     this.stopListening?.();
+    this.stopRecovery?.();
   }
 
   /** Open admitted sockets of `name` (tests and metrics). */

@@ -8,8 +8,8 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
-import { EnvironmentArgs } from '../environments/dto/environment.args.js';
-import { planPublishedTopic } from '../events/events.service.js';
+import { SubscriptionFeeds, type SubscriptionPubSub } from '../events/feeds.js';
+import { PlanPublishedArgs } from '../events/subscription.args.js';
 import { Principal, Role } from '../auth/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import {
@@ -27,7 +27,10 @@ import { PlansService } from './plans.service.js';
 
 @Resolver(() => Plan)
 export class PlansResolver {
-  constructor(private readonly service: PlansService) {}
+  constructor(
+    private readonly service: PlansService,
+    private readonly feeds: SubscriptionFeeds,
+  ) {}
 
   @Query(() => Plan, { nullable: true })
   plan(@Args() { id }: PlanArgs): Promise<Plan | null> {
@@ -112,15 +115,16 @@ export class PlansResolver {
   }
 
   /**
-   * Every move of the environment's pointer, in order, after its commit. Authenticated
-   * with the connection's `authorization` parameter. A client that reconnects catches
-   * up with `plans(...)`.
+   * Every move of the environment's pointer, in order, after its commit, heard from every
+   * instance. Authenticated with the connection's `authorization` parameter. A client that
+   * reconnects passes the id of the last plan it received as `after` and first receives the
+   * plans published since (docs/subscriptions.md).
    */
   @Subscription(() => Plan, { description: "Every move of the environment's pointer, in order." })
   planPublished(
-    @Args() { environment }: EnvironmentArgs,
-    @Context('pubsub') pubsub: { subscribe(topic: string): Promise<AsyncIterable<unknown>> },
+    @Args() { environment, after }: PlanPublishedArgs,
+    @Context('pubsub') pubsub: SubscriptionPubSub,
   ): Promise<AsyncIterable<unknown>> {
-    return pubsub.subscribe(planPublishedTopic(environment));
+    return this.feeds.planPublished(pubsub, environment, after);
   }
 }
