@@ -9,6 +9,8 @@ export interface Run {
   peakRssMb: number | null;
   /** How each request ended: `ok` or the GraphQL error code (`HTTP_<status>` for non-200 answers). */
   outcomes: Record<string, number>;
+  /** Load that ran beside the measured one (reads under writes): its rate and its share of `ok`. */
+  background?: { unit: string; reqPerSec: number; ok: number };
 }
 
 /** What every run is given: its load and where it may write. */
