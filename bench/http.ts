@@ -331,6 +331,8 @@ export async function runHttp(
     requests: Requests;
     instances?: number;
     background?: Background;
+    /** Added to each service's environment. */
+    env?: Record<string, string>;
   },
 ): Promise<Run> {
   const database = await runDatabase(options.template, options.workDir, options.runId);
@@ -340,6 +342,7 @@ export async function runHttp(
       new ServiceProcess(database.location, {
         ...UNLIMITED,
         PLANFENCE_SQLITE_SYNCHRONOUS: options.durability,
+        ...options.env,
       }),
   );
   try {

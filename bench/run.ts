@@ -61,11 +61,19 @@ const mainCounts = numbers(textOption(argv, 'connections') ?? '1,10,50');
 const secondaryCounts = numbers(textOption(argv, 'secondary-connections') ?? '10');
 const growthSizes = numbers(textOption(argv, 'growth') ?? '1000,1000000');
 const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
+/**
+ * `--baseline DIR`: a copy of another build's dist/ (e.g. `cp -r dist /tmp/base` before a
+ * change); every HTTP row then runs twice in each round, once on that build ("· baseline").
+ */
+const baseline = textOption(argv, 'baseline');
 const postgresServer =
   textOption(argv, 'postgres') ??
   process.env.PLANFENCE_BENCH_POSTGRES_URL ??
   process.env.PLANFENCE_TEST_POSTGRES_URL ??
   null;
+
+/** The storage floor's variant with the statement changes of the prototype (storage-floor.ts). */
+export const MERGED = '0% stale, 7 statements (prototype)';
 
 interface Planned extends Omit<Row, 'runs'> {
   run: (runId: string) => Promise<Run>;
@@ -127,26 +135,31 @@ async function main(): Promise<void> {
     make: () => Promise<Template>,
     requests: Parameters<typeof runHttp>[0]['requests'],
     extra: Partial<Parameters<typeof runHttp>[0]> = {},
-  ) =>
-    planned.push({
-      ...row,
-      run: async (runId) =>
-        runHttp({
-          template: await make(),
-          requests,
-          durability: row.durability === 'NORMAL' ? 'NORMAL' : 'FULL',
-          connections: row.connections,
-          seconds,
-          runId,
-          workDir,
-          ...extra,
-        }),
-    });
+  ) => {
+    for (const entry of baseline ? [null, join(baseline, 'src/main.js')] : [null])
+      planned.push({
+        ...row,
+        variant: entry ? `${row.variant} · baseline` : row.variant,
+        run: async (runId) =>
+          runHttp({
+            template: await make(),
+            requests,
+            durability: row.durability === 'NORMAL' ? 'NORMAL' : 'FULL',
+            connections: row.connections,
+            seconds,
+            runId,
+            workDir,
+            ...extra,
+            ...(entry ? { env: { PLANFENCE_SERVICE_ENTRY: entry } } : {}),
+          }),
+      });
+  };
   const storageFloor = (
     variant: string,
     durability: 'FULL' | 'NORMAL',
     connections: number,
     stale: 0 | 0.5,
+    merged = false,
   ) =>
     planned.push({
       scenario: '6 storage floor',
@@ -162,6 +175,7 @@ async function main(): Promise<void> {
           seconds,
           runId,
           workDir,
+          merged,
         }),
     });
 
@@ -269,6 +283,10 @@ async function main(): Promise<void> {
         for (const durability of ['FULL', 'NORMAL'] as const)
           for (const stale of [0, 0.5] as const)
             storageFloor(`${stale * 100}% stale`, durability, connections, stale);
+      // What the guard's statements would cost merged (a prototype; the service does not run it).
+      for (const connections of secondaryCounts)
+        for (const durability of ['FULL', 'NORMAL'] as const)
+          storageFloor(MERGED, durability, connections, 0, true);
     },
     7: () => {
       if (!etcd) return;
