@@ -12,7 +12,7 @@ import {
   seededRandom,
   ServiceProcess,
 } from '../test/fault/service.js';
-import { addOutcome, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
+import { addOutcome, cpuMs, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
 
 const TYPENAME = '{ __typename }';
 const WHOAMI = '{ whoami { name role } }';
@@ -370,6 +370,7 @@ export async function runHttp(
         }),
       });
     const backgroundOutcomes: Record<string, number> = {};
+    const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
     const [background, ...results] = await Promise.all([
       options.background
         ? load(
@@ -388,6 +389,9 @@ export async function runHttp(
         ),
       ),
     ]);
+    const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
+    const answered =
+      results.reduce((sum, r) => sum + r.requests.total, 0) + (background?.requests.total ?? 0);
     const errors = results.reduce((sum, r) => sum + r.errors, 0);
     const timeouts = results.reduce((sum, r) => sum + r.timeouts, 0);
     const rss = services
@@ -398,6 +402,7 @@ export async function runHttp(
       p50Ms: Math.max(...results.map((r) => r.latency.p50)),
       p99Ms: Math.max(...results.map((r) => r.latency.p99)),
       peakRssMb: rss.length ? Math.max(...rss) : null,
+      cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
       outcomes: {
         ...outcomes,
         ...(errors ? { CONNECTION_ERROR: errors } : {}),

@@ -30,6 +30,7 @@ interface Summary extends Row {
   p50Ms: number;
   p99Ms: number;
   peakRssMb: number | null;
+  cpuMsPerRequest: number | null;
   outcomes: Record<string, number>;
   background?: { unit: string; reqPerSec: number; ok: number };
 }
@@ -40,12 +41,14 @@ function summarize(row: Row): Summary {
     for (const [outcome, count] of Object.entries(run.outcomes))
       outcomes[outcome] = (outcomes[outcome] ?? 0) + count;
   const rss = row.runs.map((run) => run.peakRssMb).filter((v): v is number => v != null);
+  const cpu = row.runs.map((run) => run.cpuMsPerRequest).filter((v): v is number => v != null);
   return {
     ...row,
     reqPerSec: median(row.runs.map((run) => run.reqPerSec)),
     p50Ms: median(row.runs.map((run) => run.p50Ms)),
     p99Ms: median(row.runs.map((run) => run.p99Ms)),
     peakRssMb: rss.length ? median(rss) : null,
+    cpuMsPerRequest: cpu.length ? median(cpu) : null,
     outcomes,
     ...(row.runs[0]?.background
       ? {
@@ -151,8 +154,8 @@ export function report(rows: Row[], machine: Machine): string {
   );
   lines.push('## Results', '');
   lines.push(
-    '| scenario | variant | durability | c | req/s | p50 ms | p99 ms | peak RSS MiB | ÷ framework floor | ÷ storage floor | outcomes |',
-    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|',
+    '| scenario | variant | durability | c | req/s | p50 ms | p99 ms | service CPU ms / request | peak RSS MiB | ÷ framework floor | ÷ storage floor | outcomes |',
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|',
   );
   const order = [...summaries].sort(
     (a, b) =>
@@ -167,7 +170,7 @@ export function report(rows: Row[], machine: Machine): string {
       : '';
     lines.push(
       `| ${s.scenario} | ${s.variant} | ${s.durability} | ${s.connections} | ${fixed(s.reqPerSec, 0)} | ` +
-        `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
+        `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.cpuMsPerRequest == null ? '—' : fixed(s.cpuMsPerRequest, 3)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
         `${outcomeText(s.outcomes)}${beside} |`,
     );
@@ -176,6 +179,9 @@ export function report(rows: Row[], machine: Machine): string {
   lines.push(
     '- Scenario 0 is the framework floor: `{ __typename }` without a token, HTTP + GraphQL and nothing of ours; ' +
       'every "÷ framework floor" is against it at the same concurrency. Scenario 1 adds the token lookup (`whoami`).',
+    '- Service CPU ms / request: the user + system CPU time of the service process(es) over the run (from /proc, 10 ms ticks) ' +
+      'divided by the requests answered (with the publishes beside the reads in scenario 8): what a request costs the ' +
+      'machine, much less sensitive than req/s to other load on a shared machine. Not measured for the in-process floors and etcd.',
     '- Scenario 3 counts every request (the submit and each approval) as one decision; the last approval publishes. ' +
       'The quorum-of-3 environments need three distinct reviewers.',
     '- Scenario 6 runs the publish\u2019s statements synchronously on one connection in the bench process, so its ' +
