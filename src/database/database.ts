@@ -51,12 +51,9 @@ function isConflict(error: unknown): boolean {
 /**
  * The one way the service reaches its database.
  *
- * On SQLite every transaction runs alone, one after the other, on the driver's single
- * connection: TypeORM shares that connection, so concurrent transactions would nest or lose
- * updates. Reads of a database file run on a second, read-only connection, each in its own
- * read transaction: WAL gives it the last committed state only, so a read never waits for a
- * group commit and never sees a write that is not committed. (An in-memory database cannot
- * be opened twice: there, reads take their turn on the one connection between transactions.)
+ * On SQLite every transaction and every read runs alone, one after the other, on the
+ * driver's single connection: TypeORM shares that connection, so concurrent transactions
+ * would nest or lose updates, and a read in between would see uncommitted rows.
  * On PostgreSQL each transaction has its own pooled connection and row locks order writers.
  */
 @Injectable()
@@ -64,9 +61,6 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(Database.name);
   private readonly serialized: boolean;
   private tail: Promise<unknown> = Promise.resolve();
-  /** SQLite file: the read-only connection of `read()`, and the reads queued on it. */
-  private reader: DataSource | null = null;
-  private readerTail: Promise<unknown> = Promise.resolve();
   /** SQLite: writes waiting for the next group commit, and whether one is scheduled. */
   private readonly waiting: WaitingWrite[] = [];
   private groupScheduled = false;
@@ -108,7 +102,6 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       throw error;
     }
     this.storage.recordOpenedFiles();
-    await this.openReader();
     // Notices a lost file without traffic, and writability coming back (disk space freed).
     this.storageTimer = setInterval(() => {
       if (!this.storage.lost() && this.storage.unwritable) this.probeWrite().catch(() => undefined);
@@ -120,30 +113,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     });
   }
 
-  async onModuleDestroy(): Promise<void> {
+  onModuleDestroy(): void {
     clearInterval(this.storageTimer);
-    const reader = this.reader;
-    this.reader = null;
-    await this.readerTail;
-    await reader?.destroy().catch(() => undefined);
-  }
-
-  /** SQLite file: opens the read-only connection that `read()` uses (see the class comment). */
-  private async openReader(): Promise<void> {
-    const options = this.dataSource.options;
-    if (options.type !== 'better-sqlite3' || options.database === ':memory:') return;
-    const reader = new DataSource({
-      type: 'better-sqlite3',
-      database: options.database,
-      entities: options.entities,
-      readonly: true,
-      fileMustExist: true,
-      synchronize: false,
-      migrationsRun: false,
-      logging: false,
-    });
-    await reader.initialize();
-    this.reader = reader;
   }
 
   /** SQLite file: the database id must match the folder's marker (written on first start). */
@@ -362,23 +333,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     callbacks.push(callback);
   }
 
-  /** Reads committed state only; the statements of one `work` see one state (one snapshot). */
+  /** Reads committed state only. */
   read<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    const reader = this.reader;
-    if (!reader) return this.exclusive(() => work(this.dataSource.manager));
-    // One read transaction at a time on the reader: its statements share one WAL snapshot.
-    const connection = (reader.driver as unknown as { databaseConnection: SqliteConnection })
-      .databaseConnection;
-    const run = this.readerTail.then(async () => {
-      connection.exec('BEGIN');
-      try {
-        return await work(reader.manager);
-      } finally {
-        connection.exec('COMMIT');
-      }
-    });
-    this.readerTail = run.catch(() => undefined);
-    return run;
+    return this.exclusive(() => work(this.dataSource.manager));
   }
 
   private exclusive<T>(work: () => Promise<T>): Promise<T> {
