@@ -370,6 +370,7 @@ export async function runHttp(
         }),
       });
     const backgroundOutcomes: Record<string, number> = {};
+    const commitsBefore = await commitCounters(services[0].url);
     const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
     const [background, ...results] = await Promise.all([
       options.background
@@ -390,6 +391,9 @@ export async function runHttp(
       ),
     ]);
     const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
+    const commitsAfter = await commitCounters(services[0].url);
+    const commits = commitsAfter.transactions - commitsBefore.transactions;
+    const writes = commitsAfter.writes - commitsBefore.writes;
     const answered =
       results.reduce((sum, r) => sum + r.requests.total, 0) + (background?.requests.total ?? 0);
     const errors = results.reduce((sum, r) => sum + r.errors, 0);
@@ -402,6 +406,8 @@ export async function runHttp(
       p50Ms: Math.max(...results.map((r) => r.latency.p50)),
       p99Ms: Math.max(...results.map((r) => r.latency.p99)),
       peakRssMb: rss.length ? Math.max(...rss) : null,
+      writesPerCommit:
+        options.template.postgres || services.length > 1 || commits < 10 ? null : writes / commits,
       cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
       outcomes: {
         ...outcomes,
@@ -422,6 +428,17 @@ export async function runHttp(
     for (const service of services) await service.stop();
     await database.remove();
   }
+}
+
+/** The service's commit counters (planfence_commits_total, planfence_committed_writes_total). */
+async function commitCounters(url: string): Promise<{ transactions: number; writes: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = (name: string) =>
+    Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return {
+    transactions: value('planfence_commits_total'),
+    writes: value('planfence_committed_writes_total'),
+  };
 }
 
 /** Removes a template: its SQLite files, or its PostgreSQL database. */

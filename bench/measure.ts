@@ -11,6 +11,8 @@ export interface Run {
   outcomes: Record<string, number>;
   /** CPU time (user + system) of the deciding process(es) per request, ms; null when not measured. */
   cpuMsPerRequest?: number | null;
+  /** SQLite: writes committed per COMMIT during the run (group commit), from the service's /metrics. */
+  writesPerCommit?: number | null;
   /** Load that ran beside the measured one (reads under writes): its rate and its share of `ok`. */
   background?: { unit: string; reqPerSec: number; ok: number };
 }

@@ -141,7 +141,7 @@ async function main(): Promise<void> {
     const pct = (micros: number) => ((micros / busy) * 100).toFixed(1);
     const top = (map: Map<string, number>, n: number) =>
       [...map]
-        .filter(([key]) => key !== '(idle)')
+        .filter(([key]) => !key.includes('(idle)'))
         .sort((a, b) => b[1] - a[1])
         .slice(0, n);
     const section = [

@@ -31,6 +31,7 @@ interface Summary extends Row {
   p99Ms: number;
   peakRssMb: number | null;
   cpuMsPerRequest: number | null;
+  writesPerCommit: number | null;
   outcomes: Record<string, number>;
   background?: { unit: string; reqPerSec: number; ok: number };
 }
@@ -49,6 +50,12 @@ function summarize(row: Row): Summary {
     p99Ms: median(row.runs.map((run) => run.p99Ms)),
     peakRssMb: rss.length ? median(rss) : null,
     cpuMsPerRequest: cpu.length ? median(cpu) : null,
+    writesPerCommit: (() => {
+      const values = row.runs
+        .map((run) => run.writesPerCommit)
+        .filter((v): v is number => v != null && Number.isFinite(v));
+      return values.length ? median(values) : null;
+    })(),
     outcomes,
     ...(row.runs[0]?.background
       ? {
@@ -172,7 +179,7 @@ export function report(rows: Row[], machine: Machine): string {
       `| ${s.scenario} | ${s.variant} | ${s.durability} | ${s.connections} | ${fixed(s.reqPerSec, 0)} | ` +
         `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.cpuMsPerRequest == null ? '—' : fixed(s.cpuMsPerRequest, 3)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
-        `${outcomeText(s.outcomes)}${beside} |`,
+        `${outcomeText(s.outcomes)}${beside}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''} |`,
     );
   }
   lines.push('');
@@ -336,6 +343,18 @@ export function report(rows: Row[], machine: Machine): string {
           `one UPDATE for SUPERSEDED + OBSOLETE) make ${rate(merged)} vs ${rate(plain)} = ${ratio(merged.reqPerSec / plain.reqPerSec)}, ` +
           `${fixed(1000 / plain.reqPerSec - 1000 / merged.reqPerSec, 3)} ms less per publish.`,
       );
+  }
+  if (reads?.background) {
+    const total = reads.reqPerSec + reads.background.reqPerSec;
+    lines.push(
+      `- Reads under writes: the ${2 * reads.connections} connections in closed loop share one service thread, so by ` +
+        `Little's law their mean latency is ${2 * reads.connections} ÷ ${fixed(total, 0)} requests/s = ` +
+        `${fixed((2000 * reads.connections) / total, 2)} ms whichever connection a read runs on` +
+        (reads.cpuMsPerRequest != null
+          ? ` (the service spends ${fixed(reads.cpuMsPerRequest, 3)} ms of CPU per request of the mix)`
+          : '') +
+        '; a p99 ≤ 10 ms needs the mix to cost well under half of that.',
+    );
   }
   if (floor0 && whoami10)
     lines.push(
