@@ -305,7 +305,7 @@ export async function runDatabase(
     } finally {
       await client.end();
     }
-    return { location: copy.url, remove: copy.drop };
+    return { location: copy.url, remove: () => dropPostgresDatabase(template.postgres!, name) };
   }
   const file = join(workDir, `run-${runId}.db`);
   copyDatabase(template.file, file);
@@ -444,13 +444,27 @@ async function commitCounters(url: string): Promise<{ transactions: number; writ
 /** Removes a template: its SQLite files, or its PostgreSQL database. */
 export async function dropTemplate(template: Template): Promise<void> {
   if (!template.postgres) return removeDatabase(template.file);
+  await dropPostgresDatabase(template.postgres, new URL(template.file).pathname.slice(1));
+}
+
+/**
+ * DROP DATABASE … WITH (FORCE), again a little later while an autovacuum worker (a session
+ * of another role, which FORCE may not end) is connected to it.
+ */
+async function dropPostgresDatabase(server: string, name: string): Promise<void> {
   const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: template.postgres });
+  const client = new pg.Client({ connectionString: server });
   await client.connect();
   try {
-    await client.query(
-      `DROP DATABASE IF EXISTS ${new URL(template.file).pathname.slice(1)} WITH (FORCE)`,
-    );
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '42501' || attempt >= 50) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
   } finally {
     await client.end();
   }

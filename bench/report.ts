@@ -82,6 +82,9 @@ function outcomeText(outcomes: Record<string, number>): string {
 
 const SECTIONS = ['profile', 'hostile'] as const;
 
+/** Statements a publish sends on PostgreSQL, counted on its code path (the storage floor's 11 and 5 around them). */
+const PG_STATEMENTS = 16;
+
 /**
  * The sections that `npm run bench:profile` and `npm run bench:hostile` write, taken from the
  * previous report and put back after the new one (in this order), so that regenerating the
@@ -365,6 +368,14 @@ export function report(rows: Row[], machine: Machine): string {
     lines.push(
       `- The framework floor itself is ${ratio(floor0.reqPerSec / etcd.reqPerSec)} etcd's decision rate at c=10: ` +
         `1.5× etcd needs a publish at ${fixed(((1.5 * etcd.reqPerSec) / floor0.reqPerSec) * 100, 0)}% of the floor.`,
+    );
+  if (pgFloor && pgPublish)
+    lines.push(
+      `- PostgreSQL, statements: a publish sends about ${PG_STATEMENTS} statements (BEGIN, the database clock, the ` +
+        'token lookup, the idempotency recall, the 11 statements of the storage floor, COMMIT) where the floor sends one; ' +
+        `at the floor's cost per statement on this machine (PostgreSQL shares its 2 cores with the service and the load) ` +
+        `that alone bounds a publish at ${fixed(pgFloor.reqPerSec, 0)} ÷ ${PG_STATEMENTS} = ${fixed(pgFloor.reqPerSec / PG_STATEMENTS, 0)}/s; ` +
+        `50% of the floor would need at most 2 statements per publish.`,
     );
   if (pgFloor && pgPublish)
     lines.push(
