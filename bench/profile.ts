@@ -27,6 +27,9 @@ import { fencedPublish, prepareTemplate, runDatabase, UNLIMITED } from './http.j
 import { addOutcome, graphqlOutcome } from './measure.js';
 import { replaceSection } from './report.js';
 
+const NOTE =
+  "better-sqlite3 runs a statement synchronously, so SQLite's own work (and a COMMIT's fsync) is the self time of the JavaScript frame that calls it: `query` of TypeORM's BetterSqlite3QueryRunner (TypeORM's reads, BEGIN, COMMIT) and the two anonymous frames of src/database/database.js (the `run` of `execute`, the `all` of `select`). To reproduce and explore: `npm run bench:profile -- --keep /tmp/profile`, then open the .cpuprofile in Chrome DevTools or speedscope.";
+
 interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -168,6 +171,8 @@ async function main(): Promise<void> {
       ...top(byFunction, 25).map(
         ([key, v]) => `| ${key.replace(/\|/g, '\\|')} | ${ms(v)} | ${pct(v)}% |`,
       ),
+      '',
+      NOTE,
       '',
       '<!-- profile:end -->',
     ].join('\n');
