@@ -1,14 +1,23 @@
 /**
- * The scenarios that go through the service over HTTP: a copy of a prepared database,
- * the built service on it as a child process, autocannon on loopback against it.
+ * The scenarios that go through the service over HTTP: a copy of a prepared database
+ * (a SQLite file, or a PostgreSQL database created from a template database), the built
+ * service on it as a child process (or several sharing it), autocannon on loopback.
  */
 import autocannon from 'autocannon';
 import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { ADMIN_TOKEN, seededRandom, ServiceProcess } from '../test/fault/service.js';
-import { addOutcome, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
+import {
+  ADMIN_TOKEN,
+  createPostgresDatabase,
+  seededRandom,
+  ServiceProcess,
+} from '../test/fault/service.js';
+import { addOutcome, cpuMs, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
 
+const TYPENAME = '{ __typename }';
 const WHOAMI = '{ whoami { name role } }';
+const CURRENT_PLAN =
+  'query($environment: String!) { currentPlan(environment: $environment) { id status } }';
 const SUBMIT = 'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id status } }';
 const APPROVE = 'mutation($input: ApprovePlanInput!) { approvePlan(input: $input) { id status } }';
 
@@ -21,11 +30,27 @@ const CONTENT = JSON.stringify({
   rollback: 'registry.example/checkout:2026.11.28-8e21b04',
 });
 
+/**
+ * The per-principal rate limits raised out of the way of the load (the token buckets still
+ * run on every request; docs/limits.md): the bench measures throughput, not the limits.
+ */
+export const UNLIMITED: Record<string, string> = {
+  PLANFENCE_RATE_REQUESTS_PER_SECOND: '1000000',
+  PLANFENCE_RATE_REQUESTS_BURST: '10000000',
+  PLANFENCE_RATE_WRITES_PER_SECOND: '1000000',
+  PLANFENCE_RATE_WRITES_BURST: '10000000',
+  PLANFENCE_RATE_LEASES_PER_MINUTE: '1000000',
+};
+
 /** A database prepared through the API once, copied for every run. */
 export interface Template {
+  /** A SQLite file, or the URL of a PostgreSQL template database (copied with CREATE DATABASE … TEMPLATE). */
   file: string;
+  /** The PostgreSQL server the template lives on; undefined on SQLite. */
+  postgres?: string;
   agentToken: string;
-  reviewerToken: string;
+  /** Distinct reviewers, as many as the environments' approval rule needs (at least one). */
+  reviewerTokens: string[];
   environments: string[];
   /** The generation the agent holds (at the fence). */
   fresh: number;
@@ -56,28 +81,48 @@ export function removeDatabase(file: string): void {
 export async function prepareTemplate(
   dir: string,
   name: string,
-  options: { count: number; requireApproval: boolean; seed?: (file: string) => void },
+  options: {
+    count: number;
+    requireApproval: boolean;
+    /** Approvals the environments' one rule needs (default 1, the default policy). */
+    approvals?: number;
+    seed?: (file: string) => void;
+    /** A PostgreSQL server URL: the template is a database there instead of a SQLite file. */
+    postgres?: string;
+  },
 ): Promise<Template> {
   mkdirSync(dir, { recursive: true });
-  const file = join(dir, `${name}.db`);
-  removeDatabase(file);
-  let service = new ServiceProcess(file, { PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' });
+  let file = join(dir, `${name}.db`);
+  if (options.postgres) {
+    file = (await createPostgresDatabase(options.postgres, `planfence_bench_${name}`)).url;
+  } else {
+    removeDatabase(file);
+  }
+  let service = new ServiceProcess(file, { ...UNLIMITED, PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' });
   try {
     await service.start();
     const agentToken = await service.issueToken('bench-agent', 'AGENT');
-    const reviewerToken = await service.issueToken('bench-reviewer', 'REVIEWER');
+    const reviewerTokens: string[] = [];
+    for (let i = 0; i < (options.approvals ?? 1); i++)
+      reviewerTokens.push(await service.issueToken(`bench-reviewer-${i}`, 'REVIEWER'));
     const environments = Array.from({ length: options.count }, (_, i) => `${name}-${i}`);
     await inParallel(environments, 8, (environment) =>
       service.ok(
         ADMIN_TOKEN,
         'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
-        { input: { name: environment, requireApproval: options.requireApproval } },
+        {
+          input: {
+            name: environment,
+            requireApproval: options.requireApproval,
+            ...(options.approvals ? { approvalRules: [{ count: options.approvals }] } : {}),
+          },
+        },
       ),
     );
     if (options.seed) {
       await service.stop();
       options.seed(file);
-      service = new ServiceProcess(file, { PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' });
+      service = new ServiceProcess(file, { ...UNLIMITED, PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' });
       await service.start();
     }
     const generations: number[] = [];
@@ -103,10 +148,19 @@ export async function prepareTemplate(
         },
       });
       if (options.requireApproval) {
-        await service.ok(reviewerToken, APPROVE, { input: { planId: data.submitPlan.id } });
+        for (const reviewerToken of reviewerTokens)
+          await service.ok(reviewerToken, APPROVE, { input: { planId: data.submitPlan.id } });
       }
     });
-    return { file, agentToken, reviewerToken, environments, fresh, stale: fresh - 1 };
+    return {
+      file,
+      postgres: options.postgres,
+      agentToken,
+      reviewerTokens,
+      environments,
+      fresh,
+      stale: fresh - 1,
+    };
   } finally {
     await service.stop();
   }
@@ -124,14 +178,17 @@ async function inParallel<T>(items: T[], width: number, work: (item: T) => Promi
 type Requests = (template: Template, runId: string) => autocannon.Request[];
 
 function graphqlRequest(
-  token: string,
+  token: string | null,
   body: (context: Record<string, unknown>) => string | null,
   onResponse?: (body: string, context: Record<string, unknown>) => void,
 ): autocannon.Request {
   return {
     method: 'POST',
     path: '/graphql',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    headers: {
+      'content-type': 'application/json',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
     setupRequest: (request, context) => {
       const text = body(context as Record<string, unknown>);
       return text == null ? (null as unknown as autocannon.Request) : { ...request, body: text };
@@ -150,9 +207,21 @@ function submitBody(environment: string, generation: number, key: string): strin
   });
 }
 
+/** Scenario 0: the cheapest GraphQL request, no token: HTTP + GraphQL and nothing of ours. */
+export const typename: Requests = () => [
+  graphqlRequest(null, () => JSON.stringify({ query: TYPENAME })),
+];
+
 /** Scenario 1: an authenticated no-op query on the same stack. */
 export const whoami: Requests = (template) => [
   graphqlRequest(template.agentToken, () => JSON.stringify({ query: WHOAMI })),
+];
+
+/** Scenario 8: the published plan of the environment that scenario 2 publishes to. */
+export const currentPlan: Requests = (template) => [
+  graphqlRequest(template.reviewerTokens[0], () =>
+    JSON.stringify({ query: CURRENT_PLAN, variables: { environment: template.environments[0] } }),
+  ),
 ];
 
 /** Scenario 2 (and 5): submits with fresh keys where no approval is needed; `staleShare` of them below the fence. */
@@ -173,7 +242,10 @@ export function fencedPublish(staleShare: 0 | 0.5): Requests {
   };
 }
 
-/** Scenario 3: an agent submits, a reviewer approves that plan; one environment per pipeline at a time. */
+/**
+ * Scenario 3: an agent submits, then every reviewer the rule needs approves that plan (the
+ * last approval publishes it); one environment per pipeline at a time.
+ */
 export const approvalPath: Requests = (template, runId) => {
   let n = 0;
   return [
@@ -189,10 +261,12 @@ export const approvalPath: Requests = (template, runId) => {
         context.planId = parsed.data?.submitPlan?.id;
       },
     ),
-    graphqlRequest(template.reviewerToken, (context) =>
-      context.planId
-        ? JSON.stringify({ query: APPROVE, variables: { input: { planId: context.planId } } })
-        : null,
+    ...template.reviewerTokens.map((reviewerToken) =>
+      graphqlRequest(reviewerToken, (context) =>
+        context.planId
+          ? JSON.stringify({ query: APPROVE, variables: { input: { planId: context.planId } } })
+          : null,
+      ),
     ),
   ];
 };
@@ -210,45 +284,188 @@ export const manyEnvironments: Requests = (template, runId) => {
   ];
 };
 
-/** One run: a fresh copy of the template, the service on it, `seconds` of load from `connections` clients. */
+/** A database of one run: a copy of the template, and how to remove it. */
+export async function runDatabase(
+  template: Template,
+  workDir: string,
+  runId: string,
+): Promise<{ location: string; remove: () => Promise<void> }> {
+  if (template.postgres) {
+    const { default: pg } = await import('pg');
+    const copy = await createPostgresDatabase(template.postgres, 'planfence_bench_run');
+    const name = new URL(copy.url).pathname.slice(1);
+    const client = new pg.Client({ connectionString: template.postgres });
+    await client.connect();
+    try {
+      // createPostgresDatabase made an empty one; replace it by a copy of the template.
+      await client.query(`DROP DATABASE ${name}`);
+      await client.query(
+        `CREATE DATABASE ${name} TEMPLATE ${new URL(template.file).pathname.slice(1)}`,
+      );
+    } finally {
+      await client.end();
+    }
+    return { location: copy.url, remove: () => dropPostgresDatabase(template.postgres!, name) };
+  }
+  const file = join(workDir, `run-${runId}.db`);
+  copyDatabase(template.file, file);
+  return { location: file, remove: () => Promise.resolve(removeDatabase(file)) };
+}
+
+/** Load that runs beside the measured one, against the first instance; only its rate is reported. */
+export interface Background {
+  requests: Requests;
+  connections: number;
+  /** What one of its requests is, for the report ("publishes"). */
+  unit: string;
+}
+
+/**
+ * One run: a fresh copy of the template, `instances` services on it, `seconds` of load
+ * from `connections` clients split evenly across the instances (and `background` load
+ * beside it). Latency percentiles are the worst instance's.
+ */
 export async function runHttp(
-  options: Load & { template: Template; requests: Requests },
+  options: Load & {
+    template: Template;
+    requests: Requests;
+    instances?: number;
+    background?: Background;
+    /** Added to each service's environment. */
+    env?: Record<string, string>;
+  },
 ): Promise<Run> {
-  const file = join(options.workDir, `run-${options.runId}.db`);
-  copyDatabase(options.template.file, file);
-  const service = new ServiceProcess(file, { PLANFENCE_SQLITE_SYNCHRONOUS: options.durability });
-  await service.start();
-  try {
-    const outcomes: Record<string, number> = {};
-    const requests = options.requests(options.template, options.runId);
-    const result = await autocannon({
-      url: service.url,
-      connections: options.connections,
-      duration: options.seconds,
-      requests: requests.map((request) => {
-        const next = typeof request.onResponse === 'function' ? request.onResponse : undefined;
-        return {
-          ...request,
-          onResponse: (status, body, context, headers) => {
-            addOutcome(outcomes, graphqlOutcome(status, body));
-            next?.(status, body, context, headers);
-          },
-        };
+  const database = await runDatabase(options.template, options.workDir, options.runId);
+  const services = Array.from(
+    { length: options.instances ?? 1 },
+    () =>
+      new ServiceProcess(database.location, {
+        ...UNLIMITED,
+        PLANFENCE_SQLITE_SYNCHRONOUS: options.durability,
+        ...options.env,
       }),
-    });
+  );
+  try {
+    for (const service of services) await service.start();
+    const outcomes: Record<string, number> = {};
+    const load = (
+      url: string,
+      connections: number,
+      requests: autocannon.Request[],
+      count: Record<string, number>,
+    ) =>
+      autocannon({
+        url,
+        connections,
+        duration: options.seconds,
+        requests: requests.map((request) => {
+          const next = typeof request.onResponse === 'function' ? request.onResponse : undefined;
+          return {
+            ...request,
+            onResponse: (status, body, context, headers) => {
+              addOutcome(count, graphqlOutcome(status, body));
+              next?.(status, body, context, headers);
+            },
+          };
+        }),
+      });
+    const backgroundOutcomes: Record<string, number> = {};
+    const commitsBefore = await commitCounters(services[0].url);
+    const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
+    const [background, ...results] = await Promise.all([
+      options.background
+        ? load(
+            services[0].url,
+            options.background.connections,
+            options.background.requests(options.template, `${options.runId}-bg`),
+            backgroundOutcomes,
+          )
+        : Promise.resolve(null),
+      ...services.map((service, i) =>
+        load(
+          service.url,
+          Math.max(1, Math.round(options.connections / services.length)),
+          options.requests(options.template, `${options.runId}-${i}`),
+          outcomes,
+        ),
+      ),
+    ]);
+    const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
+    const commitsAfter = await commitCounters(services[0].url);
+    const commits = commitsAfter.transactions - commitsBefore.transactions;
+    const writes = commitsAfter.writes - commitsBefore.writes;
+    const answered =
+      results.reduce((sum, r) => sum + r.requests.total, 0) + (background?.requests.total ?? 0);
+    const errors = results.reduce((sum, r) => sum + r.errors, 0);
+    const timeouts = results.reduce((sum, r) => sum + r.timeouts, 0);
+    const rss = services
+      .map((service) => (service.pid ? peakRssMb(service.pid) : null))
+      .filter((v): v is number => v != null);
     return {
-      reqPerSec: result.requests.total / result.duration,
-      p50Ms: result.latency.p50,
-      p99Ms: result.latency.p99,
-      peakRssMb: service.pid ? peakRssMb(service.pid) : null,
+      reqPerSec: results.reduce((sum, r) => sum + r.requests.total / r.duration, 0),
+      p50Ms: Math.max(...results.map((r) => r.latency.p50)),
+      p99Ms: Math.max(...results.map((r) => r.latency.p99)),
+      peakRssMb: rss.length ? Math.max(...rss) : null,
+      writesPerCommit:
+        options.template.postgres || services.length > 1 || commits < 10 ? null : writes / commits,
+      cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
       outcomes: {
         ...outcomes,
-        ...(result.errors ? { CONNECTION_ERROR: result.errors } : {}),
-        ...(result.timeouts ? { TIMEOUT: result.timeouts } : {}),
+        ...(errors ? { CONNECTION_ERROR: errors } : {}),
+        ...(timeouts ? { TIMEOUT: timeouts } : {}),
       },
+      ...(background && options.background
+        ? {
+            background: {
+              unit: options.background.unit,
+              reqPerSec: background.requests.total / background.duration,
+              ok: (backgroundOutcomes.ok ?? 0) / Math.max(1, background.requests.total),
+            },
+          }
+        : {}),
     };
   } finally {
-    await service.stop();
-    removeDatabase(file);
+    for (const service of services) await service.stop();
+    await database.remove();
+  }
+}
+
+/** The service's commit counters (planfence_commits_total, planfence_committed_writes_total). */
+async function commitCounters(url: string): Promise<{ transactions: number; writes: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = (name: string) =>
+    Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return {
+    transactions: value('planfence_commits_total'),
+    writes: value('planfence_committed_writes_total'),
+  };
+}
+
+/** Removes a template: its SQLite files, or its PostgreSQL database. */
+export async function dropTemplate(template: Template): Promise<void> {
+  if (!template.postgres) return removeDatabase(template.file);
+  await dropPostgresDatabase(template.postgres, new URL(template.file).pathname.slice(1));
+}
+
+/**
+ * DROP DATABASE … WITH (FORCE), again a little later while an autovacuum worker (a session
+ * of another role, which FORCE may not end) is connected to it.
+ */
+async function dropPostgresDatabase(server: string, name: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: server });
+  await client.connect();
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '42501' || attempt >= 50) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  } finally {
+    await client.end();
   }
 }

@@ -9,6 +9,12 @@ export interface Run {
   peakRssMb: number | null;
   /** How each request ended: `ok` or the GraphQL error code (`HTTP_<status>` for non-200 answers). */
   outcomes: Record<string, number>;
+  /** CPU time (user + system) of the deciding process(es) per request, ms; null when not measured. */
+  cpuMsPerRequest?: number | null;
+  /** SQLite: writes committed per COMMIT during the run (group commit), from the service's /metrics. */
+  writesPerCommit?: number | null;
+  /** Load that ran beside the measured one (reads under writes): its rate and its share of `ok`. */
+  background?: { unit: string; reqPerSec: number; ok: number };
 }
 
 /** What every run is given: its load and where it may write. */
@@ -97,4 +103,16 @@ export async function closedLoop(
     p99Ms: percentile(latencies, 99),
     outcomes,
   };
+}
+
+/** User + system CPU time of a process so far, ms (clock ticks of 10 ms). */
+export function cpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // After "(comm) ": utime and stime are fields 14 and 15 of proc(5).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
 }

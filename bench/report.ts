@@ -1,4 +1,7 @@
-/** docs/BENCHMARKS.md: the machine, the table of medians with its ratios, and the targets. */
+/**
+ * docs/BENCHMARKS.md: the machine, the table of medians with its ratios, the targets
+ * computed from the table, and the sections other commands write (kept across runs).
+ */
 import { median, type Row } from './measure.js';
 
 export interface Machine {
@@ -9,6 +12,11 @@ export interface Machine {
   node: string;
   sqlite: string;
   etcd: string;
+  /** The PostgreSQL server's description, or null when scenario 9 did not run. */
+  postgres: string | null;
+  mainCounts: number[];
+  secondaryCounts: number[];
+  growthSizes: number[];
   fsyncs: number;
   seconds: number;
   runs: number;
@@ -22,7 +30,10 @@ interface Summary extends Row {
   p50Ms: number;
   p99Ms: number;
   peakRssMb: number | null;
+  cpuMsPerRequest: number | null;
+  writesPerCommit: number | null;
   outcomes: Record<string, number>;
+  background?: { unit: string; reqPerSec: number; ok: number };
 }
 
 function summarize(row: Row): Summary {
@@ -31,13 +42,30 @@ function summarize(row: Row): Summary {
     for (const [outcome, count] of Object.entries(run.outcomes))
       outcomes[outcome] = (outcomes[outcome] ?? 0) + count;
   const rss = row.runs.map((run) => run.peakRssMb).filter((v): v is number => v != null);
+  const cpu = row.runs.map((run) => run.cpuMsPerRequest).filter((v): v is number => v != null);
   return {
     ...row,
     reqPerSec: median(row.runs.map((run) => run.reqPerSec)),
     p50Ms: median(row.runs.map((run) => run.p50Ms)),
     p99Ms: median(row.runs.map((run) => run.p99Ms)),
     peakRssMb: rss.length ? median(rss) : null,
+    cpuMsPerRequest: cpu.length ? median(cpu) : null,
+    writesPerCommit: (() => {
+      const values = row.runs
+        .map((run) => run.writesPerCommit)
+        .filter((v): v is number => v != null && Number.isFinite(v));
+      return values.length ? median(values) : null;
+    })(),
     outcomes,
+    ...(row.runs[0]?.background
+      ? {
+          background: {
+            unit: row.runs[0].background.unit,
+            reqPerSec: median(row.runs.map((run) => run.background?.reqPerSec ?? 0)),
+            ok: median(row.runs.map((run) => run.background?.ok ?? 0)),
+          },
+        }
+      : {}),
   };
 }
 
@@ -52,6 +80,38 @@ function outcomeText(outcomes: Record<string, number>): string {
     .join(', ');
 }
 
+const SECTIONS = ['profile', 'hostile'] as const;
+
+/** Statements a publish sends on PostgreSQL, counted on its code path (the storage floor's 11 and 5 around them). */
+const PG_STATEMENTS = 16;
+
+/**
+ * The sections that `npm run bench:profile` and `npm run bench:hostile` write, taken from the
+ * previous report and put back after the new one (in this order), so that regenerating the
+ * table keeps them.
+ */
+export function keepHostileSection(markdown: string, previous: string): string {
+  let next = markdown.trimEnd();
+  for (const name of SECTIONS) {
+    const start = previous.indexOf(`<!-- ${name}:start -->`);
+    const endMarker = `<!-- ${name}:end -->`;
+    const end = previous.indexOf(endMarker);
+    if (start >= 0 && end > start) next += `\n\n${previous.slice(start, end + endMarker.length)}`;
+  }
+  return `${next}\n`;
+}
+
+/** Replaces (or appends) the section `name` of the report at `text` with `section` (markers included). */
+export function replaceSection(text: string, name: string, section: string): string {
+  const startMarker = `<!-- ${name}:start -->`;
+  const endMarker = `<!-- ${name}:end -->`;
+  const start = text.indexOf(startMarker);
+  const end = text.indexOf(endMarker);
+  return start >= 0 && end > start
+    ? `${text.slice(0, start)}${section.trimEnd()}${text.slice(end + endMarker.length)}`
+    : `${text.trimEnd()}\n\n${section.trimEnd()}\n`;
+}
+
 export function report(rows: Row[], machine: Machine): string {
   const summaries = rows.map(summarize);
   const find = (scenario: string, connections: number, durability?: string, variant?: string) =>
@@ -62,118 +122,279 @@ export function report(rows: Row[], machine: Machine): string {
         (durability == null || s.durability === durability) &&
         (variant == null || s.variant === variant),
     );
-  const frameworkFloor = (s: Summary) => find('1 ', s.connections)?.reqPerSec;
+  const frameworkFloor = (s: Summary) => find('0 ', s.connections)?.reqPerSec;
   const storageFloor = (s: Summary) => {
+    if (s.scenario.startsWith('9 '))
+      return find('9 ', s.connections, undefined, 'node-pg bare conditional UPDATE (floor)')
+        ?.reqPerSec;
     const stale = s.variant.endsWith('stale') ? s.variant : '0% stale';
     const durability = s.durability === 'NORMAL' ? 'NORMAL' : 'FULL';
     return find('6 ', s.connections, durability, stale)?.reqPerSec;
   };
   const divide = (a: number, b: number | undefined) => (b ? a / b : undefined);
+  const main = machine.mainCounts.join(', ');
+  const secondary = machine.secondaryCounts.join(', ');
 
   const lines: string[] = [];
   lines.push('# planfence benchmarks', '');
   lines.push(
     `Produced by \`${machine.command}\` on ${machine.date.slice(0, 10)} (${machine.git}), ` +
       `in ${machine.minutes.toFixed(1)} minutes. Every figure is the median of ${machine.runs} ` +
-      `runs of ${machine.seconds} s, interleaved across rows. Regenerate with \`npm run bench\`.`,
+      `runs of ${machine.seconds} s, interleaved across rows. Regenerate with \`npm run bench\`. ` +
+      `To keep the full run near 15 minutes on this 2-core machine, the main rows (scenario 0, the FULL ` +
+      `fresh publish, etcd fresh) run at ${main} connections and every other row at ${secondary}; ` +
+      `growth is measured at ${machine.growthSizes.map((n) => n.toLocaleString('en')).join(' and ')} stored plans ` +
+      `(\`--connections\`, \`--secondary-connections\`, \`--growth\` change that).`,
     '',
   );
   lines.push('## Machine', '');
   lines.push(
     `- CPU: ${machine.cores}; memory ${machine.memory}; ${machine.kernel}`,
-    `- Node ${machine.node}; SQLite ${machine.sqlite} (WAL); etcd ${machine.etcd}`,
+    `- Node ${machine.node}; SQLite ${machine.sqlite} (WAL); etcd ${machine.etcd}; ` +
+      (machine.postgres ?? 'PostgreSQL: not configured, scenario 9 skipped'),
     `- Disk: ${machine.fsyncs.toFixed(0)} synchronous 4 KiB writes/s (write + fdatasync, measured when the report was written, after the runs)`,
     '- Durability: FULL = `synchronous=FULL` (the default: every acknowledged commit is on disk), ' +
       'NORMAL = `synchronous=NORMAL` (opt-in: survives a crash of the process, may lose the last commits on power loss). ' +
-      'etcd: one member, its default fsync per commit.',
+      'etcd: one member, its default fsync per commit. PostgreSQL rows are FULL in the same sense (synchronous_commit=on).',
     '- Load: autocannon from the bench process over loopback, one request in flight per connection; ' +
-      'the service is the built `dist/src/main.js` as a child process with its normal logging (to /dev/null). ' +
-      'Peak RSS is the service process\u2019s VmHWM (etcd\u2019s for scenario 7; none for the in-process storage floor). ' +
-      'autocannon records HTTP latencies in whole milliseconds (rounded down); scenarios 6 and 7 are timed in the bench process with sub-millisecond resolution.',
+      'the service is the built `dist/src/main.js` as a child process with its normal logging (to /dev/null) and the per-principal rate limits raised out of the way (the token buckets still run). ' +
+      'Peak RSS is the service process\u2019s VmHWM (the larger of two instances; etcd\u2019s for scenario 7; none for the in-process floors). ' +
+      'autocannon records HTTP latencies in whole milliseconds (rounded down); scenarios 6, 7 and the node-pg floor are timed in the bench process with sub-millisecond resolution.',
     '',
   );
   lines.push('## Results', '');
   lines.push(
-    '| scenario | variant | durability | c | req/s | p50 ms | p99 ms | peak RSS MiB | ÷ framework floor | ÷ storage floor | outcomes |',
-    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|',
+    '| scenario | variant | durability | c | req/s | p50 ms | p99 ms | service CPU ms / request | peak RSS MiB | ÷ framework floor | ÷ storage floor | outcomes |',
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|',
   );
   const order = [...summaries].sort(
     (a, b) =>
-      a.scenario.localeCompare(b.scenario) ||
+      a.scenario.localeCompare(b.scenario, 'en', { numeric: true }) ||
       a.variant.localeCompare(b.variant, 'en', { numeric: true }) ||
       a.durability.localeCompare(b.durability) ||
       a.connections - b.connections,
   );
   for (const s of order) {
+    const beside = s.background
+      ? `; beside them ${fixed(s.background.reqPerSec, 0)} ${s.background.unit}/s (ok ${Math.round(s.background.ok * 100)}%)`
+      : '';
     lines.push(
       `| ${s.scenario} | ${s.variant} | ${s.durability} | ${s.connections} | ${fixed(s.reqPerSec, 0)} | ` +
-        `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
+        `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.cpuMsPerRequest == null ? '—' : fixed(s.cpuMsPerRequest, 3)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
-        `${outcomeText(s.outcomes)} |`,
+        `${outcomeText(s.outcomes)}${beside}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''} |`,
     );
   }
   lines.push('');
   lines.push(
-    'Scenario 3 counts the submit and the approval as two requests (two decisions). ' +
-      'Scenario 6 runs the same statements synchronously on one connection, so its concurrency only interleaves ' +
-      'callers; it commits once per decision. Scenarios 2, 4 and 5 use a fresh idempotency key per request; ' +
-      'a stale request is a rejection that still commits its audit event and idempotency record.',
+    '- Scenario 0 is the framework floor: `{ __typename }` without a token, HTTP + GraphQL and nothing of ours; ' +
+      'every "÷ framework floor" is against it at the same concurrency. Scenario 1 adds the token lookup (`whoami`).',
+    '- Service CPU ms / request: the user + system CPU time of the service process(es) over the run (from /proc, 10 ms ticks) ' +
+      'divided by the requests answered (with the publishes beside the reads in scenario 8): what a request costs the ' +
+      'machine, much less sensitive than req/s to other load on a shared machine. Not measured for the in-process floors and etcd.',
+    '- Scenario 3 counts every request (the submit and each approval) as one decision; the last approval publishes. ' +
+      'The quorum-of-3 environments need three distinct reviewers.',
+    '- Scenario 6 runs the publish\u2019s statements synchronously on one connection in the bench process, so its ' +
+      'concurrency only interleaves callers; it commits once per decision. Scenarios 2, 4, 5, 8 and 9 use a fresh ' +
+      'idempotency key per request; a stale request is a rejection that still commits its audit event and idempotency record.',
+    '- Scenario 8 measures `currentPlan` reads of the environment that the publishes beside them write to: the ' +
+      'reads\u2019 own rate and latency, from their own autocannon instance, while another publishes on as many connections.',
+    '- Scenario 9 runs on PostgreSQL: "2 instances" are two service processes on one database with the connections ' +
+      'split evenly across them (rate summed, the worse instance\u2019s latencies); its "÷ storage floor" is against ' +
+      'node-pg\u2019s bare conditional UPDATE (`UPDATE environments SET fence = $1 WHERE name = $2 AND fence <= $1`, ' +
+      'autocommit, a pool of 10), the one statement that decides, with nothing else of a publish.',
     '',
   );
 
   lines.push('## Targets (concurrency 10, FULL)', '');
+  const check = (ok: boolean | undefined) => (ok == null ? 'not measured' : ok ? 'met' : 'NOT met');
+  const target = (text: string, value: string, ok: boolean | undefined) =>
+    lines.push(`- ${text}: ${value} — ${check(ok)}`);
+  const floor0 = find('0 ', 10);
   const publish = find('2 ', 10, 'FULL', '0% stale');
   const publishStale = find('2 ', 10, 'FULL', '50% stale');
-  const check = (ok: boolean | undefined) => (ok == null ? 'not measured' : ok ? 'met' : 'NOT met');
-  if (publish) {
-    const toFloor = divide(publish.reqPerSec, frameworkFloor(publish));
-    lines.push(
-      `- Fenced publish ≥ 60% of the framework floor: ${ratio(toFloor)} — ${check(toFloor == null ? undefined : toFloor >= 0.6)}`,
-      `- Fenced publish p99 ≤ 25 ms: ${fixed(publish.p99Ms, 2)} ms — ${check(publish.p99Ms <= 25)}`,
+  const publish50 = find('2 ', 50, 'FULL', '0% stale');
+  const etcd = find('7 ', 10, 'FULL', '0% stale');
+  const etcdStale = find('7 ', 10, 'FULL', '50% stale');
+  const approve = find('3 ', 10, 'FULL', 'submit + approve');
+  const quorum = find('3 ', 10, 'FULL', 'submit + 3 approvals (quorum of 3)');
+  const reads = summaries.find(
+    (s) => s.scenario.startsWith('8 ') && s.connections === 10 && s.background,
+  );
+  const pgPublish = find('9 ', 10, undefined, 'publish, 1 instance');
+  const pgTwo = find('9 ', 10, undefined, 'publish, 2 instances');
+  const pgFloor = find('9 ', 10, undefined, 'node-pg bare conditional UPDATE (floor)');
+  const rate = (s: Summary | undefined) => (s ? `${fixed(s.reqPerSec, 0)}/s` : '—');
+  const versus = (a: Summary | undefined, b: Summary | undefined, at: number, what: string) => {
+    const r = a && b ? a.reqPerSec / b.reqPerSec : undefined;
+    target(what, `${rate(a)} ÷ ${rate(b)} = ${ratio(r)}`, r == null ? undefined : r >= at);
+  };
+  versus(publish, etcd, 1.5, 'Fenced publish ≥ 1.5× etcd on the same decision (0% stale)');
+  versus(
+    publishStale,
+    etcdStale,
+    1.5,
+    'Fenced publish ≥ 1.5× etcd on the same decision (50% stale)',
+  );
+  versus(publish, floor0, 0.35, 'Fenced publish ≥ 35% of the `{ __typename }` floor');
+  target(
+    'Fenced publish p99 ≤ 25 ms at c=10',
+    publish ? `${fixed(publish.p99Ms, 2)} ms` : '—',
+    publish ? publish.p99Ms <= 25 : undefined,
+  );
+  target(
+    'Fenced publish p99 ≤ 60 ms at c=50',
+    publish50 ? `${fixed(publish50.p99Ms, 2)} ms` : '—',
+    publish50 ? publish50.p99Ms <= 60 : undefined,
+  );
+  versus(
+    approve,
+    etcd,
+    1.2,
+    'Approval path (submit + approve, default policy) ≥ 1.2× etcd, decisions/s',
+  );
+  if (approve && quorum) {
+    // A cycle of the default path is 2 requests (submit, approve), of the quorum path 4 (submit,
+    // 3 approvals); with a submit costing what a request of the default path costs, one
+    // approval of the quorum costs (4/quorum − 1/approve) / 3 against 1/approve.
+    const perApproval = ((4 * approve.reqPerSec) / quorum.reqPerSec - 1) / 3;
+    target(
+      'A quorum of 3 costs ≤ 1.3× one approval per approval',
+      `${ratio(perApproval)} (${rate(quorum)} with 3 approvals vs ${rate(approve)} with one: (4 × ${fixed(approve.reqPerSec, 0)} ÷ ${fixed(quorum.reqPerSec, 0)} − 1) ÷ 3)`,
+      perApproval <= 1.3,
     );
-    for (const [ours, variant] of [
-      [publish, '0% stale'],
-      [publishStale, '50% stale'],
-    ] as const) {
-      const peer = find('7 ', 10, 'FULL', variant);
-      const toPeer = ours && peer ? ours.reqPerSec / peer.reqPerSec : undefined;
-      lines.push(
-        `- Fenced publish ≥ 1.5× etcd (${variant}): ${ratio(toPeer)} — ${check(toPeer == null ? undefined : toPeer >= 1.5)}`,
-      );
-    }
-  }
-  const floor10 = find('1 ', 10);
-  const storageNormal = find('6 ', 10, 'NORMAL', '0% stale');
-  const storageFull = find('6 ', 10, 'FULL', '0% stale');
-  if (floor10 && storageNormal) {
-    // A fenced publish is at least a framework-floor request plus the decision's statements.
-    const bound = 1 / (1 / floor10.reqPerSec + 1 / storageNormal.reqPerSec);
-    lines.push(
-      `- What bounds a publish on one service process: it costs at least one framework-floor request ` +
-        `(${fixed(floor10.reqPerSec, 0)}/s) plus the decision's statements without fsync ` +
-        `(storage floor NORMAL, ${fixed(storageNormal.reqPerSec, 0)}/s), i.e. at most ` +
-        `${fixed(bound, 0)} publishes/s = ${fixed((bound / floor10.reqPerSec) * 100, 0)}% of the framework floor, ` +
-        `with group commit taking the fsync out` +
-        (storageFull
-          ? ` (one commit per decision, FULL: ${fixed(storageFull.reqPerSec, 0)}/s).`
-          : '.'),
-    );
-    const peer = find('7 ', 10, 'FULL', '0% stale');
-    if (peer)
-      lines.push(
-        `- The framework floor itself is ${ratio(floor10.reqPerSec / peer.reqPerSec)} etcd's decision rate at c=10.`,
-      );
-  }
-  const sizes = summaries.filter((s) => s.scenario.startsWith('5 ') && s.connections === 10);
+  } else target('A quorum of 3 costs ≤ 1.3× one approval per approval', '—', undefined);
+  target(
+    'Reads do not wait for writes: `currentPlan` p99 ≤ 10 ms at c=10 while 10 connections publish',
+    reads
+      ? `${fixed(reads.p99Ms, 2)} ms (p50 ${fixed(reads.p50Ms, 2)} ms, ${rate(reads)} reads beside ${fixed(reads.background!.reqPerSec, 0)} publishes/s)`
+      : '—',
+    reads ? reads.p99Ms <= 10 : undefined,
+  );
+  versus(
+    pgPublish,
+    pgFloor,
+    0.5,
+    "PostgreSQL: a publish ≥ 50% of node-pg's bare conditional UPDATE, one instance",
+  );
+  versus(pgTwo, pgPublish, 1.6, 'PostgreSQL: two instances ≥ 1.6× one (one environment)');
+  versus(
+    find('9 ', 10, undefined, 'publish over 100 environments, 2 instances'),
+    find('9 ', 10, undefined, 'publish over 100 environments, 1 instance'),
+    1.6,
+    'PostgreSQL: two instances ≥ 1.6× one (publishes spread over 100 environments)',
+  );
+  const sizes = summaries
+    .filter((s) => s.scenario.startsWith('5 ') && s.connections === 10)
+    .sort((a, b) => a.variant.localeCompare(b.variant, 'en', { numeric: true }));
   if (sizes.length >= 2) {
     const smallest = sizes[0];
     const largest = sizes[sizes.length - 1];
     const growth = largest.p50Ms / smallest.p50Ms - 1;
-    lines.push(
-      `- Growth ${smallest.variant} → ${largest.variant} costs ≤ 20% in median latency: ` +
-        `${fixed(smallest.p50Ms, 2)} → ${fixed(largest.p50Ms, 2)} ms (${growth >= 0 ? '+' : ''}${fixed(growth * 100, 0)}%) — ${check(growth <= 0.2)}`,
+    target(
+      `Growth ${smallest.variant} → ${largest.variant} ≤ 20% median latency`,
+      `${fixed(smallest.p50Ms, 2)} → ${fixed(largest.p50Ms, 2)} ms (${growth >= 0 ? '+' : ''}${fixed(growth * 100, 0)}%; autocannon rounds to whole ms)`,
+      growth <= 0.2,
+    );
+  } else target('Growth 1k → 1M stored plans ≤ 20% median latency', '—', undefined);
+  const measured = summaries.filter((s) => s.peakRssMb != null);
+  if (measured.length) {
+    const worst = measured.reduce((a, b) => (b.peakRssMb! > a.peakRssMb! ? b : a));
+    const over = measured.filter((s) => s.peakRssMb! > 200);
+    target(
+      'Peak RSS ≤ 200 MiB in every row',
+      `largest ${fixed(worst.peakRssMb!, 0)} MiB (${worst.scenario}, ${worst.variant}, c=${worst.connections})` +
+        (over.length
+          ? `; over: ${over.map((s) => `${s.scenario} ${s.variant} c=${s.connections}`).join('; ')}`
+          : ''),
+      over.length === 0,
     );
   }
   lines.push('');
+
+  lines.push('### What bounds them', '');
+  const whoami10 = find('1 ', 10);
+  const storageNormal = find('6 ', 10, 'NORMAL', '0% stale');
+  const storageFull = find('6 ', 10, 'FULL', '0% stale');
+  if (floor0 && storageNormal) {
+    // A publish costs at least a framework-floor request plus the decision's statements.
+    const bound = 1 / (1 / floor0.reqPerSec + 1 / storageNormal.reqPerSec);
+    lines.push(
+      `- One service process: a publish costs at least one \`{ __typename }\` request ` +
+        `(${fixed(floor0.reqPerSec, 0)}/s, ${fixed(1000 / floor0.reqPerSec, 3)} ms of the one thread) plus the decision's statements ` +
+        `without fsync (storage floor NORMAL, ${fixed(storageNormal.reqPerSec, 0)}/s, ${fixed(1000 / storageNormal.reqPerSec, 3)} ms), ` +
+        `i.e. at most ${fixed(bound, 0)} publishes/s = ${fixed((bound / floor0.reqPerSec) * 100, 0)}% of the floor ` +
+        `with group commit taking the fsync out of the per-decision cost` +
+        (storageFull
+          ? ` (one commit per decision, FULL: ${fixed(storageFull.reqPerSec, 0)}/s).`
+          : '.'),
+    );
+    if (publish)
+      lines.push(
+        `- Measured, a publish takes ${fixed(1000 / publish.reqPerSec, 3)} ms of the thread per request at c=10: ` +
+          `${fixed(1000 / publish.reqPerSec - 1000 / floor0.reqPerSec - 1000 / storageNormal.reqPerSec, 3)} ms beyond the floor and the bare statements ` +
+          '(see "Where a publish spends its time").',
+      );
+  }
+  for (const durability of ['NORMAL', 'FULL']) {
+    const merged = find('6 ', 10, durability, '0% stale, 7 statements (prototype)');
+    const plain = find('6 ', 10, durability, '0% stale');
+    if (merged && plain)
+      lines.push(
+        `- Fewer statements in the guard (prototype in the storage floor, ${durability}): 7 statements per accepted publish ` +
+          `instead of 11 (UPDATE … RETURNING for the admission, INSERT … SELECT … RETURNING for the plan and its sequence, ` +
+          `one UPDATE for SUPERSEDED + OBSOLETE) make ${rate(merged)} vs ${rate(plain)} = ${ratio(merged.reqPerSec / plain.reqPerSec)}, ` +
+          `${fixed(1000 / plain.reqPerSec - 1000 / merged.reqPerSec, 3)} ms less per publish.`,
+      );
+  }
+  if (reads?.background) {
+    const total = reads.reqPerSec + reads.background.reqPerSec;
+    lines.push(
+      `- Reads under writes: the ${2 * reads.connections} connections in closed loop share one service thread, so by ` +
+        `Little's law their mean latency is ${2 * reads.connections} ÷ ${fixed(total, 0)} requests/s = ` +
+        `${fixed((2000 * reads.connections) / total, 2)} ms whichever connection a read runs on` +
+        (reads.cpuMsPerRequest != null
+          ? ` (the service spends ${fixed(reads.cpuMsPerRequest, 3)} ms of CPU per request of the mix)`
+          : '') +
+        '; a p99 ≤ 10 ms needs the mix to cost well under half of that.',
+    );
+  }
+  if (floor0 && whoami10)
+    lines.push(
+      `- The token lookup: \`whoami\` ${rate(whoami10)} vs \`{ __typename }\` ${rate(floor0)} = ` +
+        `${fixed(1000 / whoami10.reqPerSec - 1000 / floor0.reqPerSec, 3)} ms per authenticated request.`,
+    );
+  if (floor0 && etcd)
+    lines.push(
+      `- The framework floor itself is ${ratio(floor0.reqPerSec / etcd.reqPerSec)} etcd's decision rate at c=10: ` +
+        `1.5× etcd needs a publish at ${fixed(((1.5 * etcd.reqPerSec) / floor0.reqPerSec) * 100, 0)}% of the floor.`,
+    );
+  if (pgFloor && pgPublish)
+    lines.push(
+      `- PostgreSQL, statements: a publish sends about ${PG_STATEMENTS} statements (BEGIN, the database clock, the ` +
+        'token lookup, the idempotency recall, the 11 statements of the storage floor, COMMIT) where the floor sends one; ' +
+        `at the floor's cost per statement on this machine (PostgreSQL shares its 2 cores with the service and the load) ` +
+        `that alone bounds a publish at ${fixed(pgFloor.reqPerSec, 0)} ÷ ${PG_STATEMENTS} = ${fixed(pgFloor.reqPerSec / PG_STATEMENTS, 0)}/s; ` +
+        `50% of the floor would need at most 2 statements per publish.`,
+    );
+  if (pgFloor && pgPublish)
+    lines.push(
+      `- PostgreSQL: node-pg's bare UPDATE makes ${rate(pgFloor)} (one commit, one WAL flush each); a publish ` +
+        `${rate(pgPublish)} takes ${fixed(1000 / pgPublish.reqPerSec, 3)} ms per request of the one instance at c=10.`,
+    );
+  lines.push('');
+
+  lines.push('## In short', '');
+  const quote = (s: Summary | undefined, what: string) =>
+    s
+      ? `${what} ${fixed(s.reqPerSec, 0)}/s (p50 ${fixed(s.p50Ms, 2)} ms, p99 ${fixed(s.p99Ms, 2)} ms)`
+      : `${what}: not measured`;
+  lines.push(
+    `At 10 connections: ${quote(floor0, '`{ __typename }`')}; ${quote(whoami10, '`whoami`')}; ` +
+      `${quote(publish, 'a fenced publish (FULL)')}; ${quote(reads, '`currentPlan` under 10 publishing connections')}; ` +
+      `${quote(pgPublish, 'a publish on PostgreSQL')}, ${quote(pgTwo, 'on two instances')}, ` +
+      `${quote(pgFloor, "node-pg's bare UPDATE")}; ${quote(etcd, 'etcd on the same decision')}.`,
+    '',
+  );
   return `${lines.join('\n')}\n`;
 }

@@ -2,21 +2,28 @@
  * planfence benchmarks, side by side in one run.
  *
  *   npm run bench                                # everything, writes docs/BENCHMARKS.md
- *   npm run bench -- --only 1,2,6 --seconds 3 --runs 1 --out /tmp/b.md   # a quick look
+ *   npm run bench -- --only 0,2,6 --seconds 2 --runs 1 --out /tmp/b.md   # a quick look
  *
  * Every row runs `--runs` times (default 3) and the report shows medians; the runs are
  * interleaved (round 1 of every row, then round 2, ...) so that a slow moment of this
  * shared machine does not fall on one scenario only. Load comes from this process over
  * loopback (autocannon); each HTTP run starts the built service on a fresh copy of a
  * database prepared through the API.
+ *
+ * The main rows (scenario 0, the FULL fresh publish, etcd fresh) run at every count of
+ * `--connections` (default 1,10,50); the others at `--secondary-connections` (default 10).
+ * The PostgreSQL rows (9) need a server: PLANFENCE_BENCH_POSTGRES_URL (or
+ * PLANFENCE_TEST_POSTGRES_URL), a role that may create databases.
  */
 import { execFileSync } from 'node:child_process';
 import {
   closeSync,
+  existsSync,
   fdatasyncSync,
   mkdirSync,
   mkdtempSync,
   openSync,
+  readFileSync,
   rmSync,
   writeFileSync,
   writeSync,
@@ -28,26 +35,45 @@ import { option, textOption } from '../test/fault/service.js';
 import { etcdVersion, runEtcd } from './etcd.js';
 import {
   approvalPath,
+  currentPlan,
+  dropTemplate,
   fencedPublish,
   manyEnvironments,
   prepareTemplate,
   runHttp,
   type Template,
+  typename,
   whoami,
 } from './http.js';
 import type { Row, Run } from './measure.js';
-import { report } from './report.js';
+import { runPostgresFloor } from './postgres-floor.js';
+import { keepHostileSection, report } from './report.js';
 import { seedHistory } from './seed.js';
 import { runStorageFloor } from './storage-floor.js';
 
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 5);
 const runs = option(argv, 'runs', 3);
-const only = new Set((textOption(argv, 'only') ?? '1,2,3,4,5,6,7').split(',').map(Number));
-const connectionCounts = (textOption(argv, 'connections') ?? '1,10,50').split(',').map(Number);
-const growthSizes = (textOption(argv, 'growth') ?? '1000,100000,1000000').split(',').map(Number);
+const ALL = '0,1,2,3,4,5,6,7,8,9';
+const only = new Set((textOption(argv, 'only') ?? ALL).split(',').map(Number));
+const numbers = (text: string) => text.split(',').map(Number);
+const mainCounts = numbers(textOption(argv, 'connections') ?? '1,10,50');
+const secondaryCounts = numbers(textOption(argv, 'secondary-connections') ?? '10');
+const growthSizes = numbers(textOption(argv, 'growth') ?? '1000,1000000');
 const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
-const DURABILITIES = ['FULL', 'NORMAL'] as const;
+/**
+ * `--baseline DIR`: a copy of another build's dist/ (e.g. `cp -r dist /tmp/base` before a
+ * change); every HTTP row then runs twice in each round, once on that build ("· baseline").
+ */
+const baseline = textOption(argv, 'baseline');
+const postgresServer =
+  textOption(argv, 'postgres') ??
+  process.env.PLANFENCE_BENCH_POSTGRES_URL ??
+  process.env.PLANFENCE_TEST_POSTGRES_URL ??
+  null;
+
+/** The storage floor's variant with the statement changes of the prototype (storage-floor.ts). */
+export const MERGED = '0% stale, 7 statements (prototype)';
 
 interface Planned extends Omit<Row, 'runs'> {
   run: (runId: string) => Promise<Run>;
@@ -77,112 +103,171 @@ function fsyncsPerSecond(dir: string): number {
 async function main(): Promise<void> {
   const workDir = mkdtempSync(join(os.tmpdir(), 'planfence-bench-'));
   const started = Date.now();
-  const templates = new Map<string, Template>();
-  const template = async (name: string, make: () => Promise<Template>) => {
+  const templates = new Map<string, Promise<Template>>();
+  /** A database prepared once per run of the bench (on first use), copied for every row's run. */
+  const template = (name: string, make: () => Promise<Template>) => () => {
     if (!templates.has(name)) {
       log(`preparing database "${name}"`);
-      templates.set(name, await make());
+      templates.set(name, make());
     }
     return templates.get(name)!;
   };
-  const publishTemplate = () =>
-    template('publish', () =>
-      prepareTemplate(workDir, 'publish', { count: 1, requireApproval: false }),
+  const publishTemplate = template('publish', () =>
+    prepareTemplate(workDir, 'publish', { count: 1, requireApproval: false }),
+  );
+  const approvalTemplate = (approvals: number, postgres?: string) =>
+    template(`approval${approvals}${postgres ? 'pg' : ''}`, () =>
+      prepareTemplate(workDir, `approval${approvals}${postgres ? 'pg' : ''}`, {
+        count: 200,
+        requireApproval: true,
+        approvals,
+        postgres,
+      }),
     );
 
   const planned: Planned[] = [];
   const etcd = etcdVersion();
   if (only.has(7) && !etcd) log('no etcd binary on PATH: scenario 7 is skipped');
+  if (only.has(9) && !postgresServer)
+    log('no PLANFENCE_BENCH_POSTGRES_URL (or PLANFENCE_TEST_POSTGRES_URL): scenario 9 is skipped');
   const http = (
     row: Omit<Row, 'runs'>,
     make: () => Promise<Template>,
     requests: Parameters<typeof runHttp>[0]['requests'],
-    durability: 'FULL' | 'NORMAL' = 'FULL',
+    extra: Partial<Parameters<typeof runHttp>[0]> = {},
+  ) => {
+    for (const entry of baseline ? [null, join(baseline, 'src/main.js')] : [null])
+      planned.push({
+        ...row,
+        variant: entry ? `${row.variant} · baseline` : row.variant,
+        run: async (runId) =>
+          runHttp({
+            template: await make(),
+            requests,
+            durability: row.durability === 'NORMAL' ? 'NORMAL' : 'FULL',
+            connections: row.connections,
+            seconds,
+            runId,
+            workDir,
+            ...extra,
+            ...(entry ? { env: { PLANFENCE_SERVICE_ENTRY: entry } } : {}),
+          }),
+      });
+  };
+  const storageFloor = (
+    variant: string,
+    durability: 'FULL' | 'NORMAL',
+    connections: number,
+    stale: 0 | 0.5,
+    merged = false,
   ) =>
     planned.push({
-      ...row,
+      scenario: '6 storage floor',
+      variant,
+      durability,
+      connections,
       run: async (runId) =>
-        runHttp({
-          template: await make(),
-          requests,
+        runStorageFloor({
+          template: await publishTemplate(),
+          staleShare: stale,
           durability,
-          connections: row.connections,
+          connections,
           seconds,
           runId,
           workDir,
+          merged,
         }),
     });
 
-  for (const connections of connectionCounts) {
-    if (only.has(1))
-      http(
-        { scenario: '1 framework floor', variant: 'whoami', durability: 'FULL', connections },
-        publishTemplate,
-        whoami,
-      );
-    for (const durability of DURABILITIES) {
-      for (const stale of [0, 0.5] as const) {
-        const variant = `${stale * 100}% stale`;
-        if (only.has(2))
-          http(
-            { scenario: '2 fenced publish', variant, durability, connections },
-            publishTemplate,
-            fencedPublish(stale),
-            durability,
-          );
-        if (only.has(6))
-          planned.push({
-            scenario: '6 storage floor',
-            variant,
-            durability,
-            connections,
-            run: async (runId) =>
-              runStorageFloor({
-                template: await publishTemplate(),
-                staleShare: stale,
-                durability,
-                connections,
-                seconds,
-                runId,
-                workDir,
-              }),
-          });
-      }
-      if (only.has(3))
-        http(
-          { scenario: '3 approval path', variant: 'submit + approve', durability, connections },
-          () =>
-            template('approval', () =>
-              prepareTemplate(workDir, 'approval', { count: 200, requireApproval: true }),
-            ),
-          approvalPath,
-          durability,
-        );
-    }
-    if (only.has(4))
-      http(
-        {
-          scenario: '4 many environments',
-          variant: '1,000 environments',
-          durability: 'FULL',
-          connections,
-        },
-        () =>
-          template('many', () =>
-            prepareTemplate(workDir, 'many', { count: 1000, requireApproval: false }),
-          ),
-        manyEnvironments,
-      );
-    if (only.has(5))
-      for (const size of growthSizes)
+  /**
+   * The scenarios by number, each adding its rows. A new scenario takes the next number
+   * here, in ALL above and (for its targets) in report.ts. Reserved: 10, publishing with
+   * webhooks configured (0 vs 3) and the delivery rate to a local receiver.
+   */
+  const scenarios: Record<number, () => void> = {
+    0: () => {
+      for (const connections of mainCounts)
         http(
           {
-            scenario: '5 growth',
-            variant: `${size.toLocaleString('en')} plans stored`,
+            scenario: '0 framework floor',
+            variant: '{ __typename }',
+            durability: '—',
+            connections,
+          },
+          publishTemplate,
+          typename,
+        );
+    },
+    1: () => {
+      for (const connections of secondaryCounts)
+        http(
+          { scenario: '1 authenticated floor', variant: 'whoami', durability: '—', connections },
+          publishTemplate,
+          whoami,
+        );
+    },
+    2: () => {
+      for (const durability of ['FULL', 'NORMAL'] as const)
+        for (const stale of [0, 0.5] as const) {
+          const counts = durability === 'FULL' && stale === 0 ? mainCounts : secondaryCounts;
+          for (const connections of counts)
+            http(
+              {
+                scenario: '2 fenced publish',
+                variant: `${stale * 100}% stale`,
+                durability,
+                connections,
+              },
+              publishTemplate,
+              fencedPublish(stale),
+            );
+        }
+    },
+    3: () => {
+      for (const connections of secondaryCounts) {
+        for (const durability of ['FULL', 'NORMAL'] as const)
+          http(
+            { scenario: '3 approval path', variant: 'submit + approve', durability, connections },
+            approvalTemplate(1),
+            approvalPath,
+          );
+        http(
+          {
+            scenario: '3 approval path',
+            variant: 'submit + 3 approvals (quorum of 3)',
             durability: 'FULL',
             connections,
           },
-          () =>
+          approvalTemplate(3),
+          approvalPath,
+        );
+      }
+    },
+    4: () => {
+      for (const connections of secondaryCounts)
+        http(
+          {
+            scenario: '4 many environments',
+            variant: '1,000 environments',
+            durability: 'FULL',
+            connections,
+          },
+          template('many', () =>
+            prepareTemplate(workDir, 'many', { count: 1000, requireApproval: false }),
+          ),
+          manyEnvironments,
+        );
+    },
+    5: () => {
+      for (const connections of secondaryCounts)
+        for (const size of growthSizes)
+          http(
+            {
+              scenario: '5 growth',
+              variant: `${size.toLocaleString('en')} plans stored`,
+              durability: 'FULL',
+              connections,
+            },
             template(`growth-${size}`, () =>
               prepareTemplate(workDir, `growth${size}`, {
                 count: 1,
@@ -190,24 +275,98 @@ async function main(): Promise<void> {
                 seed: (file) => seedHistory(file, `growth${size}-0`, size),
               }),
             ),
-          fencedPublish(0),
-        );
-    if (only.has(7)) {
-      for (const stale of [0, 0.5] as const) {
-        const row = {
-          scenario: '7 peer: etcd',
-          variant: `${stale * 100}% stale`,
-          durability: 'FULL' as const,
-          connections,
-        };
-        if (etcd)
+            fencedPublish(0),
+          );
+    },
+    6: () => {
+      for (const connections of secondaryCounts)
+        for (const durability of ['FULL', 'NORMAL'] as const)
+          for (const stale of [0, 0.5] as const)
+            storageFloor(`${stale * 100}% stale`, durability, connections, stale);
+      // What the guard's statements would cost merged (a prototype; the service does not run it).
+      for (const connections of secondaryCounts)
+        for (const durability of ['FULL', 'NORMAL'] as const)
+          storageFloor(MERGED, durability, connections, 0, true);
+    },
+    7: () => {
+      if (!etcd) return;
+      for (const stale of [0, 0.5] as const)
+        for (const connections of stale === 0 ? mainCounts : secondaryCounts)
           planned.push({
-            ...row,
+            scenario: '7 peer: etcd',
+            variant: `${stale * 100}% stale`,
+            durability: 'FULL',
+            connections,
             run: (runId) => runEtcd({ staleShare: stale, connections, seconds, runId }),
           });
+    },
+    8: () => {
+      for (const connections of secondaryCounts) {
+        http(
+          { scenario: '8 reads', variant: 'currentPlan alone', durability: 'FULL', connections },
+          publishTemplate,
+          currentPlan,
+        );
+        http(
+          {
+            scenario: '8 reads',
+            variant: `currentPlan while ${connections} connections publish`,
+            durability: 'FULL',
+            connections,
+          },
+          publishTemplate,
+          currentPlan,
+          { background: { requests: fencedPublish(0), connections, unit: 'publishes' } },
+        );
       }
-    }
-  }
+    },
+    9: () => {
+      if (!postgresServer) return;
+      const postgres = postgresServer;
+      const pgPublish = template('publish-pg', () =>
+        prepareTemplate(workDir, 'publishpg', { count: 1, requireApproval: false, postgres }),
+      );
+      const pgSpread = template('spread-pg', () =>
+        prepareTemplate(workDir, 'spreadpg', { count: 100, requireApproval: false, postgres }),
+      );
+      for (const connections of secondaryCounts) {
+        const row = { scenario: '9 PostgreSQL', durability: 'FULL' as const, connections };
+        http({ ...row, variant: 'publish, 1 instance' }, pgPublish, fencedPublish(0));
+        http({ ...row, variant: 'publish, 2 instances' }, pgPublish, fencedPublish(0), {
+          instances: 2,
+        });
+        // One environment serializes its publishes on its row; spread, instances can add up.
+        for (const instances of [1, 2])
+          http(
+            {
+              ...row,
+              variant: `publish over 100 environments, ${instances} instance${instances > 1 ? 's' : ''}`,
+            },
+            pgSpread,
+            manyEnvironments,
+            { instances },
+          );
+        http(
+          { ...row, variant: 'submit + approve, 1 instance' },
+          approvalTemplate(1, postgres),
+          approvalPath,
+        );
+        planned.push({
+          ...row,
+          variant: 'node-pg bare conditional UPDATE (floor)',
+          run: async (runId) =>
+            runPostgresFloor({
+              template: await pgPublish(),
+              connections,
+              seconds,
+              runId,
+              workDir,
+            }),
+        });
+      }
+    },
+  };
+  for (const [number, add] of Object.entries(scenarios)) if (only.has(Number(number))) add();
 
   const results = new Map<Planned, Run[]>(planned.map((row) => [row, []]));
   const total = planned.length * runs;
@@ -250,6 +409,10 @@ async function main(): Promise<void> {
       node: process.version,
       sqlite: sqliteVersion,
       etcd: etcd ?? 'not installed: scenario 7 skipped',
+      postgres: postgresServer ? await postgresDescription(postgresServer) : null,
+      mainCounts,
+      secondaryCounts,
+      growthSizes,
       fsyncs: fsyncsPerSecond(workDir),
       seconds,
       runs,
@@ -259,9 +422,28 @@ async function main(): Promise<void> {
     },
   );
   mkdirSync(join(out, '..'), { recursive: true });
-  writeFileSync(out, markdown);
+  writeFileSync(
+    out,
+    keepHostileSection(markdown, existsSync(out) ? readFileSync(out, 'utf8') : ''),
+  );
+  for (const made of templates.values()) await dropTemplate(await made).catch(() => undefined);
   rmSync(workDir, { recursive: true, force: true });
   log(`wrote ${out} (${((Date.now() - started) / 60_000).toFixed(1)} min)`);
+}
+
+/** The server's version and the settings that decide what a commit costs there. */
+async function postgresDescription(server: string): Promise<string> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: server });
+  await client.connect();
+  try {
+    const value = async (sql: string) =>
+      Object.values((await client.query(sql)).rows[0] as Record<string, string>)[0];
+    const version = (await value('SHOW server_version')).split(' ')[0];
+    return `PostgreSQL ${version} on the same machine (synchronous_commit=${await value('SHOW synchronous_commit')}, fsync=${await value('SHOW fsync')})`;
+  } finally {
+    await client.end();
+  }
 }
 
 function gitDescription(): string {

@@ -37,16 +37,68 @@ function newToken(): string {
   return `pf_${randomBytes(32).toString('base64url')}`;
 }
 
+/** At most this many principals are kept in memory (the least recently authenticated go first). */
+const REMEMBERED_PRINCIPALS = 10_000;
+
+/**
+ * The principals that tokens named, by token hash, kept in memory so that an authenticated
+ * request reads nothing from the database (on SQLite that read would also wait for the
+ * group commit in progress). Exact, not a time-limited cache:
+ * - every change of a principal's access (revocation, rotation, an OIDC renewal, the admin
+ *   token restored) raises a PrincipalChanges signal that this instance hears right after
+ *   the commit, before any later request is served; `forget` then drops the principal;
+ * - a lookup that was under way when a change was heard is not kept (`changes` moved), so a
+ *   row read before the commit never outlives it;
+ * - expiry is judged on every request by the service clock, cached or not.
+ * Only on SQLite, where one process owns the database file and so hears every change at its
+ * commit. On PostgreSQL another instance's change arrives by NOTIFY over a connection that
+ * can be lost for a while, so every request reads the row there.
+ */
+class PrincipalMemory {
+  private readonly byHash = new Map<string, Principal>();
+  /** Signals heard so far: a lookup started before one of them may have read a stale row. */
+  changes = 0;
+
+  get(tokenHash: string): Principal | undefined {
+    const principal = this.byHash.get(tokenHash);
+    if (principal) {
+      // Most recently used last: the first entry is the one to evict.
+      this.byHash.delete(tokenHash);
+      this.byHash.set(tokenHash, principal);
+    }
+    return principal;
+  }
+
+  keep(tokenHash: string, principal: Principal, changesBefore: number): void {
+    if (changesBefore !== this.changes) return;
+    this.byHash.set(tokenHash, principal);
+    if (this.byHash.size > REMEMBERED_PRINCIPALS)
+      this.byHash.delete(this.byHash.keys().next().value as string);
+  }
+
+  forget(name: string): void {
+    this.changes++;
+    for (const [hash, principal] of this.byHash)
+      if (principal.name === name) this.byHash.delete(hash);
+  }
+}
+
 @Injectable()
 export class AuthService implements OnApplicationBootstrap {
   private readonly logger = new Logger(AuthService.name);
+  /** Null on PostgreSQL (see PrincipalMemory). */
+  private readonly memory: PrincipalMemory | null;
 
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly changes: PrincipalChanges,
     @Inject(CONFIG) private readonly config: Config,
-  ) {}
+  ) {
+    this.memory = db.dialect === 'sqlite' ? new PrincipalMemory() : null;
+    const memory = this.memory;
+    if (memory) changes.onChange((name) => memory.forget(name));
+  }
 
   /**
    * `PLANFENCE_ADMIN_TOKEN`, when set, is the admin's token: the row `admin` gets its hash,
@@ -137,9 +189,13 @@ export class AuthService implements OnApplicationBootstrap {
         'UNAUTHENTICATED',
         'malformed Authorization header: expected "Bearer <token>"',
       );
-    const principal = await this.db.read((m) =>
-      findOne(m, Principal, { tokenHash: sha256(match[1]) }),
-    );
+    const tokenHash = sha256(match[1]);
+    let principal = this.memory?.get(tokenHash) ?? null;
+    if (!principal) {
+      const changesBefore = this.memory?.changes ?? 0;
+      principal = await this.db.read((m) => findOne(m, Principal, { tokenHash }));
+      if (principal && !principal.revokedAt) this.memory?.keep(tokenHash, principal, changesBefore);
+    }
     if (!principal) throw new AuthError('UNAUTHENTICATED', 'unknown token');
     if (principal.revokedAt) throw new AuthError('UNAUTHENTICATED', 'this token was revoked');
     if (principal.expiresAt && principal.expiresAt.getTime() <= (await this.clock.now())) {

@@ -45,7 +45,9 @@ export class ServiceProcess {
   async start(): Promise<void> {
     this.port ||= await freePort();
     this.url = `http://127.0.0.1:${this.port}`;
-    this.child = spawn(process.execPath, [distFile('src/main.js')], {
+    // PLANFENCE_SERVICE_ENTRY: another build of the service (the benchmarks' side-by-side baseline).
+    const entry = this.env.PLANFENCE_SERVICE_ENTRY ?? distFile('src/main.js');
+    this.child = spawn(process.execPath, [entry], {
       env: {
         ...process.env,
         PORT: String(this.port),

@@ -1,0 +1,190 @@
+/**
+ * Where a publish spends its time: the built service under `node --cpu-prof`, a fenced
+ * publish (FULL, fresh keys, one environment) at `--connections` (default 10) for
+ * `--seconds` (default 10), then the profile's self time summed by function and by area.
+ *
+ *   npm run bench:profile [-- --seconds 10 --connections 10 --out docs/BENCHMARKS.md --keep /tmp/p]
+ *
+ * Writes the section between `<!-- profile:start -->` and `<!-- profile:end -->` of the
+ * report (`npm run bench` keeps it); `--keep DIR` leaves the .cpuprofile there (open it in
+ * Chrome DevTools or speedscope).
+ */
+import autocannon from 'autocannon';
+import { type ChildProcess, spawn } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { ADMIN_TOKEN, distFile, freePort, option, textOption } from '../test/fault/service.js';
+import { fencedPublish, prepareTemplate, runDatabase, UNLIMITED } from './http.js';
+import { addOutcome, graphqlOutcome } from './measure.js';
+import { replaceSection } from './report.js';
+
+const NOTE =
+  "better-sqlite3 runs a statement synchronously, so SQLite's own work (and a COMMIT's fsync) is the self time of the JavaScript frame that calls it: `query` of TypeORM's BetterSqlite3QueryRunner (TypeORM's reads, BEGIN, COMMIT) and the two anonymous frames of src/database/database.js (the `run` of `execute`, the `all` of `select`). To reproduce and explore: `npm run bench:profile -- --keep /tmp/profile`, then open the .cpuprofile in Chrome DevTools or speedscope.";
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+const argv = process.argv.slice(2);
+const seconds = option(argv, 'seconds', 10);
+const connections = option(argv, 'connections', 10);
+const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
+const keep = textOption(argv, 'keep');
+
+/** The area a frame belongs to: a package, a folder of ours, Node itself, or V8's own buckets. */
+function area(url: string, name: string): string {
+  if (!url) return name.startsWith('(') ? name : '(native)';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return pkg[1];
+  const ours = /\/dist\/src\/([^/]+)\//.exec(url);
+  if (ours) return `src/${ours[1]}`;
+  if (url.startsWith('node:')) return 'node internals';
+  return url.replace(/^file:\/\/.*\/dist\//, '');
+}
+
+function summarize(profile: CpuProfile): {
+  total: number;
+  byArea: Map<string, number>;
+  byFunction: Map<string, number>;
+} {
+  const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
+  const self = new Map<number, number>();
+  profile.samples.forEach((id, i) =>
+    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)),
+  );
+  const byArea = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  let total = 0;
+  for (const [id, micros] of self) {
+    const { callFrame } = nodes.get(id)!;
+    total += micros;
+    const where = area(callFrame.url, callFrame.functionName);
+    byArea.set(where, (byArea.get(where) ?? 0) + micros);
+    const file = callFrame.url.replace(/^.*\/(node_modules|dist)\//, '').replace(/^node:/, 'node:');
+    const key =
+      `\`${callFrame.functionName || '(anonymous)'}\` ${file ? `${file}:${callFrame.lineNumber + 1}` : ''}`.trim();
+    byFunction.set(key, (byFunction.get(key) ?? 0) + micros);
+  }
+  return { total, byArea, byFunction };
+}
+
+async function main(): Promise<void> {
+  const workDir = mkdtempSync(join(os.tmpdir(), 'planfence-profile-'));
+  const profileDir = keep ?? join(workDir, 'profile');
+  mkdirSync(profileDir, { recursive: true });
+  try {
+    const template = await prepareTemplate(workDir, 'profile', {
+      count: 1,
+      requireApproval: false,
+    });
+    const database = await runDatabase(template, workDir, 'profile');
+    const port = await freePort();
+    const child: ChildProcess = spawn(
+      process.execPath,
+      ['--cpu-prof', '--cpu-prof-dir', profileDir, distFile('src/main.js')],
+      {
+        env: {
+          ...process.env,
+          ...UNLIMITED,
+          PORT: String(port),
+          DATABASE_URL: `sqlite:${database.location}`,
+          PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
+          PLANFENCE_SQLITE_SYNCHRONOUS: 'FULL',
+        },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
+    const url = `http://127.0.0.1:${port}`;
+    for (let ready = false; !ready;) {
+      ready = await fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const outcomes: Record<string, number> = {};
+    const result = await autocannon({
+      url,
+      connections,
+      duration: seconds,
+      requests: fencedPublish(0)(template, 'profile').map((request) => ({
+        ...request,
+        onResponse: (status: number, body: string) =>
+          addOutcome(outcomes, graphqlOutcome(status, body)),
+      })),
+    });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+    await database.remove();
+    const file = readdirSync(profileDir).find((name) => name.endsWith('.cpuprofile'));
+    if (!file) throw new Error('the service wrote no .cpuprofile');
+    const { total, byArea, byFunction } = summarize(
+      JSON.parse(readFileSync(join(profileDir, file), 'utf8')) as CpuProfile,
+    );
+    const requests = result.requests.total;
+    const busy = total - (byArea.get('(idle)') ?? 0);
+    const ms = (micros: number) => (micros / 1000 / requests).toFixed(3);
+    const pct = (micros: number) => ((micros / busy) * 100).toFixed(1);
+    const top = (map: Map<string, number>, n: number) =>
+      [...map]
+        .filter(([key]) => !key.includes('(idle)'))
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, n);
+    const section = [
+      '<!-- profile:start -->',
+      '## Where a publish spends its time',
+      '',
+      `\`npm run bench:profile -- --seconds ${seconds} --connections ${connections}\` on ${new Date().toISOString().slice(0, 10)}: ` +
+        `the built service under \`node --cpu-prof\` (the profiler itself costs some throughput), a fenced publish ` +
+        `(FULL, fresh idempotency keys, one environment) at ${connections} connections for ${seconds} s: ` +
+        `${requests} requests (${(requests / result.duration).toFixed(0)}/s; ${Object.entries(
+          outcomes,
+        )
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')}). ` +
+        `The service thread was busy ${((busy / (total || 1)) * 100).toFixed(0)}% of the run; ` +
+        `${ms(busy)} ms of its time per publish. Self time (a function's own, not its callees'), per publish and as a share of the busy time:`,
+      '',
+      '| area | ms / publish | share |',
+      '|---|--:|--:|',
+      ...top(byArea, 18).map(([key, v]) => `| ${key} | ${ms(v)} | ${pct(v)}% |`),
+      '',
+      '| function (self time) | ms / publish | share |',
+      '|---|--:|--:|',
+      ...top(byFunction, 25).map(
+        ([key, v]) => `| ${key.replace(/\|/g, '\\|')} | ${ms(v)} | ${pct(v)}% |`,
+      ),
+      '',
+      NOTE,
+      '',
+      '<!-- profile:end -->',
+    ].join('\n');
+    const existing = existsSync(out) ? readFileSync(out, 'utf8') : '';
+    writeFileSync(out, replaceSection(existing, 'profile', section));
+    process.stdout.write(`${section}\n`);
+  } finally {
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
