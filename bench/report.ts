@@ -297,6 +297,24 @@ export function report(rows: Row[], machine: Machine): string {
       growth <= 0.2,
     );
   } else target('Growth 1k → 1M stored plans ≤ 20% median latency', '—', undefined);
+  const hooks0 = find('10 ', 10, 'FULL', '0 webhooks');
+  const hooksUp = find('10 ', 10, 'FULL', '3 webhooks, receiver up (the service also sends)');
+  const hooksDown = find('10 ', 10, 'FULL', '3 webhooks, receiver down (the outbox writes only)');
+  versus(
+    hooksDown,
+    hooks0,
+    0.85,
+    'The outbox costs ≤ 15% of publishes at c=10 (3 webhooks, every event type, vs none)',
+  );
+  if (hooksUp?.background) {
+    target(
+      'Webhook delivery keeps up with the publishes (3 webhooks, receiver up)',
+      `${rate(hooksUp)} publishes with ${fixed(hooksUp.background.reqPerSec, 0)} deliveries/s beside them ` +
+        `(${Math.round(hooksUp.background.ok * 100)}% of what they queued arrived during the run; ` +
+        `publishes ${ratio(hooks0 ? hooksUp.reqPerSec / hooks0.reqPerSec : undefined)} of those with no webhooks)`,
+      hooksUp.background.ok >= 0.95,
+    );
+  }
   const measured = summaries.filter((s) => s.peakRssMb != null);
   if (measured.length) {
     const worst = measured.reduce((a, b) => (b.peakRssMb! > a.peakRssMb! ? b : a));

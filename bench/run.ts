@@ -49,12 +49,13 @@ import type { Row, Run } from './measure.js';
 import { runPostgresFloor } from './postgres-floor.js';
 import { keepHostileSection, report } from './report.js';
 import { seedHistory } from './seed.js';
+import { addWebhooks, BenchReceiver, refusingUrl, runWithWebhooks } from './webhooks.js';
 import { runStorageFloor } from './storage-floor.js';
 
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 5);
 const runs = option(argv, 'runs', 3);
-const ALL = '0,1,2,3,4,5,6,7,8,9';
+const ALL = '0,1,2,3,4,5,6,7,8,9,10';
 const only = new Set((textOption(argv, 'only') ?? ALL).split(',').map(Number));
 const numbers = (text: string) => text.split(',').map(Number);
 const mainCounts = numbers(textOption(argv, 'connections') ?? '1,10,50');
@@ -126,6 +127,15 @@ async function main(): Promise<void> {
     );
 
   const planned: Planned[] = [];
+  // Scenario 10's receiver: in this process, on one port for the whole run.
+  const receiver = new BenchReceiver();
+  if (only.has(10)) await receiver.start();
+  const webhookTemplate = (name: string, webhooks: number, url: () => Promise<string>) =>
+    template(name, async () => {
+      const prepared = await prepareTemplate(workDir, name, { count: 1, requireApproval: false });
+      await addWebhooks(prepared, webhooks, await url());
+      return prepared;
+    });
   const etcd = etcdVersion();
   if (only.has(7) && !etcd) log('no etcd binary on PATH: scenario 7 is skipped');
   if (only.has(9) && !postgresServer)
@@ -181,8 +191,7 @@ async function main(): Promise<void> {
 
   /**
    * The scenarios by number, each adding its rows. A new scenario takes the next number
-   * here, in ALL above and (for its targets) in report.ts. Reserved: 10, publishing with
-   * webhooks configured (0 vs 3) and the delivery rate to a local receiver.
+   * here, in ALL above and (for its targets) in report.ts.
    */
   const scenarios: Record<number, () => void> = {
     0: () => {
@@ -365,6 +374,41 @@ async function main(): Promise<void> {
         });
       }
     },
+    10: () => {
+      const variants = [
+        { variant: '0 webhooks', webhooks: 0, up: true },
+        { variant: '3 webhooks, receiver up (the service also sends)', webhooks: 3, up: true },
+        { variant: '3 webhooks, receiver down (the outbox writes only)', webhooks: 3, up: false },
+      ];
+      const templates = {
+        '0 webhooks': webhookTemplate('hooks0', 0, () => Promise.resolve(receiver.url)),
+        up: webhookTemplate('hooks3up', 3, () => Promise.resolve(receiver.url)),
+        down: webhookTemplate('hooks3down', 3, refusingUrl),
+      };
+      for (const connections of secondaryCounts)
+        for (const { variant, webhooks, up } of variants)
+          planned.push({
+            scenario: '10 webhooks',
+            variant,
+            durability: 'FULL',
+            connections,
+            run: async (runId) =>
+              runWithWebhooks({
+                template: await (webhooks === 0
+                  ? templates['0 webhooks']()
+                  : up
+                    ? templates.up()
+                    : templates.down()),
+                webhooks,
+                receiver: up ? receiver : null,
+                durability: 'FULL',
+                connections,
+                seconds,
+                runId,
+                workDir,
+              }),
+          });
+    },
   };
   for (const [number, add] of Object.entries(scenarios)) if (only.has(Number(number))) add();
 
@@ -427,6 +471,7 @@ async function main(): Promise<void> {
     keepHostileSection(markdown, existsSync(out) ? readFileSync(out, 'utf8') : ''),
   );
   for (const made of templates.values()) await dropTemplate(await made).catch(() => undefined);
+  await receiver.stop();
   rmSync(workDir, { recursive: true, force: true });
   log(`wrote ${out} (${((Date.now() - started) / 60_000).toFixed(1)} min)`);
 }

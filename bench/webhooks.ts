@@ -1,0 +1,118 @@
+/**
+ * Scenario 10: what events that leave the process cost a decision. The same fenced publish
+ * as scenario 2 with 0 and with 3 webhooks configured (each wanting every event type, so a
+ * publish queues 2 events × 3 deliveries in its transaction), once with the receiver up
+ * (the service also sends: the delivery rate is measured beside the publishes) and once
+ * with it down (every line's first attempt fails and backs off for the rest of the run:
+ * only the outbox's writes are left in the decision's cost).
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ADMIN_TOKEN, ServiceProcess } from '../test/fault/service.js';
+import { fencedPublish, runHttp, type Template, UNLIMITED } from './http.js';
+import type { Load, Run } from './measure.js';
+
+const EVERY_EVENT = [
+  'plan.submitted',
+  'plan.published',
+  'plan.rejected',
+  'plan.expired',
+  'deployment.started',
+  'deployment.finished',
+  'deployment.unknown',
+  'deployment.reconciled',
+  'environment.frozen',
+  'environment.unfrozen',
+];
+
+/** A receiver in the bench process that answers every POST with 204 and counts them. */
+export class BenchReceiver {
+  received = 0;
+  private server: Server | null = null;
+  port = 0;
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}/hook`;
+  }
+
+  async start(): Promise<void> {
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        this.received++;
+        response.writeHead(204).end();
+      });
+    });
+    server.keepAliveTimeout = 60_000;
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.port = (server.address() as AddressInfo).port;
+    this.server = server;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+/** Adds `count` webhooks for every event type, all to `url`, to a prepared SQLite template. */
+export async function addWebhooks(template: Template, count: number, url: string): Promise<void> {
+  if (!count) return;
+  const service = new ServiceProcess(template.file, { ...UNLIMITED });
+  await service.start();
+  try {
+    for (let i = 0; i < count; i++)
+      await service.ok(
+        ADMIN_TOKEN,
+        'mutation($input: CreateWebhookInput!) { createWebhook(input: $input) { webhook { id } } }',
+        { input: { url, events: EVERY_EVENT } },
+      );
+  } finally {
+    await service.stop();
+  }
+}
+
+/**
+ * One run of publishes with the template's webhooks. `receiverUp`: the receiver answers and
+ * the run reports the deliveries it got per second beside the publishes, and which share of
+ * the deliveries those publishes queued had arrived by the end of the load. Down: its port
+ * refuses, and the back-off outlasts the run.
+ */
+export async function runWithWebhooks(
+  options: Load & { template: Template; webhooks: number; receiver: BenchReceiver | null },
+): Promise<Run> {
+  const before = options.receiver?.received ?? 0;
+  const run = await runHttp({
+    ...options,
+    requests: fencedPublish(0),
+    env: options.receiver
+      ? { PLANFENCE_WEBHOOK_POLL_MS: '100' }
+      : {
+          PLANFENCE_WEBHOOK_BACKOFF_BASE_MS: '3600000',
+          PLANFENCE_WEBHOOK_BACKOFF_MAX_MS: '3600000',
+        },
+  });
+  if (!options.receiver || !options.webhooks) return run;
+  const received = options.receiver.received - before;
+  const queued = (run.outcomes.ok ?? 0) * 2 * options.webhooks;
+  return {
+    ...run,
+    background: {
+      unit: 'webhook deliveries',
+      reqPerSec: received / options.seconds,
+      ok: queued ? Math.min(1, received / queued) : 0,
+    },
+  };
+}
+
+/** A loopback URL nothing listens on: connection refused. */
+export async function refusingUrl(): Promise<string> {
+  const probe = new BenchReceiver();
+  await probe.start();
+  const url = probe.url;
+  await probe.stop();
+  return url;
+}
