@@ -153,12 +153,20 @@ export class Outbox {
   }
 }
 
-/** One PENDING delivery of event :eventId for every webhook that wants its type and environment. */
+/**
+ * One PENDING delivery of event :eventId for every webhook that wants its type and
+ * environment. Only the head of a (webhook, environment) line is ever due: a delivery queued
+ * behind a PENDING one waits with no next attempt until the dispatcher finishes the one
+ * before it (so the dispatcher never scans a backlog). The environment's row lock, held by
+ * this transaction and taken by the dispatcher when it finishes a head, orders the two.
+ */
 const FAN_OUT = `INSERT INTO webhook_deliveries (webhook_id, event_id, environment, event_type,
     status, attempts, created_at, retry_from, next_attempt_at)
   SELECT w.id, CAST(:eventId AS INTEGER), CAST(:environment AS VARCHAR(63)),
     CAST(:type AS VARCHAR(32)), 'PENDING', 0, CAST(:at AS BIGINT), CAST(:at AS BIGINT),
-    CAST(:at AS BIGINT)
+    CASE WHEN EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.webhook_id = w.id
+                      AND x.environment = :environment AND x.status = 'PENDING')
+      THEN NULL ELSE CAST(:at AS BIGINT) END
   FROM webhooks w
   WHERE EXISTS (SELECT 1 FROM webhook_event_types t
                 WHERE t.webhook_id = w.id AND t.event_type = :type)

@@ -21,12 +21,16 @@ import { WebhookFormat } from './webhook.model.js';
 /** A claim outlives its request's time-out by this much (the outcome is still being recorded). */
 const CLAIM_MARGIN_MS = 15_000;
 
+/** A commit that queued deliveries wakes the dispatcher this much later (bursts share one look). */
+const WAKE_AFTER_COMMIT_MS = 5;
+
 /** At most this much of a receiver's answer is read (and then dropped). */
 const MAX_RESPONSE_BYTES = 4096;
 
 /** One claimed attempt: the delivery, its webhook and its event. */
 interface Attempt {
   id: number;
+  webhookId: string;
   attempts: number;
   retryFrom: number;
   url: string;
@@ -37,6 +41,7 @@ interface Attempt {
 
 interface AttemptRow {
   id: number | string;
+  webhook_id: string;
   attempts: number | string;
   retry_from: number | string;
   url: string;
@@ -127,6 +132,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   private again = false;
   private stopping = false;
   private timer: NodeJS.Timeout | undefined;
+  private soon: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   /** The last problem of the loop itself, logged once until it changes or clears. */
   private loopProblem: string | null = null;
@@ -192,7 +198,14 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   }
 
   onApplicationBootstrap(): void {
-    this.unsubscribe = this.outbox.onDeliveriesCreated(() => this.wake());
+    // Commits come in bursts: one look a few milliseconds after the first of them serves all.
+    this.unsubscribe = this.outbox.onDeliveriesCreated(() => {
+      if (this.soon) return;
+      this.soon = setTimeout(() => {
+        this.soon = undefined;
+        this.wake();
+      }, WAKE_AFTER_COMMIT_MS);
+    });
     this.timer = setInterval(() => this.wake(), this.config.pollMs);
     this.timer.unref();
     this.wake();
@@ -206,6 +219,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   async onModuleDestroy(): Promise<void> {
     this.stopping = true;
     clearInterval(this.timer);
+    clearTimeout(this.soon);
     this.unsubscribe?.();
     await this.running;
     await Promise.allSettled([...this.inFlight.values()]);
@@ -318,6 +332,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     });
     return rows.map((row) => ({
       id: Number(row.id),
+      webhookId: row.webhook_id,
       attempts: Number(row.attempts),
       retryFrom: Number(row.retry_from),
       url: row.url,
@@ -368,7 +383,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   private attemptsOf(m: EntityManager, ids: number[]): Promise<AttemptRow[]> {
     return select<AttemptRow>(
       m,
-      `SELECT d.id, d.attempts, d.retry_from, w.url, w.format, w.secret, e.id AS event_id,
+      `SELECT d.id, d.webhook_id, d.attempts, d.retry_from, w.url, w.format, w.secret, e.id AS event_id,
          e.environment, e.type, e.at, e.generation, e.sequence, e.plan_id,
          e.deployment_sequence, e.actor, e.data
        FROM webhook_deliveries d
@@ -385,16 +400,19 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     const error = await this.send(attempt);
     const now = await this.clock.now();
     if (error === null) {
-      const recorded = await this.db.write((m) =>
-        execute(
+      const recorded = await this.db.write(async (m) => {
+        await this.lockLine(m, attempt);
+        const finished = await execute(
           m,
           `UPDATE webhook_deliveries
            SET status = 'DELIVERED', delivered_at = :now, last_error = NULL,
                next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL
            WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
           { id: attempt.id, now, me: this.instanceId },
-        ),
-      );
+        );
+        if (finished) await this.nextInLine(m, attempt, now);
+        return finished;
+      });
       if (recorded) this.outcomes.inc({ outcome: 'delivered' });
       this.logger.debug(`webhook delivery ${attempt.id} (${attempt.event.type}) delivered`);
       return;
@@ -403,8 +421,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
       attempt.attempts >= this.config.maxAttempts ||
       now - attempt.retryFrom >= this.config.maxAgeMs;
     const next = givenUp ? null : now + backoffMs(this.config, attempt.attempts);
-    const recorded = await this.db.write((m) =>
-      execute(
+    const recorded = await this.db.write(async (m) => {
+      if (givenUp) await this.lockLine(m, attempt);
+      const changed = await execute(
         m,
         `UPDATE webhook_deliveries
          SET status = :status, last_error = :error, next_attempt_at = :next,
@@ -417,8 +436,10 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
           next,
           me: this.instanceId,
         },
-      ),
-    );
+      );
+      if (changed && givenUp) await this.nextInLine(m, attempt, now);
+      return changed;
+    });
     if (!recorded) return;
     this.outcomes.inc({ outcome: givenUp ? 'failed' : 'retry' });
     const host = hostOf(attempt.url);
@@ -426,6 +447,31 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
       givenUp
         ? `webhook delivery ${attempt.id} to ${host} FAILED after ${attempt.attempts} attempts: ${error}`
         : `webhook delivery ${attempt.id} to ${host} attempt ${attempt.attempts} failed: ${error}; next in ${Math.round((next! - now) / 1000)} s`,
+    );
+  }
+
+  /**
+   * PostgreSQL: the environment's row lock, which every transaction that queues deliveries
+   * of the environment holds (Outbox.record): a delivery queued concurrently is either seen
+   * by nextInLine or queued after this commit as the head itself.
+   */
+  private async lockLine(m: EntityManager, attempt: Attempt): Promise<void> {
+    if (this.db.dialect !== 'postgres') return;
+    await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
+      environment: attempt.event.environment,
+    });
+  }
+
+  /** The line's head was delivered or given up: the next PENDING delivery of the line is due now. */
+  private async nextInLine(m: EntityManager, attempt: Attempt, now: number): Promise<void> {
+    await execute(
+      m,
+      `UPDATE webhook_deliveries SET next_attempt_at = :now
+       WHERE id = (SELECT MIN(id) FROM webhook_deliveries
+                   WHERE webhook_id = :webhookId AND environment = :environment
+                     AND status = 'PENDING')
+         AND next_attempt_at IS NULL`,
+      { now, webhookId: attempt.webhookId, environment: attempt.event.environment },
     );
   }
 
