@@ -49,7 +49,8 @@ import type { Row, Run } from './measure.js';
 import { runPostgresFloor } from './postgres-floor.js';
 import { keepHostileSection, report } from './report.js';
 import { seedHistory } from './seed.js';
-import { addWebhooks, BenchReceiver, refusingUrl, runWithWebhooks } from './webhooks.js';
+import { Receiver } from '../test/support/receiver.js';
+import { addWebhooks, refusingUrl, runWithWebhooks } from './webhooks.js';
 import { runStorageFloor } from './storage-floor.js';
 
 const argv = process.argv.slice(2);
@@ -128,7 +129,8 @@ async function main(): Promise<void> {
 
   const planned: Planned[] = [];
   // Scenario 10's receiver: in this process, on one port for the whole run.
-  const receiver = new BenchReceiver();
+  const receiver = new Receiver();
+  receiver.keep = false;
   if (only.has(10)) await receiver.start();
   const webhookTemplate = (name: string, webhooks: number, url: () => Promise<string>) =>
     template(name, async () => {

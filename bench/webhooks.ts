@@ -6,57 +6,11 @@
  * with it down (every line's first attempt fails and backs off for the rest of the run:
  * only the outbox's writes are left in the decision's cost).
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { EVENT_TYPES } from '../src/outbox/outbox-event.js';
 import { ADMIN_TOKEN, ServiceProcess } from '../test/fault/service.js';
+import { Receiver } from '../test/support/receiver.js';
 import { fencedPublish, runHttp, type Template, UNLIMITED } from './http.js';
 import type { Load, Run } from './measure.js';
-
-const EVERY_EVENT = [
-  'plan.submitted',
-  'plan.published',
-  'plan.rejected',
-  'plan.expired',
-  'deployment.started',
-  'deployment.finished',
-  'deployment.unknown',
-  'deployment.reconciled',
-  'environment.frozen',
-  'environment.unfrozen',
-];
-
-/** A receiver in the bench process that answers every POST with 204 and counts them. */
-export class BenchReceiver {
-  received = 0;
-  private server: Server | null = null;
-  port = 0;
-
-  get url(): string {
-    return `http://127.0.0.1:${this.port}/hook`;
-  }
-
-  async start(): Promise<void> {
-    const server = createServer((request, response) => {
-      request.resume();
-      request.on('end', () => {
-        this.received++;
-        response.writeHead(204).end();
-      });
-    });
-    server.keepAliveTimeout = 60_000;
-    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
-    this.port = (server.address() as AddressInfo).port;
-    this.server = server;
-  }
-
-  async stop(): Promise<void> {
-    const server = this.server;
-    this.server = null;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
-}
 
 /** Adds `count` webhooks for every event type, all to `url`, to a prepared SQLite template. */
 export async function addWebhooks(template: Template, count: number, url: string): Promise<void> {
@@ -68,7 +22,7 @@ export async function addWebhooks(template: Template, count: number, url: string
       await service.ok(
         ADMIN_TOKEN,
         'mutation($input: CreateWebhookInput!) { createWebhook(input: $input) { webhook { id } } }',
-        { input: { url, events: EVERY_EVENT } },
+        { input: { url, events: EVENT_TYPES } },
       );
   } finally {
     await service.stop();
@@ -82,9 +36,9 @@ export async function addWebhooks(template: Template, count: number, url: string
  * refuses, and the back-off outlasts the run.
  */
 export async function runWithWebhooks(
-  options: Load & { template: Template; webhooks: number; receiver: BenchReceiver | null },
+  options: Load & { template: Template; webhooks: number; receiver: Receiver | null },
 ): Promise<Run> {
-  const before = options.receiver?.received ?? 0;
+  const before = options.receiver?.count ?? 0;
   const run = await runHttp({
     ...options,
     requests: fencedPublish(0),
@@ -96,7 +50,7 @@ export async function runWithWebhooks(
         },
   });
   if (!options.receiver || !options.webhooks) return run;
-  const received = options.receiver.received - before;
+  const received = options.receiver.count - before;
   const queued = (run.outcomes.ok ?? 0) * 2 * options.webhooks;
   return {
     ...run,
@@ -110,7 +64,7 @@ export async function runWithWebhooks(
 
 /** A loopback URL nothing listens on: connection refused. */
 export async function refusingUrl(): Promise<string> {
-  const probe = new BenchReceiver();
+  const probe = new Receiver();
   await probe.start();
   const url = probe.url;
   await probe.stop();

@@ -38,19 +38,11 @@ export interface StoredEvent extends OutboxEvent {
   id: string;
 }
 
-/** The body a JSON webhook receives. */
-export function eventBody(event: StoredEvent): {
-  id: string;
-  type: EventType;
-  at: string;
-  environment: string;
-  generation: number | null;
-  sequence: number | null;
-  planId: string | null;
-  deploymentSequence: number | null;
-  actor: string | null;
-  data: unknown;
-} {
+/** The body a JSON webhook receives: the event, its time as an ISO 8601 string. */
+export type EventBody = Omit<StoredEvent, 'at'> & { at: string };
+
+/** In the documented order of its fields (R23). */
+export function eventBody(event: StoredEvent): EventBody {
   return {
     id: event.id,
     type: event.type,

@@ -18,6 +18,10 @@ export interface Received {
  */
 export class Receiver {
   readonly received: Received[] = [];
+  /** Requests answered so far. */
+  count = 0;
+  /** false: only count requests (a benchmark's receiver), keep nothing of them. */
+  keep = true;
   answer: (request: Received) => number | null = () => 200;
   holdMs = 0;
   private server: Server | null = null;
@@ -30,6 +34,8 @@ export class Receiver {
   async start(): Promise<void> {
     const server = createServer((request, response) => {
       void readBody(request).then(async (body) => {
+        this.count++;
+        if (!this.keep) return void response.writeHead(204).end();
         const entry: Received = {
           delivery: String(request.headers['planfence-delivery'] ?? ''),
           event: String(request.headers['planfence-event'] ?? ''),
