@@ -3,7 +3,7 @@ import { type MigrationInterface, type QueryRunner, Table } from 'typeorm';
 /**
  * Events that leave the process (DESIGN §11): the outbox, written by the deciding
  * transaction; webhooks with the event types and environment patterns they want; one
- * delivery row per (webhook, event), created in the same transaction as the event.
+ * delivery row per (webhook, event), queued by the dispatcher from the outbox.
  */
 export class OutboxWebhooks1764900000000 implements MigrationInterface {
   name = 'OutboxWebhooks1764900000000';
@@ -37,10 +37,13 @@ export class OutboxWebhooks1764900000000 implements MigrationInterface {
           bigint('deployment_sequence', true),
           text('actor', 255, true),
           { name: 'data', type: 'text' },
+          // 1 once the dispatcher has queued the event's deliveries (one per interested webhook).
+          { name: 'fanned_out', type: 'integer', default: 0 },
         ],
         indices: [
           { name: 'outbox_events_environment', columnNames: ['environment', 'id'] },
           { name: 'outbox_events_at', columnNames: ['at'] },
+          { name: 'outbox_events_waiting', columnNames: ['id'], where: 'fanned_out = 0' },
         ],
       }),
     );

@@ -41,14 +41,16 @@ function tokenOf(planId: string): { generation: number; sequence: number } | nul
 /**
  * The transactional outbox (R22). Every event is written by the transaction of the decision
  * that causes it (the guard's, inside its savepoint when writes share a group commit), so an
- * event exists if and only if its decision committed. The same statement sequence creates one
- * PENDING delivery per webhook that wants the event; the dispatcher sends them later.
+ * event exists if and only if its decision committed. The dispatcher then queues one PENDING
+ * delivery per webhook that wants it (fanOut), in batches, outside the decision.
  *
- * Order: an environment's events (and so each webhook's deliveries for it) get increasing ids
- * in commit order. On SQLite one transaction writes at a time; on PostgreSQL every writer of
- * an environment's events first takes the environment's row lock and keeps it to its commit,
- * so the ids it draws are above those of every transaction of that environment that committed
- * before it, and below those of every one that commits after.
+ * Order: an environment's events get increasing ids in commit order. On SQLite one
+ * transaction writes at a time; on PostgreSQL every writer of an environment's events first
+ * takes the environment's row lock and keeps it to its commit, so the ids it draws are above
+ * those of every transaction of that environment that committed before it, and below those
+ * of every one that commits after. fanOut takes events in id order, one batch at a time
+ * (one instance at a time), so each (webhook, environment) line's deliveries get increasing
+ * ids in commit order too.
  */
 @Injectable()
 export class Outbox {
@@ -56,8 +58,8 @@ export class Outbox {
 
   constructor(private readonly db: Database) {}
 
-  /** `listener` runs after each commit that created deliveries on this instance. */
-  onDeliveriesCreated(listener: () => void): () => void {
+  /** `listener` runs after each commit that recorded events on this instance. */
+  onRecorded(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
@@ -68,26 +70,72 @@ export class Outbox {
         environment: event.environment,
       });
     }
-    const [row] = await select<{ id: number | string }>(
+    await execute(
       m,
       `INSERT INTO outbox_events (environment, type, at, generation, sequence, plan_id,
          deployment_sequence, actor, data)
        VALUES (:environment, :type, :at, :generation, :sequence, :planId, :deploymentSequence,
-         :actor, :data)
-       RETURNING id`,
+         :actor, :data)`,
       { ...event, data: JSON.stringify(event.data) },
     );
-    const created = await execute(m, FAN_OUT, {
-      eventId: Number(row.id),
-      environment: event.environment,
-      type: event.type,
-      at: event.at,
+    this.db.afterCommit(m, () => {
+      for (const listener of this.listeners) listener();
     });
-    if (created) {
-      this.db.afterCommit(m, () => {
-        for (const listener of this.listeners) listener();
-      });
-    }
+  }
+
+  /**
+   * Queues the deliveries of the next `limit` events not yet fanned out, in one transaction
+   * (`m`), and returns how many events it took. On PostgreSQL the caller holds LINES_LOCK.
+   *
+   * Only the head of a (webhook, environment) line is ever due: deliveries are queued with
+   * no next attempt, and then each line this batch touched gets its first PENDING delivery
+   * due now if it has none due yet; the dispatcher makes the next one due when it finishes
+   * a head. So the dispatcher never scans a backlog.
+   */
+  async fanOut(m: EntityManager, now: number, limit: number): Promise<number> {
+    const events = await select<{ id: number | string }>(
+      m,
+      'SELECT id FROM outbox_events WHERE fanned_out = 0 ORDER BY id LIMIT :limit',
+      { limit },
+    );
+    if (!events.length) return 0;
+    const ids = JSON.stringify(events.map((event) => Number(event.id)));
+    const batch = this.idList('ids');
+    await execute(
+      m,
+      `INSERT INTO webhook_deliveries (webhook_id, event_id, environment, event_type,
+         status, attempts, created_at, retry_from, next_attempt_at)
+       SELECT w.id, e.id, e.environment, e.type, 'PENDING', 0, e.at, e.at, NULL
+       FROM outbox_events e JOIN webhooks w ON w.created_at <= e.at
+       WHERE e.id IN (${batch})
+         AND EXISTS (SELECT 1 FROM webhook_event_types t
+                     WHERE t.webhook_id = w.id AND t.event_type = e.type)
+         AND (w.all_environments = 1 OR EXISTS (SELECT 1 FROM webhook_environments p
+              WHERE p.webhook_id = w.id AND e.environment LIKE p.pattern ESCAPE '\\'))
+       ORDER BY e.id, w.id`,
+      { ids },
+    );
+    await execute(
+      m,
+      `UPDATE webhook_deliveries SET next_attempt_at = :now
+       WHERE id IN (
+         SELECT (SELECT MIN(x.id) FROM webhook_deliveries x
+                 WHERE x.webhook_id = l.webhook_id AND x.environment = l.environment
+                   AND x.status = 'PENDING')
+         FROM (SELECT DISTINCT webhook_id, environment FROM webhook_deliveries
+               WHERE event_id IN (${batch})) l)
+         AND next_attempt_at IS NULL`,
+      { now, ids },
+    );
+    await execute(m, `UPDATE outbox_events SET fanned_out = 1 WHERE id IN (${batch})`, { ids });
+    return events.length;
+  }
+
+  /** The integers of the JSON array parameter `:name` (one statement text whatever the ids). */
+  private idList(name: string): string {
+    return this.db.dialect === 'postgres'
+      ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
+      : `SELECT value FROM json_each(:${name})`;
   }
 
   plan(m: EntityManager, type: EventType, plan: Plan, actor: string, at: number): Promise<void> {
@@ -152,24 +200,3 @@ export class Outbox {
     });
   }
 }
-
-/**
- * One PENDING delivery of event :eventId for every webhook that wants its type and
- * environment. Only the head of a (webhook, environment) line is ever due: a delivery queued
- * behind a PENDING one waits with no next attempt until the dispatcher finishes the one
- * before it (so the dispatcher never scans a backlog). The environment's row lock, held by
- * this transaction and taken by the dispatcher when it finishes a head, orders the two.
- */
-const FAN_OUT = `INSERT INTO webhook_deliveries (webhook_id, event_id, environment, event_type,
-    status, attempts, created_at, retry_from, next_attempt_at)
-  SELECT w.id, CAST(:eventId AS INTEGER), CAST(:environment AS VARCHAR(63)),
-    CAST(:type AS VARCHAR(32)), 'PENDING', 0, CAST(:at AS BIGINT), CAST(:at AS BIGINT),
-    CASE WHEN EXISTS (SELECT 1 FROM webhook_deliveries x WHERE x.webhook_id = w.id
-                      AND x.environment = :environment AND x.status = 'PENDING')
-      THEN NULL ELSE CAST(:at AS BIGINT) END
-  FROM webhooks w
-  WHERE EXISTS (SELECT 1 FROM webhook_event_types t
-                WHERE t.webhook_id = w.id AND t.event_type = :type)
-    AND (w.all_environments = 1 OR EXISTS (SELECT 1 FROM webhook_environments p
-         WHERE p.webhook_id = w.id AND :environment LIKE p.pattern ESCAPE '\\'))
-  ORDER BY w.id`;

@@ -93,10 +93,12 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
          WHERE status IN ('DELIVERED', 'FAILED') AND created_at < :cutoff`,
         { cutoff },
       ),
-      // An event goes once no delivery needs it (a FAILED one may be redelivered).
+      // An event goes once its deliveries were queued (or no webhook exists to want it) and
+      // no delivery needs it any more (a FAILED one may be redelivered).
       events: await execute(
         m,
         `DELETE FROM outbox_events WHERE at < :cutoff
+           AND (fanned_out = 1 OR NOT EXISTS (SELECT 1 FROM webhooks))
            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = outbox_events.id)`,
         { cutoff },
       ),

@@ -21,7 +21,14 @@ import { WebhookFormat } from './webhook.model.js';
 /** A claim outlives its request's time-out by this much (the outcome is still being recorded). */
 const CLAIM_MARGIN_MS = 15_000;
 
-/** A commit that queued deliveries wakes the dispatcher this much later (bursts share one look). */
+/** Key of the PostgreSQL advisory lock that orders queueing deliveries and finishing heads. */
+const LINES_LOCK = 4_711_2027;
+
+/** Events fanned out per transaction, and batches per look. */
+const FAN_OUT_BATCH = 500;
+const MAX_FAN_OUT_BATCHES = 20;
+
+/** A commit that recorded events wakes the dispatcher this much later (bursts share one look). */
 const WAKE_AFTER_COMMIT_MS = 5;
 
 /** At most this much of a receiver's answer is read (and then dropped). */
@@ -199,7 +206,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
 
   onApplicationBootstrap(): void {
     // Commits come in bursts: one look a few milliseconds after the first of them serves all.
-    this.unsubscribe = this.outbox.onDeliveriesCreated(() => {
+    this.unsubscribe = this.outbox.onRecorded(() => {
       if (this.soon) return;
       this.soon = setTimeout(() => {
         this.soon = undefined;
@@ -271,8 +278,31 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     return JSON.stringify([...this.inFlight.keys()]);
   }
 
+  /**
+   * Queues the deliveries of the events recorded since the last look, a batch per
+   * transaction. A read first: with no webhook, or nothing new, nothing is written.
+   */
+  private async fanOut(): Promise<void> {
+    for (let batch = 0; batch < MAX_FAN_OUT_BATCHES; batch++) {
+      const [waiting] = await this.db.read((m) =>
+        select(
+          m,
+          `SELECT e.id FROM outbox_events e WHERE e.fanned_out = 0
+             AND EXISTS (SELECT 1 FROM webhooks) LIMIT 1`,
+        ),
+      );
+      if (!waiting) return;
+      const taken = await this.db.write(async (m) => {
+        await this.lockLines(m);
+        return this.outbox.fanOut(m, await this.clock.now(m), FAN_OUT_BATCH);
+      });
+      if (taken < FAN_OUT_BATCH) return;
+    }
+  }
+
   /** Claims as many due heads of lines as there are free slots and starts their requests. */
   private async fill(): Promise<void> {
+    await this.fanOut();
     const free = this.config.concurrency - this.inFlight.size;
     if (free <= 0) return;
     // A read first: a poll that finds nothing due writes nothing.
@@ -401,7 +431,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     const now = await this.clock.now();
     if (error === null) {
       const recorded = await this.db.write(async (m) => {
-        await this.lockLine(m, attempt);
+        await this.lockLines(m);
         const finished = await execute(
           m,
           `UPDATE webhook_deliveries
@@ -422,7 +452,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
       now - attempt.retryFrom >= this.config.maxAgeMs;
     const next = givenUp ? null : now + backoffMs(this.config, attempt.attempts);
     const recorded = await this.db.write(async (m) => {
-      if (givenUp) await this.lockLine(m, attempt);
+      if (givenUp) await this.lockLines(m);
       const changed = await execute(
         m,
         `UPDATE webhook_deliveries
@@ -451,15 +481,14 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   }
 
   /**
-   * PostgreSQL: the environment's row lock, which every transaction that queues deliveries
-   * of the environment holds (Outbox.record): a delivery queued concurrently is either seen
-   * by nextInLine or queued after this commit as the head itself.
+   * PostgreSQL: one transaction at a time, of any instance, queues deliveries (fanOut) or
+   * finishes the head of a line, so that a delivery queued meanwhile is either seen by
+   * nextInLine or made due by the fan-out itself, and delivery ids follow the events' order.
+   * (SQLite runs one write transaction at a time anyway.)
    */
-  private async lockLine(m: EntityManager, attempt: Attempt): Promise<void> {
+  private async lockLines(m: EntityManager): Promise<void> {
     if (this.db.dialect !== 'postgres') return;
-    await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
-      environment: attempt.event.environment,
-    });
+    await select(m, 'SELECT pg_advisory_xact_lock(:key) AS locked', { key: LINES_LOCK });
   }
 
   /** The line's head was delivered or given up: the next PENDING delivery of the line is due now. */

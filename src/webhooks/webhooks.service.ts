@@ -163,6 +163,14 @@ export class WebhooksService {
     const environments = input.environments ?? null;
     const row = await this.db.write(async (m) => {
       const now = await this.clock.now(m);
+      // While no webhook exists the dispatcher leaves events as they are; none of them is for
+      // this one (it hears what commits from now on): the first webhook finds them all done.
+      await execute(
+        m,
+        `UPDATE outbox_events SET fanned_out = 1
+         WHERE fanned_out = 0 AND at < :now AND NOT EXISTS (SELECT 1 FROM webhooks)`,
+        { now },
+      );
       await execute(
         m,
         `INSERT INTO webhooks (id, url, format, secret, events, environments, all_environments,
