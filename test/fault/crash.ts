@@ -103,9 +103,12 @@ export async function runCrashHarness(options: {
       };
       const working = Promise.all(agents.map(work));
       await new Promise((resolve) => setTimeout(resolve, 150 + random(450)));
-      crashed = true;
       const target = instances[(kill - 1) % instances.length];
-      await target.crash();
+      // SIGKILL first (sent before crash() first waits), then the agents stop: every agent
+      // has a request in flight or about to be sent, so the kill lands in the middle of some.
+      const dying = target.crash();
+      crashed = true;
+      await dying;
       await working;
       // With several instances, the others serve the checks and the retries while the killed one is down.
       service = instances.find((instance) => instance !== target) ?? target;
