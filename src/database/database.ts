@@ -455,3 +455,13 @@ export async function updateReturning<R>(
   const result = await select<unknown>(manager, sql, parameters);
   return (Array.isArray(result[0]) ? result[0] : result) as R[];
 }
+
+/**
+ * The integers of the JSON array parameter `:name` as a subquery: one statement text
+ * whatever the ids (statements are prepared and cached by their text).
+ */
+export function integerList(dialect: 'sqlite' | 'postgres', name: string): string {
+  return dialect === 'postgres'
+    ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
+    : `SELECT value FROM json_each(:${name})`;
+}

@@ -1,6 +1,6 @@
 import { AuditEvent } from '../audit/audit-event.entity.js';
 import { Deployment } from '../deployments/deployment.entity.js';
-import { Plan, PlanStatus } from '../plans/plan.entity.js';
+import { Plan, PLAN_FIELDS_BUT_CONTENT, PlanStatus } from '../plans/plan.entity.js';
 
 /**
  * How a subscription event travels between instances as a PostgreSQL notification payload
@@ -47,25 +47,7 @@ const LARGE: Record<EventKind, string[]> = {
 
 /** Entity fields (a plan's approval snapshot is not one: approvals are read by id). */
 const FIELDS: Record<EventKind, string[]> = {
-  plan: [
-    'id',
-    'environment',
-    'generation',
-    'sequence',
-    'status',
-    'title',
-    'content',
-    'contentHash',
-    'submittedBy',
-    'submittedAt',
-    'basedOnPlanId',
-    'reviewedBy',
-    'reviewedAt',
-    'rejectionReason',
-    'publishedAt',
-    'expiresAt',
-    'purgedAt',
-  ],
+  plan: [...PLAN_FIELDS_BUT_CONTENT, 'content'],
   audit: [
     'id',
     'at',

@@ -5,7 +5,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
 import { Deployment, DeploymentStatus } from '../deployments/deployment.entity.js';
-import { Plan, PlanStatus } from '../plans/plan.entity.js';
+import { Plan, PLAN_FIELDS_BUT_CONTENT, PlanStatus } from '../plans/plan.entity.js';
 import {
   activityTopic,
   auditRecordedTopic,
@@ -162,7 +162,7 @@ export class SubscriptionFeeds {
   ): Promise<Plan[]> {
     return m
       .createQueryBuilder(Plan, 'p')
-      .select(PLAN_COLUMNS_BUT_CONTENT.map((column) => `p.${column}`))
+      .select(PLAN_FIELDS_BUT_CONTENT.map((column) => `p.${column}`))
       .where('p.environment = :environment', { environment })
       .andWhere('p.published_at IS NOT NULL')
       .andWhere(
@@ -222,25 +222,6 @@ export class SubscriptionFeeds {
       .getMany();
   }
 }
-
-const PLAN_COLUMNS_BUT_CONTENT = [
-  'id',
-  'environment',
-  'generation',
-  'sequence',
-  'status',
-  'title',
-  'contentHash',
-  'submittedBy',
-  'submittedAt',
-  'basedOnPlanId',
-  'reviewedBy',
-  'reviewedAt',
-  'rejectionReason',
-  'publishedAt',
-  'expiresAt',
-  'purgedAt',
-];
 
 /** The replayed events, then the live ones not replayed already. */
 async function* resume<T>(

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { Database, execute, select } from '../database/database.js';
+import { Database, execute, integerList, select } from '../database/database.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
-import type { Plan } from '../plans/plan.entity.js';
+import { type Plan, PLAN_FIELDS_BUT_CONTENT } from '../plans/plan.entity.js';
 import type { EventType, OutboxEvent } from './outbox-event.js';
 
 /** An environment pattern (`*` any run of characters) as the LIKE pattern the fan-out matches with. */
@@ -13,23 +13,7 @@ export function likePattern(pattern: string): string {
 
 /** The parts of a plan an event carries: everything but its content, which a receiver reads by id. */
 export function planData(plan: Plan): Record<string, unknown> {
-  return {
-    id: plan.id,
-    environment: plan.environment,
-    generation: plan.generation,
-    sequence: plan.sequence,
-    status: plan.status,
-    title: plan.title,
-    contentHash: plan.contentHash,
-    submittedBy: plan.submittedBy,
-    submittedAt: plan.submittedAt,
-    basedOnPlanId: plan.basedOnPlanId,
-    reviewedBy: plan.reviewedBy,
-    reviewedAt: plan.reviewedAt,
-    rejectionReason: plan.rejectionReason,
-    publishedAt: plan.publishedAt,
-    expiresAt: plan.expiresAt,
-  };
+  return Object.fromEntries(PLAN_FIELDS_BUT_CONTENT.map((field) => [field, plan[field]]));
 }
 
 /** `<environment>@<generation>.<sequence>` → its fencing token. */
@@ -100,7 +84,7 @@ export class Outbox {
     );
     if (!events.length) return 0;
     const ids = JSON.stringify(events.map((event) => Number(event.id)));
-    const batch = this.idList('ids');
+    const batch = integerList(this.db.dialect, 'ids');
     await execute(
       m,
       `INSERT INTO webhook_deliveries (webhook_id, event_id, environment, event_type,
@@ -129,13 +113,6 @@ export class Outbox {
     );
     await execute(m, `UPDATE outbox_events SET fanned_out = 1 WHERE id IN (${batch})`, { ids });
     return events.length;
-  }
-
-  /** The integers of the JSON array parameter `:name` (one statement text whatever the ids). */
-  private idList(name: string): string {
-    return this.db.dialect === 'postgres'
-      ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
-      : `SELECT value FROM json_each(:${name})`;
   }
 
   plan(m: EntityManager, type: EventType, plan: Plan, actor: string, at: number): Promise<void> {

@@ -116,3 +116,23 @@ export class Plan {
    */
   snapshot?: ApprovalSnapshot;
 }
+
+/** A plan's stored fields but its content (immutable and large: read by id where needed). */
+export const PLAN_FIELDS_BUT_CONTENT = [
+  'id',
+  'environment',
+  'generation',
+  'sequence',
+  'status',
+  'title',
+  'contentHash',
+  'submittedBy',
+  'submittedAt',
+  'basedOnPlanId',
+  'reviewedBy',
+  'reviewedAt',
+  'rejectionReason',
+  'publishedAt',
+  'expiresAt',
+  'purgedAt',
+] as const satisfies readonly (keyof Plan)[];

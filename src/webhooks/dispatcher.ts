@@ -11,7 +11,7 @@ import type { EntityManager } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config, WebhooksConfig } from '../config/config.js';
-import { Database, execute, select, updateReturning } from '../database/database.js';
+import { Database, execute, integerList, select, updateReturning } from '../database/database.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { eventBody, type EventType, type StoredEvent } from '../outbox/outbox-event.js';
 import { Outbox } from '../outbox/outbox.service.js';
@@ -394,20 +394,10 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
         ? '(d.claimed_by IS NULL OR d.claimed_by <> :me OR d.claimed_until < :now)'
         : '(d.claimed_until IS NULL OR d.claimed_until < :now)';
     return `d.status = 'PENDING' AND d.next_attempt_at <= :now AND ${unclaimed}
-      AND d.id NOT IN (${this.idList('inFlight')})
+      AND d.id NOT IN (${integerList(this.db.dialect, 'inFlight')})
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
                       WHERE e.webhook_id = d.webhook_id AND e.environment = d.environment
                         AND e.status = 'PENDING' AND e.id < d.id)`;
-  }
-
-  /**
-   * The integers of the JSON array parameter `:name` as a subquery: one statement text
-   * whatever the ids (statements are prepared and cached by their text).
-   */
-  private idList(name: string): string {
-    return this.db.dialect === 'postgres'
-      ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
-      : `SELECT value FROM json_each(:${name})`;
   }
 
   private attemptsOf(m: EntityManager, ids: number[]): Promise<AttemptRow[]> {
@@ -419,7 +409,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
        FROM webhook_deliveries d
        JOIN webhooks w ON w.id = d.webhook_id
        JOIN outbox_events e ON e.id = d.event_id
-       WHERE d.id IN (${this.idList('ids')})
+       WHERE d.id IN (${integerList(this.db.dialect, 'ids')})
        ORDER BY d.id`,
       { ids: JSON.stringify(ids) },
     );
