@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import {
   ADMIN_TOKEN,
   createPostgresDatabase,
+  dropPostgresDatabase,
   seededRandom,
   ServiceProcess,
 } from '../test/fault/service.js';
@@ -445,27 +446,4 @@ async function commitCounters(url: string): Promise<{ transactions: number; writ
 export async function dropTemplate(template: Template): Promise<void> {
   if (!template.postgres) return removeDatabase(template.file);
   await dropPostgresDatabase(template.postgres, new URL(template.file).pathname.slice(1));
-}
-
-/**
- * DROP DATABASE … WITH (FORCE), again a little later while an autovacuum worker (a session
- * of another role, which FORCE may not end) is connected to it.
- */
-async function dropPostgresDatabase(server: string, name: string): Promise<void> {
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: server });
-  await client.connect();
-  try {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-        return;
-      } catch (error) {
-        if ((error as { code?: string }).code !== '42501' || attempt >= 50) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-    }
-  } finally {
-    await client.end();
-  }
 }

@@ -304,7 +304,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   private async fill(): Promise<void> {
     await this.fanOut();
     const free = this.config.concurrency - this.inFlight.size;
-    if (free <= 0) return;
+    // A shutdown that began while this look was under way: no new request.
+    if (free <= 0 || this.stopping) return;
     // A read first: a poll that finds nothing due writes nothing.
     const now = await this.clock.now();
     const [due] = await this.db.read((m) =>
@@ -314,7 +315,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
         inFlight: this.inFlightIds(),
       }),
     );
-    if (!due) return;
+    if (!due || this.stopping) return;
     const attempts = await this.claim(free);
     for (const attempt of attempts) {
       const done = this.attempt(attempt)

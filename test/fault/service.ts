@@ -163,7 +163,30 @@ export async function createPostgresDatabase(
   await admin(`CREATE DATABASE ${name}`);
   const url = new URL(server);
   url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+  return { url: url.toString(), drop: () => dropPostgresDatabase(server, name) };
+}
+
+export /**
+ * DROP DATABASE … WITH (FORCE), again a little later while an autovacuum worker (a session
+ * of another role, which FORCE may not end) is connected to it.
+ */
+async function dropPostgresDatabase(server: string, name: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: server });
+  await client.connect();
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '42501' || attempt >= 50) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  } finally {
+    await client.end();
+  }
 }
 
 /** A fresh database for one harness run: a SQLite file, or a new database on a PostgreSQL server. */
