@@ -7,6 +7,7 @@ const base = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
+  setupFilesAfterEnv: ['<rootDir>/test/support/setup.ts'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: {
@@ -31,6 +32,8 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
     ...base,
     displayName: 'postgres',
     globals: { __DATABASE__: 'postgres' },
+    globalSetup: '<rootDir>/test/support/global-setup.js',
+    globalTeardown: '<rootDir>/test/support/global-teardown.js',
     // The fault harnesses drive a SQLite-file service process; they run in the sqlite project.
     testPathIgnorePatterns: ['/node_modules/', '/test/fault(\\.test\\.ts$|/)', '/test/demo\\.test\\.ts$'],
   });

@@ -50,7 +50,7 @@ export function dataSourceOptions(
     entities,
     migrations,
     synchronize: false,
-    migrationsRun: true,
+    migrationsRun: false,
     logging: false,
   } as const;
   const db = config.database;

@@ -35,7 +35,7 @@ export class MetricsController {
       return;
     }
     await reply
-      .header('content-type', this.metrics.registry.contentType)
-      .send(await this.metrics.registry.metrics());
+      .header('content-type', this.metrics.contentType)
+      .send(await this.metrics.text());
   }
 }

@@ -1,7 +1,27 @@
+import perfHooks from 'node:perf_hooks';
 import { Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { Database } from '../database/database.js';
 import { Environment } from '../environments/environment.entity.js';
+
+/**
+ * The process's own metrics (CPU, memory, event loop, GC), collected once per process:
+ * their collectors observe the whole process and are never removed, so a second app in the
+ * same process (tests, benchmarks) shares them instead of keeping another set alive.
+ */
+function processRegistry(): Registry {
+  // Kept on a built-in module, which every module registry of the process shares (a test
+  // runner gives each test file a registry of its own, and so its own copy of this module).
+  const holder = perfHooks as unknown as Record<symbol, Registry | undefined>;
+  const key = Symbol.for('planfence.processMetrics');
+  let registry = holder[key];
+  if (!registry) {
+    registry = new Registry();
+    collectDefaultMetrics({ register: registry, prefix: 'planfence_' });
+    Object.defineProperty(holder, key, { value: registry });
+  }
+  return registry;
+}
 
 /** Prometheus metrics of this instance (`GET /metrics`). */
 @Injectable()
@@ -37,11 +57,19 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  /** The scrape: this instance's metrics, then the process's. */
+  async text(): Promise<string> {
+    return `${await this.registry.metrics()}\n${await processRegistry().metrics()}`;
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
   /** One read of the environments per scrape, shared by the gauges that collect together. */
   private scrape: Promise<Environment[]> | null = null;
 
   constructor(private readonly db: Database) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'planfence_' });
     this.environmentGauge(
       'planfence_generation',
       'Last generation issued, by environment',

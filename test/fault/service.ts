@@ -148,6 +148,8 @@ export function option(argv: string[], name: string, fallback: number): number {
 export async function createPostgresDatabase(
   server: string,
   prefix: string,
+  /** A database to copy (CREATE DATABASE … TEMPLATE), e.g. one already migrated. */
+  template?: string,
 ): Promise<{ url: string; drop: () => Promise<void> }> {
   const { default: pg } = await import('pg');
   const name = `${prefix}_${process.pid}_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
@@ -160,7 +162,7 @@ export async function createPostgresDatabase(
       await client.end();
     }
   };
-  await admin(`CREATE DATABASE ${name}`);
+  await admin(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
   const url = new URL(server);
   url.pathname = `/${name}`;
   return { url: url.toString(), drop: () => dropPostgresDatabase(server, name) };

@@ -7,6 +7,7 @@ import { createApp } from '../../src/app.js';
 import { ManualClock } from '../../src/common/clock.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createPostgresDatabase } from '../fault/service.js';
+import { migratedTemplate } from './postgres-template.js';
 
 export const ADMIN_TOKEN = 'pf_admin_token_for_tests_0123456789';
 
@@ -38,7 +39,10 @@ export const TEST_DATABASE: 'sqlite' | 'postgres' =
  * PostgreSQL database on PLANFENCE_TEST_POSTGRES_URL's server. It survives app restarts
  * until `cleanup`.
  */
-export async function scratchDatabase(): Promise<{ url: string; cleanup: () => Promise<void> }> {
+export async function scratchDatabase(
+  /** PostgreSQL: a copy of the run's migrated template (test/support/global-setup.ts), not an empty database. */
+  migrated = false,
+): Promise<{ url: string; cleanup: () => Promise<void> }> {
   if (TEST_DATABASE === 'sqlite') {
     const dir = scratchDir();
     return {
@@ -48,7 +52,8 @@ export async function scratchDatabase(): Promise<{ url: string; cleanup: () => P
   }
   const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
   if (!server) throw new Error('PLANFENCE_TEST_POSTGRES_URL is not set');
-  const database = await createPostgresDatabase(server, 'planfence_test');
+  const template = migrated ? await migratedTemplate(server) : null;
+  const database = await createPostgresDatabase(server, 'planfence_test', template ?? undefined);
   return { url: database.url, cleanup: database.drop };
 }
 
@@ -72,7 +77,7 @@ export async function startApp(
   const database =
     env.DATABASE_URL || TEST_DATABASE === 'sqlite'
       ? { url: env.DATABASE_URL ?? 'sqlite::memory:', cleanup: () => Promise.resolve() }
-      : await scratchDatabase();
+      : await scratchDatabase(true);
   const config = loadConfig({
     DATABASE_URL: database.url,
     PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
@@ -86,7 +91,7 @@ export async function startApp(
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   const url = `http://127.0.0.1:${address.port}`;
-  return {
+  const testApp: TestApp = {
     url,
     clock: clock ?? new ManualClock(),
     app,
@@ -101,12 +106,34 @@ export async function startApp(
       const body = (await response.json()) as GqlResult;
       return { ...body, status: response.status } as any;
     },
-    async close() {
-      await app.close();
-      scratch.cleanup();
-      await database.cleanup();
-    },
+    close: () => closeOnce(),
   };
+  let closing: Promise<void> | null = null;
+  const closeOnce = () => {
+    closing ??= (async () => {
+      open.delete(closeOnce);
+      // Every part is released even when an earlier one fails; the first failure is reported.
+      const results = await Promise.allSettled([app.close()]);
+      results.push(
+        ...(await Promise.allSettled([Promise.resolve().then(scratch.cleanup), database.cleanup()])),
+      );
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
+    })();
+    return closing;
+  };
+  open.add(closeOnce);
+  return testApp;
+}
+
+/** Apps started by this test file and not closed yet: `closeOpenApps` closes them after the file. */
+const open = new Set<() => Promise<void>>();
+
+/** Closes every app this test file left open, whatever path its tests took (test/support/setup.ts). */
+export async function closeOpenApps(): Promise<void> {
+  const results = await Promise.allSettled([...open].map((close) => close()));
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 /** The error code of a GraphQL answer, or 'OK' when it has none. */
