@@ -1,10 +1,12 @@
 /** Start-up: configuration is checked once, the admin token is bootstrapped, health answers. */
+import { spawnSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { createApp } from '../src/app.js';
 import { Clock, DatabaseClock, SystemClock } from '../src/common/clock.js';
 import { ConfigError, loadConfig } from '../src/config/config.js';
+import { distFile } from './fault/service.js';
 import { scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
 
 test.each([
@@ -103,5 +105,36 @@ test('lease liveness is judged by the database clock on PostgreSQL, by the proce
   } finally {
     await app.close();
     await database.cleanup();
+  }
+});
+
+test('headers allowed longer than the whole request stop the start with a configuration error naming both variables (exit 78)', () => {
+  const env = {
+    PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS: '5',
+    PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS: '10',
+  };
+  expect(() => loadConfig(env)).toThrow(ConfigError);
+  expect(() => loadConfig(env)).toThrow(/PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS.*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS/);
+
+  const dir = scratchDir();
+  try {
+    const started = spawnSync(process.execPath, [distFile('src/main.js')], {
+      env: {
+        ...process.env,
+        ...env,
+        DATABASE_URL: `sqlite:${join(dir.path, 'planfence.db')}`,
+        PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
+        PORT: '0',
+      },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(started.status).toBe(78);
+    expect(started.stderr).toContain('invalid configuration');
+    expect(started.stderr).toContain('PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS');
+    expect(started.stderr).toContain('PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS');
+    expect(started.stderr).not.toContain('RangeError');
+  } finally {
+    dir.cleanup();
   }
 });

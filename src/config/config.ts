@@ -304,9 +304,20 @@ function limits(env: Env): LimitsConfig {
 function http(env: Env, maxPlanBytes: number): HttpConfig {
   // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the plan limit.
   const defaultBody = maxPlanBytes * 6 + 64 * 1024;
+  const requestTimeoutMs =
+    integer(env, 'PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000;
+  const headersTimeoutMs =
+    integer(env, 'PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS', 10, 1, 3600) * 1000;
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      'PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS',
+      `(${headersTimeoutMs / 1000}) must not exceed PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS (${requestTimeoutMs / 1000})`,
+    );
+  }
   return {
-    requestTimeoutMs: integer(env, 'PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000,
-    headersTimeoutMs: integer(env, 'PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS', 10, 1, 3600) * 1000,
+    requestTimeoutMs,
+    headersTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'PLANFENCE_HTTP_KEEP_ALIVE_SECONDS', 5, 1, 3600) * 1000,
     bodyLimit: integer(env, 'PLANFENCE_MAX_BODY_BYTES', defaultBody, 1024, 1024 * 1024 * 1024),
     maxConnections: integer(env, 'PLANFENCE_MAX_CONNECTIONS', 1024, 1, 1_000_000),
