@@ -8,6 +8,18 @@ import { scratchDatabase } from './support/app.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Waits until `done` holds; fails if the work it waits for ended first. */
+async function until(done: () => boolean, work: () => Promise<unknown>): Promise<void> {
+  let ended = false;
+  void work().finally(() => {
+    ended = true;
+  });
+  while (!done()) {
+    if (ended) throw new Error('the work ended before the awaited progress');
+    await sleep(5);
+  }
+}
+
 test('deployment sequences are strictly +1 across kill -9 and restarts; acknowledged starts survive', async () => {
   const database = await scratchDatabase();
   const service = new ServiceProcess(
@@ -66,7 +78,13 @@ test('deployment sequences are strictly +1 across kill -9 and restarts; acknowle
           }
         }
       })();
-      await sleep(300 + crash * 150);
+      // The kill comes after this round's work has made progress (counted, not waited for).
+      const roundStart = acknowledged.length;
+      await until(
+        () => acknowledged.length >= roundStart + 2,
+        () => work,
+      );
+      await sleep(crash * 7);
       await service.crash();
       running = false;
       await work;

@@ -114,7 +114,9 @@ test('headers allowed longer than the whole request stop the start with a config
     PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS: '10',
   };
   expect(() => loadConfig(env)).toThrow(ConfigError);
-  expect(() => loadConfig(env)).toThrow(/PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS.*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS/);
+  expect(() => loadConfig(env)).toThrow(
+    /PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS.*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS/,
+  );
 
   const dir = scratchDir();
   try {

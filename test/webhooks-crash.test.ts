@@ -78,7 +78,10 @@ test('after kill -9 with deliveries pending and mid-request, every committed eve
           }
         }
       });
-      await sleep(400 + crash * 200);
+      // The kill comes after this round's work has made progress (counted, not waited for).
+      const roundStart = acknowledged.length;
+      while (acknowledged.length < roundStart + 4) await sleep(5);
+      await sleep(crash * 7);
       await service.crash();
       running = false;
       await Promise.all(workers);

@@ -2,6 +2,7 @@ import { type ArgumentMetadata, applyDecorators, ValidationPipe } from '@nestjs/
 import type { ValidationError } from 'class-validator';
 import { IsInt, IsOptional, Length, Matches, Max, Min, ValidateBy } from 'class-validator';
 import { InputError } from './errors.js';
+import { PlanId } from './ids.js';
 
 /** DESIGN §6: environment (and principal) names. */
 export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -15,11 +16,11 @@ export const IsName = () =>
 
 /** Whether the generation and sequence of a well-formed plan id are both within 1..2^31-1. */
 export function planIdInRange(id: string): boolean {
-  const at = id.lastIndexOf('@');
-  return id
-    .slice(at + 1)
-    .split('.')
-    .every((part) => Number(part) >= 1 && Number(part) <= MAX_INT32);
+  const parsed = PlanId.parse(id);
+  return (
+    parsed != null &&
+    [parsed.generation, parsed.sequence].every((part) => part >= 1 && part <= MAX_INT32)
+  );
 }
 
 /** `<environment>@<generation>.<sequence>`, generation and sequence each 1..2^31-1. */

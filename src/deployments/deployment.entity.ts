@@ -25,11 +25,6 @@ export enum DeploymentOutcome {
 
 registerEnumType(DeploymentOutcome, { name: 'DeploymentOutcome' });
 
-/** `<environment>#<sequence>` */
-export function deploymentId(environment: string, sequence: number): string {
-  return `${environment}#${sequence}`;
-}
-
 /**
  * One accepted start of a deployment (DESIGN §10). Its row and status are written only by
  * the deployment guard (src/fencing/deployments.guard.ts). A stored IN_PROGRESS whose

@@ -14,6 +14,7 @@ import {
 } from './events.service.js';
 import { PgListener } from './pg-listener.js';
 import { SubscriptionError } from './subscription.errors.js';
+import { DeploymentId, PlanId } from '../common/ids.js';
 
 /** What a subscription resolver gets as `@Context('pubsub')` (Mercurius' per-subscription context). */
 export interface SubscriptionPubSub {
@@ -243,30 +244,26 @@ async function* resume<T>(
 
 /** `<environment>@<generation>.<sequence>` of this environment (validated by the args). */
 function planPosition(environment: string, id: string): { generation: number; sequence: number } {
-  const at = id.lastIndexOf('@');
-  if (id.slice(0, at) !== environment) {
+  const parsed = PlanId.parse(id);
+  if (parsed?.environment !== environment) {
     throw new SubscriptionError(
       'BAD_USER_INPUT',
       `after must be a plan of ${environment} (got ${id})`,
     );
   }
-  const [generation, sequence] = id
-    .slice(at + 1)
-    .split('.')
-    .map(Number);
-  return { generation, sequence };
+  return { generation: parsed.generation, sequence: parsed.sequence };
 }
 
 /** The sequence of `<environment>#<sequence>` of this environment (validated by the args). */
 function deploymentSequence(environment: string, id: string): number {
-  const at = id.lastIndexOf('#');
-  if (id.slice(0, at) !== environment) {
+  const parsed = DeploymentId.parse(id);
+  if (parsed?.environment !== environment) {
     throw new SubscriptionError(
       'BAD_USER_INPUT',
       `after must be a deployment of ${environment} (got ${id})`,
     );
   }
-  return Number(id.slice(at + 1));
+  return parsed.sequence;
 }
 
 /**

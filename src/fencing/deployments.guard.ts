@@ -14,7 +14,6 @@ import {
   Deployment,
   DeploymentOutcome,
   DeploymentStatus,
-  deploymentId,
   statusAt,
 } from '../deployments/deployment.entity.js';
 import { DeploymentError } from '../deployments/deployments.errors.js';
@@ -23,14 +22,16 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import { EventsService } from '../events/events.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Outbox } from '../outbox/outbox.service.js';
+import { DeploymentId } from '../common/ids.js';
 
 /** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
 const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
 
 /** `<environment>#<sequence>`, already validated by the input's pattern. */
-export function parseDeploymentId(id: string): { environment: string; sequence: number } {
-  const at = id.lastIndexOf('#');
-  return { environment: id.slice(0, at), sequence: Number(id.slice(at + 1)) };
+export function parseDeploymentId(id: string): DeploymentId {
+  const parsed = DeploymentId.parse(id);
+  if (!parsed) throw new Error(`${id} is not a deployment id`);
+  return parsed;
 }
 
 /**
@@ -86,7 +87,7 @@ export class DeploymentsGuard {
    * R18: accepted iff `planId` is the environment's current plan and none of its
    * deployments is IN_PROGRESS or UNKNOWN; the new row takes the environment's next
    * deployment sequence. Rejections: NOT_FOUND, PRECONDITION_FAILED {currentPlanId},
-   * DEPLOYMENT_ACTIVE {deploymentId, status}.
+   * DEPLOYMENT_ACTIVE {status}.
    */
   async start(
     m: EntityManager,
@@ -123,7 +124,7 @@ export class DeploymentsGuard {
     );
     if (counted !== 1) throw new RetryTransaction(`deployment sequence of ${p.environment} moved`);
     const deployment = await findOneOrFail(m, Deployment, {
-      id: deploymentId(p.environment, sequence),
+      id: DeploymentId.format(p.environment, sequence),
     });
     await this.changed(m, deployment);
     await this.outbox.deployment(m, 'deployment.started', deployment, p.principal, p.now);
@@ -184,7 +185,7 @@ export class DeploymentsGuard {
 
   /**
    * R20: a REVIEWER or ADMIN resolves an UNKNOWN deployment. A live IN_PROGRESS one →
-   * DEPLOYMENT_ACTIVE {deploymentId, status}; a finished one → DEPLOYMENT_NOT_ACTIVE {status}.
+   * DEPLOYMENT_ACTIVE {status}; a finished one → DEPLOYMENT_NOT_ACTIVE {status}.
    */
   async reconcile(
     m: EntityManager,

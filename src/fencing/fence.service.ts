@@ -12,6 +12,7 @@ import { FenceError } from './fence.errors.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import { APPROVALS_OF_RULE, snapshotOf } from '../plans/approvals.js';
+import { PlanId } from '../common/ids.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
@@ -25,10 +26,6 @@ export function liveLease(env: Environment, now: number): Lease | null {
     acquiredAt: new Date(env.leaseAcquiredAt ?? 0),
     expiresAt: new Date(env.leaseExpiresAt),
   };
-}
-
-export function planId(environment: string, generation: number, sequence: number): string {
-  return `${environment}@${generation}.${sequence}`;
 }
 
 /**
@@ -297,7 +294,7 @@ export class FenceService {
       p,
     );
     const sequence = Number(next);
-    const id = planId(p.environment, p.generation, sequence);
+    const id = PlanId.format(p.environment, p.generation, sequence);
     const at = new Date(p.now);
     await insertRow(m, Plan, {
       id,

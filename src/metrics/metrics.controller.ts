@@ -34,8 +34,6 @@ export class MetricsController {
       });
       return;
     }
-    await reply
-      .header('content-type', this.metrics.contentType)
-      .send(await this.metrics.text());
+    await reply.header('content-type', this.metrics.contentType).send(await this.metrics.text());
   }
 }

@@ -5,6 +5,7 @@ import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
 import { type Plan, PLAN_FIELDS_BUT_CONTENT } from '../plans/plan.entity.js';
 import type { EventType, OutboxEvent } from './outbox-event.js';
+import { PlanId } from '../common/ids.js';
 
 /** An environment pattern (`*` any run of characters) as the LIKE pattern the fan-out matches with. */
 export function likePattern(pattern: string): string {
@@ -14,12 +15,6 @@ export function likePattern(pattern: string): string {
 /** The parts of a plan an event carries: everything but its content, which a receiver reads by id. */
 export function planData(plan: Plan): Record<string, unknown> {
   return Object.fromEntries(PLAN_FIELDS_BUT_CONTENT.map((field) => [field, plan[field]]));
-}
-
-/** `<environment>@<generation>.<sequence>` → its fencing token. */
-function tokenOf(planId: string): { generation: number; sequence: number } | null {
-  const match = /@(\d+)\.(\d+)$/.exec(planId);
-  return match ? { generation: Number(match[1]), sequence: Number(match[2]) } : null;
 }
 
 /**
@@ -136,7 +131,7 @@ export class Outbox {
     actor: string,
     at: number,
   ): Promise<void> {
-    const token = tokenOf(deployment.planId);
+    const token = PlanId.parse(deployment.planId);
     return this.record(m, {
       environment: deployment.environment,
       type,

@@ -23,12 +23,13 @@ import type {
 } from './dto/plan.inputs.js';
 import { Plan, PlanStatus } from './plan.entity.js';
 import { findOne } from '../database/rows.js';
+import { PlanId } from '../common/ids.js';
 
 /** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
-function parsePlanId(id: string): { environment: string; generation: number; sequence: number } {
-  const [environment, position] = id.split('@');
-  const [generation, sequence] = position.split('.').map(Number);
-  return { environment, generation, sequence };
+function parsePlanId(id: string): PlanId {
+  const parsed = PlanId.parse(id);
+  if (!parsed) throw new Error(`${id} is not a plan id`);
+  return parsed;
 }
 
 @Injectable()

@@ -65,9 +65,19 @@ export async function runCrashHarness(options: {
       granted.set(environment, []);
     }
 
+    // A kill counts only if it cut at least one submission short (one the agent saw no
+    // answer to, and retries): a kill that fell between requests is made again, a bounded
+    // number of times, so a run proves what it reports instead of hoping for it.
+    let attempts = 0;
     for (let kill = 1; kill <= options.kills; kill++) {
+      if (++attempts > options.kills * 10) {
+        violations.push(`${attempts - 1} kills cut only ${kill - 1} submissions short`);
+        break;
+      }
       let crashed = false;
       const pending: { token: string; submission: Submission }[] = [];
+      /** Submissions sent and not yet answered, per instance. */
+      const inFlight = instances.map(() => 0);
 
       /** An agent: a new lease, then plans as fast as it can, until the service goes away. */
       const work = async ({ token, environment, instance }: (typeof agents)[number]) => {
@@ -89,6 +99,7 @@ export async function runCrashHarness(options: {
         for (let i = 0; !crashed; i++) {
           const key = `${environment}-k${kill}-${i}`;
           const submission: Submission = { environment, generation, key, content: `plan ${key}` };
+          inFlight[instance]++;
           try {
             const result = await service.gql(token, SUBMIT, {
               input: { environment, generation, idempotencyKey: key, content: submission.content },
@@ -98,14 +109,22 @@ export async function runCrashHarness(options: {
           } catch {
             pending.push({ token, submission }); // no acknowledgement: the agent will retry it
             return;
+          } finally {
+            inFlight[instance]--;
           }
         }
       };
-      const working = Promise.all(agents.map(work));
+      let settled = false;
+      const working = Promise.all(agents.map(work)).finally(() => {
+        settled = true;
+      });
       await new Promise((resolve) => setTimeout(resolve, 150 + random(450)));
       const target = instances[(kill - 1) % instances.length];
-      // SIGKILL first (sent before crash() first waits), then the agents stop: every agent
-      // has a request in flight or about to be sent, so the kill lands in the middle of some.
+      const targetIndex = instances.indexOf(target);
+      // SIGKILL only while a submission to the target is in flight (sent before crash()
+      // first waits), then the agents stop.
+      while (inFlight[targetIndex] === 0 && !settled)
+        await new Promise((resolve) => setImmediate(resolve));
       const dying = target.crash();
       crashed = true;
       await dying;
@@ -159,6 +178,7 @@ export async function runCrashHarness(options: {
           );
       }
       if (service !== target) await target.start();
+      if (pending.length === 0) kill--;
     }
 
     let lost = 0;

@@ -60,7 +60,8 @@ export class ServiceProcess {
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
-    const deadline = Date.now() + 20_000;
+    // Generous: a start is slow on a loaded machine, and this is no measurement.
+    const deadline = Date.now() + 60_000;
     while (Date.now() < deadline) {
       try {
         if ((await fetch(`${this.url}/health`)).ok) return;
@@ -71,7 +72,8 @@ export class ServiceProcess {
         throw new Error(`service exited with ${this.child.exitCode}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    throw new Error('service did not become healthy within 20 s');
+    await this.crash();
+    throw new Error('service did not become healthy within 60 s');
   }
 
   /** kill -9: no shutdown hook, no flush, exactly what a crash does. */
@@ -221,7 +223,15 @@ export async function deploy(
     { length: options.instances ?? 1 },
     () => new ServiceProcess(database.url),
   );
-  await Promise.all(instances.map((instance) => instance.start()));
+  const started = await Promise.allSettled(instances.map((instance) => instance.start()));
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed) {
+    // Nothing of a failed deployment outlives it.
+    await Promise.allSettled(instances.map((instance) => instance.crash()));
+    await database.drop();
+    rmSync(dir, { recursive: true, force: true });
+    throw failed.reason;
+  }
   return {
     instances,
     async stop() {

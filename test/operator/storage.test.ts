@@ -388,33 +388,36 @@ function canMakeReadOnly(): boolean {
 
 onSqlite('a read-only database file', () => {
   // Where it cannot run, jest reports the case skipped.
-  (canMakeReadOnly() ? test : test.skip)('/health says 503 and writes fail with STORAGE_UNAVAILABLE, while reads are served', async () => {
-    const dir = scratchDir();
-    const file = join(dir.path, 'planfence.db');
-    let undo: (() => void) | null = null;
-    try {
-      const writable = await Service.start(file);
-      expect(codeOf(await writable.createEnvironment('prod'))).toBe('OK');
-      await writable.stop();
-      undo = makeReadOnly(file);
-      if (!undo) throw new Error(`could not make ${file} read-only`);
-
-      const service = await Service.start(file);
+  (canMakeReadOnly() ? test : test.skip)(
+    '/health says 503 and writes fail with STORAGE_UNAVAILABLE, while reads are served',
+    async () => {
+      const dir = scratchDir();
+      const file = join(dir.path, 'planfence.db');
+      let undo: (() => void) | null = null;
       try {
-        const health = await service.health();
-        expect(health.status).toBe(503);
-        expect(((await health.json()) as { reason: string }).reason).toMatch(/read-only/);
-        expect(codeOf(await service.createEnvironment('stage'))).toBe('STORAGE_UNAVAILABLE');
-        const prod = await service.gql(`{ environment(name: "prod") { name } }`);
-        expect(prod.data?.environment).toEqual({ name: 'prod' });
+        const writable = await Service.start(file);
+        expect(codeOf(await writable.createEnvironment('prod'))).toBe('OK');
+        await writable.stop();
+        undo = makeReadOnly(file);
+        if (!undo) throw new Error(`could not make ${file} read-only`);
+
+        const service = await Service.start(file);
+        try {
+          const health = await service.health();
+          expect(health.status).toBe(503);
+          expect(((await health.json()) as { reason: string }).reason).toMatch(/read-only/);
+          expect(codeOf(await service.createEnvironment('stage'))).toBe('STORAGE_UNAVAILABLE');
+          const prod = await service.gql(`{ environment(name: "prod") { name } }`);
+          expect(prod.data?.environment).toEqual({ name: 'prod' });
+        } finally {
+          await service.stop();
+        }
       } finally {
-        await service.stop();
+        undo?.();
+        dir.cleanup();
       }
-    } finally {
-      undo?.();
-      dir.cleanup();
-    }
-  });
+    },
+  );
 });
 
 /** Runs the restore command as an operator does; returns its exit code and output. */

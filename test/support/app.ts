@@ -115,7 +115,10 @@ export async function startApp(
       // Every part is released even when an earlier one fails; the first failure is reported.
       const results = await Promise.allSettled([app.close()]);
       results.push(
-        ...(await Promise.allSettled([Promise.resolve().then(scratch.cleanup), database.cleanup()])),
+        ...(await Promise.allSettled([
+          Promise.resolve().then(scratch.cleanup),
+          database.cleanup(),
+        ])),
       );
       const failed = results.find((r) => r.status === 'rejected');
       if (failed) throw failed.reason;

@@ -1,0 +1,40 @@
+/**
+ * The ids that carry their fencing tokens: a plan's `<environment>@<generation>.<sequence>`
+ * and a deployment's `<environment>#<sequence>`. The one place that writes and reads them.
+ */
+export interface PlanId {
+  environment: string;
+  generation: number;
+  sequence: number;
+}
+
+export const PlanId = {
+  format(environment: string, generation: number, sequence: number): string {
+    return `${environment}@${generation}.${sequence}`;
+  },
+
+  /** The parts of a well-formed plan id (the inputs' pattern checks the form), or null. */
+  parse(id: string): PlanId | null {
+    const match = /^(.+)@(\d+)\.(\d+)$/.exec(id);
+    if (!match) return null;
+    return { environment: match[1], generation: Number(match[2]), sequence: Number(match[3]) };
+  },
+};
+
+export interface DeploymentId {
+  environment: string;
+  sequence: number;
+}
+
+export const DeploymentId = {
+  format(environment: string, sequence: number): string {
+    return `${environment}#${sequence}`;
+  },
+
+  /** The parts of a well-formed deployment id (the inputs' pattern checks the form), or null. */
+  parse(id: string): DeploymentId | null {
+    const match = /^(.+)#(\d+)$/.exec(id);
+    if (!match) return null;
+    return { environment: match[1], sequence: Number(match[2]) };
+  },
+};
