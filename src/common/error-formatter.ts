@@ -2,7 +2,7 @@ import { type ArgumentsHost, Catch, Logger } from '@nestjs/common';
 import type { GqlExceptionFilter } from '@nestjs/graphql';
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { type ErrorCode, extensionsOf, isDomainError } from './errors.js';
-import { RequestLimitError } from '../limits/limit.errors.js';
+import { RequestLimitError } from './limit.errors.js';
 import { truncate, type LoggedRequest } from './logging.js';
 
 const logger = new Logger('GraphQL');

@@ -1,5 +1,5 @@
 import { dirname, resolve } from 'node:path';
-import { type OidcConfig, OidcConfigProblem, readOidcConfig } from '../identity/oidc-config.js';
+import { type OidcConfig, OidcConfigProblem, readOidcConfig } from './oidc-config.js';
 
 export type SqliteSynchronous = 'FULL' | 'NORMAL';
 

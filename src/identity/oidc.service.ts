@@ -15,7 +15,7 @@ import { Clock } from '../common/clock.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
-import type { OidcIssuer, OidcRule } from './oidc-config.js';
+import type { OidcIssuer, OidcRule } from '../config/oidc-config.js';
 
 type KeySet = ReturnType<typeof createRemoteJWKSet>;
 

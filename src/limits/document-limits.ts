@@ -18,7 +18,7 @@ import {
 } from 'graphql';
 import type { LimitsConfig } from '../config/config.js';
 import { InputError } from '../common/errors.js';
-import { RequestLimitError } from './limit.errors.js';
+import { RequestLimitError } from '../common/limit.errors.js';
 
 /** Brackets may nest this much deeper than selections (arguments, input objects, lists). */
 export function maxNesting(limits: LimitsConfig): number {

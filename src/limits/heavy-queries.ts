@@ -1,4 +1,4 @@
-import { BusyError } from './limit.errors.js';
+import { BusyError } from '../common/limit.errors.js';
 
 /**
  * At most `slots` expensive requests execute at once (their answers are what fills the

@@ -14,7 +14,7 @@ import {
   estimateCost,
 } from './document-limits.js';
 import { HeavyQueryGate } from './heavy-queries.js';
-import { RequestLimitError } from './limit.errors.js';
+import { RequestLimitError } from '../common/limit.errors.js';
 import { authentications, refusedRequests } from './limit-metrics.js';
 
 interface HeavyRequest {

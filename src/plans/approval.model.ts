@@ -1,4 +1,5 @@
 import { Field, GraphQLISODateTime, ObjectType } from '@nestjs/graphql';
+import type { ApprovalRule } from '../environments/policy.model.js';
 
 /** One principal's approval of one plan (R15): bound to the plan's id, so to its generation and content. */
 @ObjectType()
@@ -17,4 +18,10 @@ export class Approval {
     description: "Set on an ADMIN's break-glass approval.",
   })
   breakGlassReason: string | null;
+}
+
+/** What an approval's answer shows, read in the approval's own transaction (coherent with its status). */
+export interface ApprovalSnapshot {
+  approvals: Approval[];
+  pendingApprovalRules: ApprovalRule[];
 }

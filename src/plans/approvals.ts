@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { select } from '../database/database.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
-import type { Approval } from './approval.model.js';
+import type { Approval, ApprovalSnapshot } from './approval.model.js';
 import { type Plan, PlanStatus } from './plan.entity.js';
 
 /**
@@ -63,12 +63,6 @@ export async function pendingRulesOf(
       count: Number(row.required_count) - (counted ? Number(row.met) : 0),
     }))
     .filter((rule) => rule.count > 0);
-}
-
-/** What an approval's answer shows, read in the approval's own transaction (coherent with its status). */
-export interface ApprovalSnapshot {
-  approvals: Approval[];
-  pendingApprovalRules: ApprovalRule[];
 }
 
 export async function snapshotOf(m: EntityManager, plan: Plan): Promise<ApprovalSnapshot> {

@@ -1,7 +1,7 @@
 import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
-import type { ApprovalSnapshot } from './approvals.js';
+import type { ApprovalSnapshot } from './approval.model.js';
 
 export enum PlanStatus {
   PROPOSED = 'PROPOSED',
