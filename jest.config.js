@@ -32,11 +32,14 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
     ...base,
     displayName: 'postgres',
     globals: { __DATABASE__: 'postgres' },
-    globalSetup: '<rootDir>/test/support/global-setup.js',
-    globalTeardown: '<rootDir>/test/support/global-teardown.js',
     // The fault harnesses drive a SQLite-file service process; they run in the sqlite project.
     testPathIgnorePatterns: ['/node_modules/', '/test/fault(\\.test\\.ts$|/)', '/test/demo\\.test\\.ts$'],
   });
 }
 
-export default { projects, testTimeout: 60000 };
+export default {
+  projects,
+  testTimeout: 60000,
+  globalSetup: '<rootDir>/test/support/global-setup.js',
+  globalTeardown: '<rootDir>/test/support/global-teardown.js',
+};
