@@ -8,6 +8,7 @@ import { scratchDatabase } from './support/app.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// proves: R18
 test('deployment sequences are strictly +1 across kill -9 and restarts; acknowledged starts survive', async () => {
   const database = await scratchDatabase();
   const service = new ServiceProcess(
