@@ -8,7 +8,7 @@ import { runPauseHarness } from './fault/pause.js';
 
 const seed = Number(process.env.FAULT_SEED ?? Date.now() % 1_000_000);
 
-// proves: R1, R3, R6, R12, R14
+// proves: R1, R3, R6, R12
 test(`paused agents never regress the published plan (seed ${seed})`, async () => {
   const report = await runPauseHarness({ rounds: 20, seed, parallel: 10 });
   console.log(
