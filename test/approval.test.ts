@@ -26,6 +26,7 @@ async function leasedEnvironment(
   return { env, generation: await world.acquire(agent, env, 600) };
 }
 
+// proves: R5
 test('approving publishes: the plan reads PUBLISHED and the pointer names it', async () => {
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'apply: 3 changes', {
@@ -53,6 +54,7 @@ test('approving publishes: the plan reads PUBLISHED and the pointer names it', a
   expect(current.currentPlan.id).toBe(plan.id);
 });
 
+// proves: R6, R8
 test('the previous published plan reads SUPERSEDED; passed-over proposals read OBSOLETE', async () => {
   const { env, generation } = await leasedEnvironment();
   const first = await world.submitOk(agent, env, generation, 'v1');
@@ -72,6 +74,7 @@ test('the previous published plan reads SUPERSEDED; passed-over proposals read O
   expect((await world.environment(env)).currentPlan?.id).toBe(third.id);
 });
 
+// proves: R5
 test('approving twice is INVALID_PLAN_STATE with the status the plan has', async () => {
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'v1');
@@ -81,6 +84,7 @@ test('approving twice is INVALID_PLAN_STATE with the status the plan has', async
   expect(again.errors![0].extensions).toEqual({ code: 'INVALID_PLAN_STATE', status: 'PUBLISHED' });
 });
 
+// proves: R7
 test('basedOnPlanId makes publication a compare-and-swap on the pointer', async () => {
   const { env, generation } = await leasedEnvironment();
   const base = await world.submitOk(agent, env, generation, 'base');
@@ -109,6 +113,7 @@ test('basedOnPlanId makes publication a compare-and-swap on the pointer', async 
   expect((await world.environment(env)).currentPlan?.id).toBe(alsoOnBase.id);
 });
 
+// proves: R13
 test('a reviewer can pin the content they reviewed', async () => {
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'reviewed text');
@@ -119,6 +124,7 @@ test('a reviewer can pin the content they reviewed', async () => {
   expect(ok(right).approvePlan.status).toBe('PUBLISHED');
 });
 
+// proves: R13
 test('nobody approves their own plan, not even an admin (four eyes)', async () => {
   const env = `env-${++envs}`;
   await world.createEnvironment(env, 'MONOTONIC');
@@ -130,6 +136,7 @@ test('nobody approves their own plan, not even an admin (four eyes)', async () =
   expect(ok(await world.approve(reviewer, plan.id)).approvePlan.status).toBe('PUBLISHED');
 });
 
+// proves: R5
 test('rejecting a proposal records who and why; a rejected plan cannot be approved', async () => {
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'risky');
@@ -148,6 +155,7 @@ test('rejecting a proposal records who and why; a rejected plan cannot be approv
   expect((await world.environment(env)).currentPlan).toBeNull();
 });
 
+// proves: R5, R12
 test("a stale approval's message names the plan, its generation and the fence", async () => {
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'built under the old lease');
@@ -166,6 +174,7 @@ test('approving or rejecting an unknown plan is NOT_FOUND', async () => {
 });
 
 describe('where no approval is required', () => {
+  // proves: R5
   test('submitting publishes under the same rules', async () => {
     const { env, generation } = await leasedEnvironment(false);
     const first = await world.submitOk(agent, env, generation, 'v1');
@@ -178,6 +187,7 @@ describe('where no approval is required', () => {
     expect((await world.environment(env)).currentPlan?.id).toBe(second.id);
   });
 
+  // proves: R5, R7, R12
   test('a submit that cannot publish is rejected and nothing is stored', async () => {
     const { env, generation } = await leasedEnvironment(false);
     const first = await world.submitOk(agent, env, generation, 'v1');
@@ -190,6 +200,7 @@ describe('where no approval is required', () => {
     expect((await world.plans(env)).map((p) => p.id)).toEqual([`${env}@${generation}.2`, first.id]);
   });
 
+  // proves: R7
   test('in STRICT mode, the live holder whose basedOnPlanId is stale gets PRECONDITION_FAILED', async () => {
     // Found by the model-based test: this was misreported as LEASE_NOT_HELD.
     const { env, generation } = await leasedEnvironment(false, 'STRICT');
@@ -200,6 +211,7 @@ describe('where no approval is required', () => {
     expect(stale.errors![0].extensions).toMatchObject({ currentPlanId: `${env}@${generation}.2` });
   });
 
+  // proves: R7
   test('in MONOTONIC mode, a stale basedOnPlanId is PRECONDITION_FAILED even after the lease expired', async () => {
     const env = `env-${++envs}`;
     await world.createEnvironment(env, 'MONOTONIC', false);
@@ -211,6 +223,7 @@ describe('where no approval is required', () => {
     expect(codeOf(stale)).toBe('PRECONDITION_FAILED');
   });
 
+  // proves: R3, R5
   test('in STRICT mode too', async () => {
     const { env, generation } = await leasedEnvironment(false, 'STRICT');
     expect((await world.submitOk(agent, env, generation, 'v1')).status).toBe('PUBLISHED');

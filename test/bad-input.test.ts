@@ -398,6 +398,7 @@ test('a body that is not JSON is BAD_USER_INPUT', async () => {
   expect(body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
 });
 
+// proves: R12
 test('domain rejections are audited; input errors never reached a decision', async () => {
   const events = await world.auditEvents('prod');
   const rejected = events.filter((e) => e.outcome === 'REJECTED').map((e) => e.code);

@@ -55,6 +55,7 @@ test('withLease renews in the background and keeps the lease alive past several 
   expect((await client.environment(env))?.lease).toBeNull(); // released at the end
 });
 
+// proves: R3, R10
 test("a paused client's signal aborts, and its plan is rejected after another holder", async () => {
   const env = await environment('STRICT');
   const client = new PlanfenceClient({ url: app.url, token: agentToken });
@@ -81,6 +82,7 @@ test("a paused client's signal aborts, and its plan is rejected after another ho
   expect((await other.environment(env))?.lease?.holder).toBe('other');
 });
 
+// proves: R9
 test('a lost answer is retried with the same key: exactly one plan', async () => {
   const env = await environment('MONOTONIC');
   let failures = 0;
@@ -107,6 +109,7 @@ test('a lost answer is retried with the same key: exactly one plan', async () =>
   expect((await client.plans(env))[0].id).toBe(plan.id);
 });
 
+// proves: R10
 test('fencing rejections are thrown at once, typed, never retried', async () => {
   const env = await environment('STRICT');
   let calls = 0;

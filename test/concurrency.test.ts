@@ -23,6 +23,7 @@ const DOMAIN_CODES = new Set([
   'PRECONDITION_FAILED',
 ]);
 
+// proves: R2, R3, R6, R8, R12
 test('200 concurrent submits and approvals leave a state the rules allow', async () => {
   const agents = {
     a: await world.issue('agent-a', 'AGENT'),

@@ -75,6 +75,7 @@ afterEach(() => {
   expect(dialogs).toEqual([]);
 });
 
+// proves: R13
 test('a reviewer opens a queued plan, reads its diff, approves what was shown, and the card and timeline move', async () => {
   const reviewer = await world.issue('rita', 'REVIEWER');
   const agent = await world.issue('agent-a', 'AGENT');
@@ -159,6 +160,7 @@ test('a reviewer opens a queued plan, reads its diff, approves what was shown, a
   });
 }, 90_000);
 
+// proves: R14, R15
 test('with a rule of two approvals the first click leaves 1 of 2 and the second publishes; a submitter gets no approve button', async () => {
   const r1 = await world.issue('quorum-one', 'REVIEWER');
   const r2 = await world.issue('quorum-two', 'REVIEWER');
@@ -203,6 +205,7 @@ test('with a rule of two approvals the first click leaves 1 of 2 and the second 
   );
 }, 90_000);
 
+// proves: R8
 test('a newer plan published by another agent while a plan is on screen turns it OBSOLETE and disables approve, saying why', async () => {
   const reviewer = await world.issue('olga', 'REVIEWER');
   const slow = await world.issue('slow-agent', 'AGENT');
@@ -348,6 +351,7 @@ test('a VIEWER sees no action buttons, and a forged approval from the page is FO
   expect((await world.plan(plan.id))?.status).toBe('PROPOSED');
 }, 90_000);
 
+// proves: R20
 test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles it; readable on a phone', async () => {
   const deployer = await issue('dora', 'DEPLOYER');
   const reviewer = await world.issue('rene', 'REVIEWER');

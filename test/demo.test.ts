@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 
 const DEMO = fileURLToPath(new URL('../dist/demo/paused-agent.js', import.meta.url));
 
+// proves: R3, R20
 test('the paused-agent demo plays every scenario and observes the §4 table', async () => {
   const { code, stdout } = await new Promise<{ code: number; stdout: string }>((resolve) => {
     execFile(process.execPath, [DEMO], (error, out) =>

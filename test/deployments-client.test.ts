@@ -26,6 +26,7 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
+// proves: R18, R19
 test('withDeployment hands the work the current plan and its sequence, and finishes SUCCEEDED with its result', async () => {
   const [plan] = await d.environmentWithPlans('client-ok', tokens.agent, 1);
   const seen: { plan: string; sequence: number }[] = [];
@@ -57,6 +58,7 @@ test('a failing work finishes FAILED with its message, and the error reaches the
   });
 });
 
+// proves: R19, R20
 test('a refused heartbeat aborts the work; its late SUCCEEDED report after a reconcile is refused', async () => {
   await d.environmentWithPlans('client-late', tokens.agent, 1);
   const outcome = clientOf(tokens.d1).withDeployment(

@@ -230,6 +230,7 @@ const weighted = [
   pausedReport,
 ];
 
+// proves: R18, R19, R20, R21, R22
 test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
   await fc.assert(
     fc.asyncProperty(fc.commands(weighted, { maxCommands: 20, size: 'large' }), async (cmds) => {

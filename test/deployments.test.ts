@@ -38,6 +38,7 @@ async function storedStatus(id: string): Promise<string> {
   return (rows as { status: string }[])[0].status;
 }
 
+// proves: R18
 test('a start of a plan that is not the current one is refused with PRECONDITION_FAILED {currentPlanId}', async () => {
   const [older, current] = await d.environmentWithPlans('stale', tokens.agent, 2);
   const refused = await d.start(tokens.d1, 'stale', older);
@@ -61,6 +62,7 @@ test('a start of a plan that is not the current one is refused with PRECONDITION
   });
 });
 
+// proves: R18, R20
 test('while a deployment is IN_PROGRESS or UNKNOWN no other starts: DEPLOYMENT_ACTIVE {deploymentId, status}', async () => {
   const [plan] = await d.environmentWithPlans('busy', tokens.agent, 1);
   const first = await d.startOk(tokens.d1, 'busy', plan, 30);
@@ -84,6 +86,7 @@ test('while a deployment is IN_PROGRESS or UNKNOWN no other starts: DEPLOYMENT_A
   expect((await d.list('busy')).map((x) => x.id)).toEqual([first.id]);
 });
 
+// proves: R2, R18
 test('50 concurrent starts by 5 deployers: exactly one is accepted, the others see it as DEPLOYMENT_ACTIVE', async () => {
   const database = await scratchDatabase();
   // On PostgreSQL two instances share the database; SQLite has one writer process.
@@ -116,6 +119,7 @@ test('50 concurrent starts by 5 deployers: exactly one is accepted, the others s
   }
 });
 
+// proves: R18
 test('deployment sequences go strictly +1 per accepted start and survive a restart on the same database', async () => {
   const database = await scratchDatabase();
   const env = { DATABASE_URL: database.url };
@@ -145,6 +149,7 @@ test('deployment sequences go strictly +1 per accepted start and survive a resta
   }
 });
 
+// proves: R11, R19
 test('a lapsed heartbeat reads UNKNOWN at the exact instant it lapses; a heartbeat in time keeps it IN_PROGRESS', async () => {
   const [plan] = await d.environmentWithPlans('lapse', tokens.agent, 1);
   const started = await d.startOk(tokens.d1, 'lapse', plan, 10);
@@ -175,6 +180,7 @@ test('a lapsed heartbeat reads UNKNOWN at the exact instant it lapses; a heartbe
   expect(await storedStatus(started.id)).toBe('IN_PROGRESS');
 });
 
+// proves: R19
 test('the retention job stores the UNKNOWN status of lapsed deployments', async () => {
   const [plan] = await d.environmentWithPlans('retained', tokens.agent, 1);
   const started = await d.startOk(tokens.d1, 'retained', plan, 5);
@@ -183,6 +189,7 @@ test('the retention job stores the UNKNOWN status of lapsed deployments', async 
   expect(await storedStatus(started.id)).toBe('UNKNOWN');
 });
 
+// proves: R19, R20
 test('only the starter reports; a reviewer reconciles an UNKNOWN deployment; the late report is refused; a new start succeeds', async () => {
   const [plan] = await d.environmentWithPlans('story', tokens.agent, 1);
   const first = await d.startOk(tokens.d1, 'story', plan, 20);
@@ -240,6 +247,7 @@ test('only the starter reports; a reviewer reconciles an UNKNOWN deployment; the
     expect(actions).toContain(expected);
 });
 
+// proves: R19
 test('a late SUCCEEDED report before any reconcile is accepted', async () => {
   const [plan] = await d.environmentWithPlans('late-ok', tokens.agent, 1);
   const started = await d.startOk(tokens.d1, 'late-ok', plan, 5);
@@ -251,6 +259,7 @@ test('a late SUCCEEDED report before any reconcile is accepted', async () => {
   expect((await d.environment('late-ok')).deployedPlan).toEqual({ id: plan });
 });
 
+// proves: R9, R21
 test('start and finish replay their first outcome under the same idempotency key', async () => {
   const [plan] = await d.environmentWithPlans('replay', tokens.agent, 1);
   const first = ok(
@@ -312,6 +321,7 @@ test('roles: only DEPLOYER (and ADMIN) start, heartbeat and finish; only REVIEWE
   expect(ok(asViewer)).toEqual({ deployments: [{ id: started.id }] });
 });
 
+// proves: R21
 test('deployedPlan is the plan of the last SUCCEEDED deployment; deployments lists newest first', async () => {
   const [p1] = await d.environmentWithPlans('history', tokens.agent, 1);
   expect(await d.environment('history')).toEqual({

@@ -8,6 +8,7 @@ import { runPauseHarness } from './fault/pause.js';
 
 const seed = Number(process.env.FAULT_SEED ?? Date.now() % 1_000_000);
 
+// proves: R1, R3, R6, R12
 test(`paused agents never regress the published plan (seed ${seed})`, async () => {
   const report = await runPauseHarness({ rounds: 20, seed, parallel: 10 });
   console.log(
@@ -17,6 +18,7 @@ test(`paused agents never regress the published plan (seed ${seed})`, async () =
   expect(report.pauses).toBeGreaterThanOrEqual(20);
 }, 120_000);
 
+// proves: R1, R6, R9
 test(`a crashed service loses nothing acknowledged and duplicates nothing retried (seed ${seed})`, async () => {
   const report = await runCrashHarness({ kills: 2, seed, agents: 4 });
   console.log(
@@ -32,6 +34,7 @@ const postgres = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const onPostgres = postgres ? describe : describe.skip;
 
 onPostgres('two service instances on one PostgreSQL', () => {
+  // proves: R1, R3, R6
   test(`paused agents spread over both never regress the published plan (seed ${seed})`, async () => {
     const report = await runPauseHarness({
       rounds: 20,
@@ -46,6 +49,7 @@ onPostgres('two service instances on one PostgreSQL', () => {
     expect(report.violations).toEqual([]);
   }, 180_000);
 
+  // proves: R1, R9
   test(`killing one instance loses nothing acknowledged; the other keeps serving (seed ${seed})`, async () => {
     const report = await runCrashHarness({ kills: 2, seed, agents: 4, postgres, instances: 2 });
     console.log(

@@ -32,6 +32,7 @@ async function aHoldsAndPauses(mode: 'MONOTONIC' | 'STRICT', requireApproval = t
 }
 
 describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
+  // proves: R3
   test("a paused agent's plan is rejected after the next holder's first accepted write", async () => {
     const { env, n } = await aHoldsAndPauses(mode);
     const next = await world.acquire(agentB, env);
@@ -45,6 +46,7 @@ describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
     expect((await world.plans(env)).map((p) => p.submittedBy)).toEqual(['agent-b']);
   });
 
+  // proves: R3, R6
   test('a paused agent that arrives after the next grant but before its first write', async () => {
     const { env, n } = await aHoldsAndPauses(mode);
     const next = await world.acquire(agentB, env);
@@ -68,6 +70,7 @@ describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
     }
   });
 
+  // proves: R3, R11
   test('a paused agent whose lease expired while nobody else acquired', async () => {
     const { env, n } = await aHoldsAndPauses(mode);
 
@@ -87,6 +90,7 @@ describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
     expect((await world.environment(env)).fence).toBe(n);
   });
 
+  // proves: R5, R8
   test("a reviewer cannot approve A's plan once the fence passed it", async () => {
     const env = `${mode.toLowerCase()}-${++environments}`;
     await world.createEnvironment(env, mode);
@@ -105,6 +109,7 @@ describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
     expect((await world.environment(env)).currentPlan).toBeNull();
   });
 
+  // proves: R6
   test('the pointer never moves from an n+1 plan back to an n plan', async () => {
     const env = `${mode.toLowerCase()}-${++environments}`;
     await world.createEnvironment(env, mode);
@@ -124,6 +129,7 @@ describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
     expect(published.map((p) => p.id)).toEqual([planB.id]);
   });
 
+  // proves: R5, R6
   test('without approval, a paused agent cannot publish over the newer plan', async () => {
     const { env, n } = await aHoldsAndPauses(mode, false);
     const next = await world.acquire(agentB, env);
@@ -138,6 +144,7 @@ describe.each(['MONOTONIC', 'STRICT'] as const)('%s', (mode) => {
   });
 });
 
+// proves: R12
 test('every rejection above is in the audit log with its code', async () => {
   const { env, n } = await aHoldsAndPauses('STRICT');
   await world.acquire(agentB, env);

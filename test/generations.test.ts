@@ -18,6 +18,7 @@ describe('on one running service', () => {
   });
   afterAll(() => app.close());
 
+  // proves: R1
   test('every grant issues the next generation, whoever takes it, per environment', async () => {
     const seen: number[] = [];
     for (const [token, env] of [
@@ -34,6 +35,7 @@ describe('on one running service', () => {
     expect((await world.environment('prod')).lastIssuedGeneration).toBe(3);
   });
 
+  // proves: R3, R10
   test('the same holder acquiring again gets a new generation, and its old one is fenced', async () => {
     const first = await world.acquire(agentA, 'staging');
     const second = await world.acquire(agentA, 'staging');
@@ -42,6 +44,7 @@ describe('on one running service', () => {
     expect(codeOf(await world.submit(agentA, 'staging', second, 'new'))).toBe('OK');
   });
 
+  // proves: R11
   test('a grant reports when it was acquired; a lease is over at exactly its expiry', async () => {
     world.advance(60);
     await world.createEnvironment('edge', 'MONOTONIC');
@@ -54,6 +57,7 @@ describe('on one running service', () => {
     expect(codeOf(await world.acquireRaw(agentB, 'edge'))).toBe('OK');
   });
 
+  // proves: R10
   test("another holder's live lease is LEASE_HELD with its holder and expiry", async () => {
     world.advance(60);
     const held = ok(await world.acquireRaw(agentA, 'prod', 30, 'worker-1')).acquireLease;
@@ -72,6 +76,7 @@ describe('on one running service', () => {
     expect(before.lastIssuedGeneration).toBe(held.generation);
   });
 
+  // proves: R10
   test('renewing keeps the generation; renewing or releasing a lost lease is LEASE_NOT_HELD', async () => {
     world.advance(60);
     const generation = await world.acquire(agentA, 'prod', 10);
@@ -91,6 +96,7 @@ describe('on one running service', () => {
     expect((await world.environment('prod')).lease).toBeNull();
   });
 
+  // proves: R4
   test('a forged generation (never issued) is UNKNOWN_GENERATION and the fence does not move', async () => {
     const before = await world.environment('prod');
     for (const forged of [
@@ -107,6 +113,7 @@ describe('on one running service', () => {
     expect(after.lastIssuedGeneration).toBe(before.lastIssuedGeneration);
   });
 
+  // proves: R4
   test("someone else's generation is UNKNOWN_GENERATION and the fence does not move", async () => {
     world.advance(60);
     const generationOfA = await world.acquire(agentA, 'prod');
@@ -123,6 +130,7 @@ describe('on one running service', () => {
   });
 });
 
+// proves: R1
 test('generations are never reused after a restart on the same database', async () => {
   const database = await scratchDatabase();
   const env = { DATABASE_URL: database.url };

@@ -29,6 +29,7 @@ async function counter(name: string): Promise<number> {
   return Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
 }
 
+// proves: R2
 test('forty concurrent submits are all decided, each with its own sequence, none lost', async () => {
   const agent = await world.issue('agent', 'AGENT');
   await world.createEnvironment('together', 'MONOTONIC', false);
@@ -76,6 +77,7 @@ test('more writes than one group holds are all committed, in further groups', as
   else expect(commits).toBe(300);
 });
 
+// proves: R2, R12
 test('a write that fails in a group rolls back alone; the writes around it commit', async () => {
   const db = app.app.get(Database);
   const outcomes = await Promise.allSettled([

@@ -27,6 +27,7 @@ async function leasedEnvironment(
   return { env, generation: await world.acquire(agent, env, 3600) };
 }
 
+// proves: R9
 test('a retry with the same key returns the same plan and creates nothing', async () => {
   const { env, generation } = await leasedEnvironment();
   const first = await world.submitOk(agent, env, generation, 'plan', {
@@ -43,6 +44,7 @@ test('a retry with the same key returns the same plan and creates nothing', asyn
   expect(submits).toHaveLength(1);
 });
 
+// proves: R9
 test('the same key with other content, title or generation is IDEMPOTENCY_KEY_REUSED', async () => {
   const { env, generation } = await leasedEnvironment();
   await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'k' });
@@ -59,6 +61,7 @@ test('the same key with other content, title or generation is IDEMPOTENCY_KEY_RE
   expect(await world.plans(env)).toHaveLength(1);
 });
 
+// proves: R9
 test('keys are scoped per principal', async () => {
   const { env } = await leasedEnvironment();
   world.advance(3601);
@@ -77,6 +80,7 @@ test('keys are scoped per principal', async () => {
   expect(theirs.id).not.toBe(mine.id);
 });
 
+// proves: R9
 test('a replayed STALE_GENERATION stays the same error, even after the fence moved on', async () => {
   const { env, generation } = await leasedEnvironment('STRICT');
   const newer = await world.acquire(agent, env);
@@ -96,6 +100,7 @@ test('a replayed STALE_GENERATION stays the same error, even after the fence mov
   expect(rejections).toHaveLength(1);
 });
 
+// proves: R9
 test('a replayed rejection stays a rejection even when a fresh attempt would now succeed', async () => {
   const { env, generation } = await leasedEnvironment();
   const early = await world.submit(agent, env, generation + 1, 'plan', { idempotencyKey: 'early' });
@@ -109,6 +114,7 @@ test('a replayed rejection stays a rejection even when a fresh attempt would now
   ).toBe('OK');
 });
 
+// proves: R9
 test('approve and reject replay too', async () => {
   const { env, generation } = await leasedEnvironment();
   const plan = await world.submitOk(agent, env, generation, 'plan');
@@ -130,6 +136,7 @@ test('approve and reject replay too', async () => {
   ).toEqual(rejected);
 });
 
+// proves: R9
 test('50 concurrent identical submits make exactly one plan', async () => {
   const { env, generation } = await leasedEnvironment();
   const results = await Promise.all(
@@ -142,6 +149,7 @@ test('50 concurrent identical submits make exactly one plan', async () => {
   expect(await world.plans(env)).toHaveLength(1);
 });
 
+// proves: R9
 test('a key used for another operation says which one', async () => {
   const { env, generation } = await leasedEnvironment('MONOTONIC');
   const plan = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'shared' });
@@ -159,6 +167,7 @@ test('a key used for another operation says which one', async () => {
   );
 });
 
+// proves: R9
 test('a record expires at exactly the end of its retention period', async () => {
   const { env, generation } = await leasedEnvironment('MONOTONIC');
   const first = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'edge' });
@@ -167,6 +176,7 @@ test('a record expires at exactly the end of its retention period', async () => 
   expect(later.id).not.toBe(first.id);
 });
 
+// proves: R9
 test('after the retention period a key can be used again', async () => {
   const { env, generation } = await leasedEnvironment('MONOTONIC');
   const first = await world.submitOk(agent, env, generation, 'plan', { idempotencyKey: 'hourly' });

@@ -52,6 +52,7 @@ describe('a token limited to staging-*', () => {
     token = await issue('ci-staging', 'AGENT', { environments: ['staging-*'] });
   });
 
+  // proves: R26
   test('acts on staging-eu', async () => {
     const generation = await world.acquire(token, 'staging-eu', 60);
     expect(generation).toBeGreaterThan(0);
@@ -59,6 +60,7 @@ describe('a token limited to staging-*', () => {
     expect(plan.id).toMatch(/^staging-eu@/);
   });
 
+  // proves: R26, R27
   test('is FORBIDDEN on prod, and the refusal is in prod’s audit log', async () => {
     const result = await world.acquireRaw(token, 'prod', 60);
     expect(codeOf(result)).toBe('FORBIDDEN');
@@ -74,6 +76,7 @@ describe('a token limited to staging-*', () => {
     );
   });
 
+  // proves: R26
   test('is FORBIDDEN on prod for reads, plan ids and subscriptions too', async () => {
     expect(codeOf(await app.gql(token, '{ currentPlan(environment: "prod") { id } }'))).toBe(
       'FORBIDDEN',
@@ -88,6 +91,7 @@ describe('a token limited to staging-*', () => {
     expect(refused?.payload?.[0]?.extensions?.code).toBe('FORBIDDEN');
   });
 
+  // proves: R26
   test('lists only its environments', async () => {
     const list = ok(
       await app.gql<{ environments: { name: string }[] }>(token, '{ environments { name } }'),
@@ -134,6 +138,7 @@ test('issueToken refuses bad patterns and lifetimes', async () => {
   }
 });
 
+// proves: R26
 test('an expiring token works until its instant and is UNAUTHENTICATED from then on', async () => {
   const token = await issue('short-lived', 'VIEWER', { expires: 600 });
   const me = ok(await app.gql(token, '{ whoami { name expiresAt } }'));
@@ -147,6 +152,7 @@ test('an expiring token works until its instant and is UNAUTHENTICATED from then
   expect(expired.errors![0].message).toContain('expired');
 });
 
+// proves: R26
 test('rotation stops the old secret at once, including its open subscription', async () => {
   const old = await issue('rotated', 'VIEWER');
   const socket = await RawSocket.admitted(app, old);
@@ -184,6 +190,7 @@ test('rotating an unknown principal is NOT_FOUND, a revoked one FORBIDDEN, a non
 (TEST_DATABASE === 'postgres' ? describe : describe.skip)(
   'two instances on one PostgreSQL database',
   () => {
+    // proves: R26
     test('a token revoked on instance 1 is refused on instance 2 at once, and a rotated one too', async () => {
       const database = await scratchDatabase();
       const env = { DATABASE_URL: database.url, PLANFENCE_WS_RECHECK_SECONDS: '3600' };

@@ -193,6 +193,7 @@ afterAll(async () => {
 });
 
 describe('a valid token mapped by a rule', () => {
+  // proves: R25, R26, R27
   test('becomes a short-lived token with the rule’s role, groups and environments', async () => {
     const payload = await claims();
     const exchanged = ok(await exchange(await sign(payload))).exchangeOidcToken;
@@ -237,6 +238,7 @@ describe('a valid token mapped by a rule', () => {
     });
   });
 
+  // proves: R25
   test('the same jti again is UNAUTHENTICATED', async () => {
     const token = await sign(await claims());
     ok(await exchange(token));
@@ -245,6 +247,7 @@ describe('a valid token mapped by a rule', () => {
     expect(again.errors![0].message).toContain('already exchanged');
   });
 
+  // proves: R25
   test('lives at most an hour, and stops at its instant', async () => {
     const payload = await claims({
       exp: Math.floor((await app.clock.now()) / 1000) + 7200,
@@ -258,6 +261,7 @@ describe('a valid token mapped by a rule', () => {
     expect(codeOf(await app.gql(exchanged.token, '{ whoami { name } }'))).toBe('UNAUTHENTICATED');
   });
 
+  // proves: R25
   test('the second rule maps a tag build; the first matching rule wins', async () => {
     const exchanged = ok(
       await exchange(await sign(await claims({ ref: 'refs/tags/v1.2.0' }))),
@@ -283,6 +287,7 @@ describe('a valid token mapped by a rule', () => {
   });
 });
 
+// proves: R25
 describe('a token that fails verification is UNAUTHENTICATED', () => {
   const cases: [string, () => Promise<string>][] = [
     [
@@ -361,6 +366,7 @@ describe('a token that fails verification is UNAUTHENTICATED', () => {
   });
 });
 
+// proves: R25
 test('no matching rule is FORBIDDEN and names the claims that failed', async () => {
   const result = await exchange(
     await sign(await claims({ repository_owner_id: '999', ref: 'refs/pull/1/merge' })),
@@ -371,12 +377,14 @@ test('no matching rule is FORBIDDEN and names the claims that failed', async () 
   expect(result.errors![0].message).not.toContain('999');
 });
 
+// proves: R25
 test('a rule whose template claim is missing does not match', async () => {
   const result = await exchange(await sign(await claims({ environment: undefined })));
   expect(codeOf(result)).toBe('FORBIDDEN');
   expect(result.errors![0].message).toContain('environment');
 });
 
+// proves: R25
 test('the issuer rotates its keys: a token with the new kid is accepted after one refetch', async () => {
   await issuer.addKey('key-2');
   issuer.keys.shift();
@@ -398,6 +406,7 @@ test('the JWKS endpoint down: UNAUTHENTICATED, no hang', async () => {
   expect(result.errors![0].message).toContain('could not be fetched in time');
 });
 
+// proves: R26
 test('an exchanged principal can be revoked by an ADMIN', async () => {
   const exchanged = ok(
     await exchange(await sign(await claims({ environment: 'revoked' }), 'key-2')),

@@ -479,6 +479,7 @@ const environmentSetup = fc.array(
   { minLength: 2, maxLength: 2 },
 );
 
+// proves: R1, R3, R4, R5, R6, R7, R8, R9, R10, R11, R13, R14, R15, R16, R17, R22
 test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
   await fc.assert(
     fc.asyncProperty(

@@ -152,6 +152,7 @@ function permutations<T>(items: T[]): T[][] {
 }
 
 describe('rules by group (R14, R15)', () => {
+  // proves: R14, R15
   test('in every order, the plan publishes exactly on the approval that completes both rules', async () => {
     const { env, generation } = await environment({ approvalRules: PLATFORM_AND_SECURITY });
     for (const order of permutations(['p1', 'p2', 's1'])) {
@@ -188,6 +189,7 @@ describe('rules by group (R14, R15)', () => {
     }
   });
 
+  // proves: R14
   test('one principal in both groups counts toward both rules', async () => {
     const { env, generation } = await environment({ approvalRules: PLATFORM_AND_SECURITY });
     const plan = await submit(env, generation, 'both groups');
@@ -199,6 +201,7 @@ describe('rules by group (R14, R15)', () => {
     expect(await current(env)).toBe(plan.id);
   });
 
+  // proves: R14
   test('an approver outside every rule group is recorded but counts for nothing', async () => {
     const { env, generation } = await environment({ approvalRules: PLATFORM_AND_SECURITY });
     const plan = await submit(env, generation, 'nobody');
@@ -208,6 +211,7 @@ describe('rules by group (R14, R15)', () => {
     expect(answer.pendingApprovalRules).toEqual(PLATFORM_AND_SECURITY);
   });
 
+  // proves: R13, R14
   test("the submitter's own approval is SELF_APPROVAL, and its groups never count", async () => {
     const { env, generation } = await environment({ approvalRules: PLATFORM_AND_SECURITY }, boss);
     const plan = await submit(env, generation, 'by the boss', boss);
@@ -227,6 +231,7 @@ describe('rules by group (R14, R15)', () => {
     });
   });
 
+  // proves: R14
   test('a second approval by the same principal is ALREADY_APPROVED and changes nothing', async () => {
     const { env, generation } = await environment({ approvalRules: PLATFORM_AND_SECURITY });
     const plan = await submit(env, generation, 'twice');
@@ -241,6 +246,7 @@ describe('rules by group (R14, R15)', () => {
     );
   });
 
+  // proves: R2, R15
   test('20 concurrent approvals by 20 eligible reviewers publish exactly once; every other answer is coherent', async () => {
     const rules = [
       { group: 'quorum-a', count: 4 },
@@ -285,6 +291,7 @@ describe('rules by group (R14, R15)', () => {
     expect(await current(env)).toBe(plan.id);
   });
 
+  // proves: R14
   test('the default policy is one approval by anyone but the submitter', async () => {
     const { env, generation } = await environment();
     const state = ok(
@@ -306,6 +313,7 @@ describe('rules by group (R14, R15)', () => {
     expect(ok(await approve(reviewers.nobody, plan.id)).approvePlan.status).toBe('PUBLISHED');
   });
 
+  // proves: R15
   test('changing the rules applies to the next decision; the change is audited', async () => {
     const { env, generation } = await environment({
       approvalRules: [{ group: 'platform', count: 2 }],
@@ -438,6 +446,7 @@ test('setPrincipalGroups replaces the groups (ADMIN only); whoami shows them', a
   expect(ok(await approve(token, plan.id)).approvePlan.status).toBe('PUBLISHED');
 });
 
+// proves: R8, R15
 test('a plan fenced with 1 of 2 approvals reads OBSOLETE, its approvals void; approving is STALE_GENERATION', async () => {
   const { env, generation } = await environment({ approvalRules: [{ group: null, count: 2 }] });
   const plan = await submit(env, generation, 'half approved');
@@ -457,6 +466,7 @@ test('a plan fenced with 1 of 2 approvals reads OBSOLETE, its approvals void; ap
 });
 
 describe('expiry (R16)', () => {
+  // proves: R11, R16
   test('TTL 600 s: approvable at 599 s, EXPIRED at 600 s, and never published by any path', async () => {
     const { env, generation } = await environment({
       approvalRules: [{ group: 'platform', count: 2 }],
@@ -501,6 +511,7 @@ describe('expiry (R16)', () => {
     expect((await read(plan.id)).pendingApprovalRules).toEqual([{ group: 'platform', count: 2 }]);
   });
 
+  // proves: R16
   test('the single approval of the default policy at the expiry instant is refused too', async () => {
     const { env, generation } = await environment({ proposalTtlSeconds: 600 });
     const plan = await submit(env, generation, 'default policy expires');
@@ -509,6 +520,7 @@ describe('expiry (R16)', () => {
     expect(await current(env)).toBeNull();
   });
 
+  // proves: R16
   test('every write in the environment and the retention job store EXPIRED', async () => {
     const { env, generation } = await environment({ proposalTtlSeconds: 10 });
     const byLease = await submit(env, generation, 'stored by a lease renewal');
@@ -524,6 +536,7 @@ describe('expiry (R16)', () => {
     expect(await storedStatus(byRetention.id)).toBe('EXPIRED');
   });
 
+  // proves: R16
   test('a new TTL applies to plans submitted from then on', async () => {
     const { env, generation } = await environment({ proposalTtlSeconds: 60 });
     const early = await submit(env, generation, 'under the old ttl');
@@ -543,6 +556,7 @@ describe('expiry (R16)', () => {
 });
 
 describe('freeze and break-glass (R17)', () => {
+  // proves: R17
   test('while frozen, the completing approval and auto-publication are FROZEN; everything else goes on', async () => {
     const { env, generation } = await environment({
       approvalRules: [{ group: 'platform', count: 2 }],
@@ -621,6 +635,7 @@ describe('freeze and break-glass (R17)', () => {
     ).toBe('FORBIDDEN');
   });
 
+  // proves: R17
   test("an ADMIN's break-glass publishes despite freeze and rules, audited and announced with the reason", async () => {
     const { env, generation } = await environment({ approvalRules: PLATFORM_AND_SECURITY });
     ok(
@@ -709,6 +724,7 @@ describe('freeze and break-glass (R17)', () => {
     }
   });
 
+  // proves: R17
   test('break-glass never overrides the fence, four eyes or expiry', async () => {
     const { env, generation } = await environment({ proposalTtlSeconds: 600 }, boss);
     ok(

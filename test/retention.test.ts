@@ -73,6 +73,7 @@ test('purges old superseded, obsolete, rejected and proposed content and expired
   });
 });
 
+// proves: R6
 test('a proposal whose content was purged can no longer be published', async () => {
   const agent = await world.issue('agent-2', 'AGENT');
   const reviewer = await world.issue('reviewer-2', 'REVIEWER');

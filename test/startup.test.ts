@@ -87,6 +87,7 @@ test('GET /health answers 200 when the database answers', async () => {
   }
 });
 
+// proves: R11
 test('lease liveness is judged by the database clock on PostgreSQL, by the process clock on SQLite', async () => {
   const database = await scratchDatabase();
   const app = await createApp(

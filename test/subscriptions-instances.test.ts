@@ -123,6 +123,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       await database.cleanup();
     });
 
+    // proves: R24
     test("a subscriber on instance 2 hears the publications made through instance 1, once each, in order, as instance 1's subscribers do", async () => {
       await w1.createEnvironment('live', 'MONOTONIC', false);
       const g = await w1.acquire(agent, 'live', 600);
@@ -154,6 +155,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       });
     });
 
+    // proves: R24
     test("an approval through instance 2 reaches instance 1's subscribers with the plan as the approval answered it", async () => {
       const reviewer = await w1.issue('reviewer', 'REVIEWER');
       await w1.createEnvironment('reviewed', 'STRICT');
@@ -174,6 +176,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       expect(heard.approvals.map((a: { approver: string }) => a.approver)).toEqual(['reviewer']);
     });
 
+    // proves: R6, R24
     test("publications through both instances at once: every instance's subscribers hear the same sequence, the order of the pointer's moves", async () => {
       await w1.createEnvironment('race', 'MONOTONIC', false);
       const g = await w1.acquire(agent, 'race', 600);
@@ -203,6 +206,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       expect((await w2.environment('race')).currentPlan?.id).toBe(sentinel.id);
     });
 
+    // proves: R24
     test("audit events and deployment changes made through either instance reach both instances' subscribers in the same order", async () => {
       const deployer = await w1.issue('deployer', 'DEPLOYER');
       const d1 = new Deployments(w1);
@@ -249,6 +253,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       expect(logged[0].find((e) => e.id === rejected.id)).toMatchObject(rejected);
     });
 
+    // proves: R24
     test('when a lost LISTEN connection is back, its open subscriptions complete; resumed with after, they miss nothing', async () => {
       await w1.createEnvironment('flaky', 'MONOTONIC', false);
       const g = await w1.acquire(agent, 'flaky', 600);
@@ -281,6 +286,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       expect(other.socket.frames.some((f) => f.type === 'complete')).toBe(false);
     });
 
+    // proves: R26
     test("a revocation committed while instance 2's LISTEN connection was down closes its sockets once the connection is back", async () => {
       const doomed = await w1.issue('doomed-viewer', 'VIEWER');
       const socket = await RawSocket.admitted(two, doomed);

@@ -54,6 +54,7 @@ const until = async (check: () => boolean, ms = 5000) => {
   while (!check() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
 };
 
+// proves: R6
 test('two concurrent publishers: the subscriber sees every pointer move in order, none twice', async () => {
   const viewer = await world.issue('viewer', 'VIEWER');
   const a = await world.issue('pub-a', 'AGENT');
@@ -99,6 +100,7 @@ test('two concurrent publishers: the subscriber sees every pointer move in order
   sub.stop();
 });
 
+// proves: R9
 test('approval publishes to subscribers; rejections and replays do not', async () => {
   const viewer = await world.issue('viewer-2', 'VIEWER');
   const agent = await world.issue('agent-2', 'AGENT');

@@ -11,6 +11,7 @@ import { Receiver, type Received } from './support/receiver.js';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ENVIRONMENTS = ['crash-a', 'crash-b'];
 
+// proves: R22, R23
 test('after kill -9 with deliveries pending and mid-request, every committed event arrives and nothing uncommitted is sent', async () => {
   const receiver = new Receiver();
   receiver.holdMs = 40; // a request is nearly always open when the kill comes

@@ -33,6 +33,7 @@ async function deliveredBy(instance: TestApp): Promise<number> {
 }
 
 onPostgres('two instances on one PostgreSQL database', () => {
+  // proves: R23, R24
   test('each delivery attempt is made by one instance, both deliver, and order per environment holds', async () => {
     const receiver = new Receiver();
     receiver.holdMs = 5;

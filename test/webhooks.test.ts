@@ -171,6 +171,7 @@ describe('every event type', () => {
     await slack.stop();
   });
 
+  // proves: R22, R23
   test('arrives once, in commit order, with the documented body and headers and a signature that verifies', async () => {
     const created = ok(
       await createWebhook(world, { url: receiver.url, events: [...EVENT_TYPES] }),
@@ -458,6 +459,7 @@ describe('200 concurrent decisions across 3 environments', () => {
     await receiver.stop();
   });
 
+  // proves: R22, R23
   test('each environment hears its events once, in commit order; a filtered webhook hears only its own', async () => {
     const all = ok(
       await createWebhook(world, { url: receiver.url, events: [...EVENT_TYPES] }),
@@ -606,6 +608,7 @@ describe('a receiver that is down', () => {
     await receiver.stop();
   });
 
+  // proves: R23
   test('503s and connection refused: retries back off, the line waits, then everything arrives once, in order', async () => {
     receiver = await new Receiver().start();
     receiver.answer = () => 503;
@@ -674,6 +677,7 @@ describe('a receiver that is down', () => {
     );
   });
 
+  // proves: R23
   test('after the last attempt a delivery is FAILED, the line goes on, and redeliverWebhook delivers it with the same id', async () => {
     receiver = await new Receiver().start();
     receiver.answer = () => 503;
@@ -748,6 +752,7 @@ describe('a receiver that is down', () => {
 });
 
 describe('a receiver that redirects or hangs', () => {
+  // proves: R23
   test('a redirect is not followed and a slow answer times out: both are failed attempts', async () => {
     const redirecting = await new Receiver().start();
     redirecting.answer = () => 302;
@@ -900,6 +905,7 @@ describe('the example receiver', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
+  // proves: R23
   test('verifies, acts once per delivery id, and ignores a publication below the highest it acted on', async () => {
     const acted: WebhookEvent[] = [];
     const state = {
@@ -957,6 +963,7 @@ describe('the example receiver', () => {
 });
 
 describe('a restart', () => {
+  // proves: R22, R23
   test('a shutdown waits for the request in flight; deliveries still pending are sent after the restart, in order', async () => {
     const database = await scratchDatabase();
     const receiver = await new Receiver().start();

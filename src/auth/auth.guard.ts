@@ -69,7 +69,7 @@ function actionOf(handler: string): string {
 
 /**
  * Every GraphQL operation needs a bearer token unless `@Public`; `@Roles` narrows who may
- * call it (DESIGN §5). A token limited to environments (R26) may act only on those: this
+ * call it (docs/design.md §5). A token limited to environments (R26) may act only on those: this
  * guard is the one place that checks it, for every query, mutation and subscription,
  * reading the environment from the operation's arguments (scope.ts). Outside them →
  * FORBIDDEN, recorded in the environment's audit log when the environment exists (R27).

@@ -136,7 +136,7 @@ export interface ReviewedPlan extends Plan {
   expiresAt: string | null;
 }
 
-/** An environment's approval policy and freeze (DESIGN §9). */
+/** An environment's approval policy and freeze (docs/design.md §9). */
 export interface EnvironmentPolicy {
   name: string;
   approvalRules: ApprovalRule[];

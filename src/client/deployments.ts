@@ -71,7 +71,7 @@ function typed(error: unknown): unknown {
 }
 
 /**
- * Deployments of the published plan (DESIGN §10) for deployers and reviewers:
+ * Deployments of the published plan (docs/design.md §10) for deployers and reviewers:
  * `new Deployments(client)`. Start and finish carry one idempotency key per call, reused on
  * every retry of transport failures; refusals are thrown at once, never retried.
  */

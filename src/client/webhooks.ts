@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-/** The JSON body of a planfence webhook request (DESIGN R23); null where a field does not apply. */
+/** The JSON body of a planfence webhook request (docs/design.md R23); null where a field does not apply. */
 export interface WebhookEvent {
   /** The outbox event id: increases in commit order within an environment. */
   id: string;

@@ -32,7 +32,7 @@ export type ErrorDetails = Record<string, string | number | null>;
 
 type Extensions = { code: ErrorCode } & Record<string, unknown>;
 
-/** Which details of each rejection reach the client (DESIGN §6): the one mapping from codes to `extensions`. */
+/** Which details of each rejection reach the client (docs/design.md §6): the one mapping from codes to `extensions`. */
 export function extensionsOf(error: DomainError): Extensions {
   const { code, details } = error;
   switch (code) {
@@ -104,7 +104,7 @@ export const InputErrorCode = {
 } as const;
 export type InputErrorCode = (typeof InputErrorCode)[keyof typeof InputErrorCode];
 
-/** Input that breaks a documented limit (DESIGN §6). */
+/** Input that breaks a documented limit (docs/design.md §6). */
 export class InputError extends DomainError<InputErrorCode> {}
 
 /** An error read back from an idempotency record: the first outcome, replayed as it was. */

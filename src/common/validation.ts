@@ -4,7 +4,7 @@ import { IsInt, IsOptional, Length, Matches, Max, Min, ValidateBy } from 'class-
 import { InputError } from './errors.js';
 import { PlanId } from './ids.js';
 
-/** DESIGN §6: environment (and principal) names. */
+/** docs/design.md §6: environment (and principal) names. */
 export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 export const PLAN_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}@[1-9][0-9]{0,9}\.[1-9][0-9]{0,9}$/;
 

@@ -37,7 +37,7 @@ export interface Config {
   subscriptions: SubscriptionsConfig;
 }
 
-/** Webhook delivery: retries, time-outs, parallelism (DESIGN R23, docs/webhooks.md). */
+/** Webhook delivery: retries, time-outs, parallelism (docs/design.md R23, docs/webhooks.md). */
 export interface WebhooksConfig {
   /** A delivery is FAILED after this many attempts... */
   maxAttempts: number;
@@ -60,7 +60,7 @@ export interface SubscriptionsConfig {
   replayLimit: number;
 }
 
-/** OIDC token exchange (DESIGN §12, docs/identity.md). */
+/** OIDC token exchange (docs/design.md §12, docs/identity.md). */
 export interface IdentityConfig {
   /** The trusted issuers and their rules (PLANFENCE_OIDC_CONFIG); null: exchange is off. */
   oidc: OidcConfig | null;

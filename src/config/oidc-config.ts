@@ -29,9 +29,9 @@ export interface OidcConfig {
   issuers: OidcIssuer[];
 }
 
-/** The roles of DESIGN §5 (kept here so that loading the configuration loads no framework). */
+/** The roles of docs/design.md §5 (kept here so that loading the configuration loads no framework). */
 const ROLES = ['ADMIN', 'AGENT', 'REVIEWER', 'DEPLOYER', 'VIEWER'];
-/** DESIGN §6: group names. */
+/** docs/design.md §6: group names. */
 const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 /** Signature algorithms an issuer may use: asymmetric only (no `none`, no HMAC). */

@@ -26,7 +26,7 @@ export enum DeploymentOutcome {
 registerEnumType(DeploymentOutcome, { name: 'DeploymentOutcome' });
 
 /**
- * One accepted start of a deployment (DESIGN §10). Its row and status are written only by
+ * One accepted start of a deployment (docs/design.md §10). Its row and status are written only by
  * the deployment guard (src/fencing/deployments.guard.ts). A stored IN_PROGRESS whose
  * heartbeat has lapsed reads UNKNOWN (see `statusAt`).
  */

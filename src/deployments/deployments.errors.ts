@@ -1,6 +1,6 @@
 import { DomainError } from '../common/errors.js';
 
-/** The rejections of deployment decisions (DESIGN §10, §6). */
+/** The rejections of deployment decisions (docs/design.md §10, §6). */
 export const DeploymentErrorCode = {
   NOT_FOUND: 'NOT_FOUND',
   PRECONDITION_FAILED: 'PRECONDITION_FAILED',

@@ -35,7 +35,7 @@ export function parseDeploymentId(id: string): DeploymentId {
 }
 
 /**
- * The deployment guard (DESIGN §10, R18–R21). Every statement that writes a deployment row
+ * The deployment guard (docs/design.md §10, R18–R21). Every statement that writes a deployment row
  * or status, or an environment's deployment sequence, is in this class; each decision is
  * one conditional statement whose affected-row count decides (R2), and the rows are read
  * only afterwards, to name a rejection.

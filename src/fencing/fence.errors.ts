@@ -1,6 +1,6 @@
 import { DomainError } from '../common/errors.js';
 
-/** The rejections the guard decides (DESIGN §3, §6, §9). */
+/** The rejections the guard decides (docs/design.md §3, §6, §9). */
 export const FenceErrorCode = {
   NOT_FOUND: 'NOT_FOUND',
   LEASE_HELD: 'LEASE_HELD',

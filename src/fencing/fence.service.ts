@@ -595,7 +595,7 @@ export class FenceService {
     );
   }
 
-  /** Names the rejection of an approval whose row was not inserted, in the order DESIGN §3/§9 give. */
+  /** Names the rejection of an approval whose row was not inserted, in the order docs/design.md §3/§9 give. */
   private async whyApprovalRejected(
     m: EntityManager,
     submitted: Plan,

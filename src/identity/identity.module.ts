@@ -3,6 +3,6 @@ import { AuthModule } from '../auth/auth.module.js';
 import { IdentityResolver } from './identity.resolver.js';
 import { OidcService } from './oidc.service.js';
 
-/** OIDC token exchange for CI agents (DESIGN §12, docs/identity.md). */
+/** OIDC token exchange for CI agents (docs/design.md §12, docs/identity.md). */
 @Module({ imports: [AuthModule], providers: [OidcService, IdentityResolver] })
 export class IdentityModule {}

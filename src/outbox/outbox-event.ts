@@ -1,4 +1,4 @@
-/** The event types a webhook can ask for (DESIGN R22). */
+/** The event types a webhook can ask for (docs/design.md R22). */
 export const EVENT_TYPES = [
   'plan.submitted',
   'plan.published',

@@ -116,7 +116,7 @@ function reasonOf(error: unknown, timeoutMs: number): string {
 }
 
 /**
- * Sends what the outbox queued (DESIGN R23): at least once, and per (webhook, environment)
+ * Sends what the outbox queued (docs/design.md R23): at least once, and per (webhook, environment)
  * strictly in id order, which is commit order. Only the head of a line (no PENDING delivery
  * of the same webhook and environment with a lower id) is ever claimed, so a delivery waits
  * until the one before it was delivered or given up (FAILED). Lines proceed in parallel up

@@ -16,7 +16,7 @@ export enum DeliveryStatus {
 
 registerEnumType(DeliveryStatus, { name: 'DeliveryStatus' });
 
-/** A receiver of events (DESIGN R22). Its secret is never read back. */
+/** A receiver of events (docs/design.md R22). Its secret is never read back. */
 @ObjectType()
 export class Webhook {
   @Field(() => ID)

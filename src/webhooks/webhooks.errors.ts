@@ -1,6 +1,6 @@
 import { DomainError } from '../common/errors.js';
 
-/** The rejections of webhook administration (DESIGN §6, §11). */
+/** The rejections of webhook administration (docs/design.md §6, §11). */
 export const WebhookErrorCode = {
   BAD_USER_INPUT: 'BAD_USER_INPUT',
   NOT_FOUND: 'NOT_FOUND',

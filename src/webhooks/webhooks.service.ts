@@ -18,7 +18,7 @@ import {
 } from './webhook.model.js';
 import { WebhookError } from './webhooks.errors.js';
 
-/** DESIGN §6: webhook URLs are http(s), up to 2,048 characters. */
+/** docs/design.md §6: webhook URLs are http(s), up to 2,048 characters. */
 export const MAX_URL_LENGTH = 2048;
 
 interface WebhookRow {

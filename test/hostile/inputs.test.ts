@@ -352,6 +352,7 @@ describe('rejections about an environment that does not exist yet', () => {
     ]);
   });
 
+  // proves: R12
   test('rejections in an environment that exists are still audited', async () => {
     const result = await world.gql(reviewer, reject, {
       input: { planId: 'prod@77.1', reason: 'no' },

@@ -102,6 +102,7 @@ describe('admission: connection_init must carry a valid token', () => {
 });
 
 describe('revocation reaches open sockets', () => {
+  // proves: R26
   test("a revoked token's open subscription ends at once, and no new one starts", async () => {
     const viewer = await world.issue('soon-revoked', 'VIEWER');
     const agent = await world.issue('revocation-agent', 'AGENT');
@@ -315,6 +316,7 @@ describe('one root field per subscription', () => {
 (TEST_DATABASE === 'postgres' ? describe : describe.skip)(
   'two instances on one PostgreSQL database',
   () => {
+    // proves: R26
     test('a revocation through instance 1 ends a subscription on instance 2 at once', async () => {
       const database = await scratchDatabase();
       const env = { DATABASE_URL: database.url, PLANFENCE_WS_RECHECK_SECONDS: '3600' };

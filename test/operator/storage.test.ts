@@ -430,6 +430,7 @@ function restore(database: string, ...args: string[]) {
 }
 
 onSqlite('backing up a running service', () => {
+  // proves: R1
   test('a backup taken while the service runs, restored after the file was lost, with the margin: no generation handed out after the backup is issued again', async () => {
     const dir = scratchDir();
     const file = join(dir.path, 'planfence.db');
@@ -474,6 +475,7 @@ onSqlite('backing up a running service', () => {
 describe('restoring a backup', () => {
   const QUERY_ENV = `query($n: String!) { environment(name: $n) { fence lastIssuedGeneration } }`;
 
+  // proves: R1
   test('the restore margin raises every counter and fence, so no generation handed out is issued again', async () => {
     const database = await scratchDatabase();
     try {
@@ -559,6 +561,7 @@ describe('restoring a backup', () => {
     }
   });
 
+  // proves: R1, R3
   test('a second restore raises again, and the STRICT fence only ever moves up with the counter', async () => {
     const database = await scratchDatabase();
     try {

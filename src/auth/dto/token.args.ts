@@ -75,7 +75,7 @@ export class ExchangeOidcTokenArgs {
   token: string;
 }
 
-/** DESIGN §6: group names like environment names, 0–20 per principal. */
+/** docs/design.md §6: group names like environment names, 0–20 per principal. */
 function IsGroups() {
   return (target: object, property: string) => {
     IsOptional()(target, property);

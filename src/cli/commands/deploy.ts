@@ -1,4 +1,4 @@
-/** `planfence deploy ...`: deployments of the published plan (DESIGN §10), for deployers and reviewers. */
+/** `planfence deploy ...`: deployments of the published plan (docs/design.md §10), for deployers and reviewers. */
 import { parseArgs } from 'node:util';
 import { PlanfenceClient } from '../../client/client.js';
 import {

@@ -1,4 +1,4 @@
-/** `planfence login`: a planfence token for a CI job's OIDC token (DESIGN §12, docs/identity.md). */
+/** `planfence login`: a planfence token for a CI job's OIDC token (docs/design.md §12, docs/identity.md). */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { exchangeOidcToken, githubActionsIdToken } from '../../client/identity.js';

@@ -27,7 +27,7 @@ export class ApprovalRuleInput {
   count: number;
 }
 
-/** DESIGN §6: 1–10 rules per environment. */
+/** docs/design.md §6: 1–10 rules per environment. */
 export const IsApprovalRules = () => (target: object, property: string) => {
   IsOptional()(target, property);
   ArrayMinSize(1, { message: '$property must hold 1 to 10 rules' })(target, property);
@@ -36,7 +36,7 @@ export const IsApprovalRules = () => (target: object, property: string) => {
   Type(() => ApprovalRuleInput)(target, property);
 };
 
-/** DESIGN §6: 1–2,592,000 seconds (30 days). */
+/** docs/design.md §6: 1–2,592,000 seconds (30 days). */
 export const IsProposalTtl = () => (target: object, property: string) => {
   IsOptional()(target, property);
   IsInt()(target, property);
