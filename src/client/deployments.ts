@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Plan, PlanfenceClient } from './client.js';
-import { PlanfenceError, TransportError } from './errors.js';
+import { TransportError } from './errors.js';
 
 export type DeploymentStatus = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
 export type DeploymentOutcome = 'SUCCEEDED' | 'FAILED';
@@ -22,22 +22,8 @@ export interface Deployment {
   reconcileNote: string | null;
 }
 
-/** Another deployment of the environment is IN_PROGRESS or UNKNOWN. */
-export class DeploymentActiveError extends PlanfenceError {
-  get deploymentId(): string {
-    return this.extensions.deploymentId as string;
-  }
-  get status(): DeploymentStatus {
-    return this.extensions.status as DeploymentStatus;
-  }
-}
-
-/** The deployment ended, was reconciled, or is not the caller's: its reports are refused. */
-export class DeploymentNotActiveError extends PlanfenceError {
-  get status(): DeploymentStatus {
-    return this.extensions.status as DeploymentStatus;
-  }
-}
+/** Refusals of deployments, kept importable from here. */
+export { DeploymentActiveError, DeploymentNotActiveError } from './errors.js';
 
 export interface DeploymentContext {
   /** The plan being deployed: the environment's current plan when the deployment started. */
@@ -61,15 +47,6 @@ export interface WithDeploymentOptions {
 const DEPLOYMENT =
   'id environment sequence status startedBy startedAt heartbeatExpiresAt finishedAt detail reconciledBy reconcileNote plan { id contentHash }';
 
-/** The deployment codes as their own error classes. */
-function typed(error: unknown): unknown {
-  if (!(error instanceof PlanfenceError)) return error;
-  const body = { message: error.message, extensions: { ...error.extensions, code: error.code } };
-  if (error.code === 'DEPLOYMENT_ACTIVE') return new DeploymentActiveError(body);
-  if (error.code === 'DEPLOYMENT_NOT_ACTIVE') return new DeploymentNotActiveError(body);
-  return error;
-}
-
 /**
  * Deployments of the published plan (docs/design.md §10) for deployers and reviewers:
  * `new Deployments(client)`. Start and finish carry one idempotency key per call, reused on
@@ -79,11 +56,7 @@ export class Deployments {
   constructor(private readonly client: PlanfenceClient) {}
 
   private async call<T>(field: string, query: string, variables: Record<string, unknown>) {
-    try {
-      return (await this.client.request<Record<string, T>>(query, variables))[field];
-    } catch (error) {
-      throw typed(error);
-    }
+    return (await this.client.request<Record<string, T>>(query, variables))[field];
   }
 
   start(

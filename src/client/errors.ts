@@ -76,6 +76,29 @@ export class FrozenError extends PlanfenceError {
     return this.extensions.frozenBy as string;
   }
 }
+/** Another deployment of the environment is IN_PROGRESS or UNKNOWN (R18, R20). */
+export class DeploymentActiveError extends PlanfenceError {
+  get deploymentId(): string {
+    return this.extensions.deploymentId as string;
+  }
+  get status(): string {
+    return this.extensions.status as string;
+  }
+}
+/** The deployment was finished or reconciled: a late report from its starter (R19, R20). */
+export class DeploymentNotActiveError extends PlanfenceError {
+  get status(): string {
+    return this.extensions.status as string;
+  }
+}
+/** The service's storage takes no writes now; nothing was written. Try again later. */
+export class StorageUnavailableError extends PlanfenceError {}
+/** A subscription's `after` cursor is followed by more events than the service replays. */
+export class CursorTooOldError extends PlanfenceError {
+  get replayLimit(): number {
+    return Number(this.extensions.replayLimit);
+  }
+}
 export class NotFoundError extends PlanfenceError {}
 export class AlreadyExistsError extends PlanfenceError {}
 export class UnauthenticatedError extends PlanfenceError {}
@@ -108,6 +131,10 @@ const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
   SELF_APPROVAL: SelfApprovalError,
   ALREADY_APPROVED: AlreadyApprovedError,
   FROZEN: FrozenError,
+  DEPLOYMENT_ACTIVE: DeploymentActiveError,
+  DEPLOYMENT_NOT_ACTIVE: DeploymentNotActiveError,
+  STORAGE_UNAVAILABLE: StorageUnavailableError,
+  CURSOR_TOO_OLD: CursorTooOldError,
   NOT_FOUND: NotFoundError,
   ALREADY_EXISTS: AlreadyExistsError,
   UNAUTHENTICATED: UnauthenticatedError,

@@ -3,30 +3,32 @@
  * Each feature owns a subset (see its `*.errors.ts`); `common/error-formatter.ts`
  * is the one place that turns them into GraphQL errors.
  */
-export type ErrorCode =
-  | 'UNAUTHENTICATED'
-  | 'FORBIDDEN'
-  | 'SELF_APPROVAL'
-  | 'ALREADY_APPROVED'
-  | 'FROZEN'
-  | 'DEPLOYMENT_ACTIVE'
-  | 'DEPLOYMENT_NOT_ACTIVE'
-  | 'RATE_LIMITED'
-  | 'BAD_USER_INPUT'
-  | 'PAYLOAD_TOO_LARGE'
-  | 'NOT_FOUND'
-  | 'ALREADY_EXISTS'
-  | 'LEASE_HELD'
-  | 'LEASE_NOT_HELD'
-  | 'STALE_GENERATION'
-  | 'UNKNOWN_GENERATION'
-  | 'INVALID_PLAN_STATE'
-  | 'PRECONDITION_FAILED'
-  | 'IDEMPOTENCY_KEY_REUSED'
-  | 'IDEMPOTENCY_IN_PROGRESS'
-  | 'STORAGE_UNAVAILABLE'
-  | 'CURSOR_TOO_OLD'
-  | 'INTERNAL';
+export const ERROR_CODES = [
+  'UNAUTHENTICATED',
+  'FORBIDDEN',
+  'SELF_APPROVAL',
+  'ALREADY_APPROVED',
+  'FROZEN',
+  'DEPLOYMENT_ACTIVE',
+  'DEPLOYMENT_NOT_ACTIVE',
+  'RATE_LIMITED',
+  'BAD_USER_INPUT',
+  'PAYLOAD_TOO_LARGE',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'LEASE_HELD',
+  'LEASE_NOT_HELD',
+  'STALE_GENERATION',
+  'UNKNOWN_GENERATION',
+  'INVALID_PLAN_STATE',
+  'PRECONDITION_FAILED',
+  'IDEMPOTENCY_KEY_REUSED',
+  'IDEMPOTENCY_IN_PROGRESS',
+  'STORAGE_UNAVAILABLE',
+  'CURSOR_TOO_OLD',
+  'INTERNAL',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export type ErrorDetails = Record<string, string | number | null>;
 
