@@ -21,7 +21,13 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import { AuthError } from './auth.errors.js';
 import { AuthService } from './auth.service.js';
 import { type Principal, Role } from './principal.entity.js';
-import { gqlRequest, PUBLIC_KEY, ROLES_KEY, type RequestWithPrincipal } from './roles.decorator.js';
+import {
+  gqlRequest,
+  PUBLIC_KEY,
+  ROLES_KEY,
+  type RequestWithPrincipal,
+  UNSCOPED_KEY,
+} from './roles.decorator.js';
 import { allowsEnvironment, environmentsOfOperation } from './scope.js';
 
 /** What one request's authentication gave: cached on the request, success or failure. */
@@ -100,7 +106,15 @@ export class AuthGuard implements CanActivate {
     if (allowed && role !== Role.ADMIN && !allowed.includes(role)) {
       throw new AuthError('FORBIDDEN', `role ${role} may not call ${context.getHandler().name}`);
     }
-    if (Array.isArray(principal.environments)) await this.checkScope(context, principal);
+    if (Array.isArray(principal.environments)) {
+      if (this.reflector.get<boolean | undefined>(UNSCOPED_KEY, context.getHandler())) {
+        throw new AuthError(
+          'FORBIDDEN',
+          `a token limited to environments may not call ${context.getHandler().name}: tokens, principals and webhooks are not addressed by environment; use an unlimited ADMIN token`,
+        );
+      }
+      await this.checkScope(context, principal);
+    }
     return true;
   }
 
