@@ -58,6 +58,10 @@ export interface WebhooksConfig {
 export interface SubscriptionsConfig {
   /** A subscription's `after` replays at most this many events; more is CURSOR_TOO_OLD. */
   replayLimit: number;
+  /** Events one principal may have replayed per minute (a token bucket of this size); beyond: RATE_LIMITED. */
+  replayEventsPerMinute: number;
+  /** Replays of one principal in progress at once; one more: RATE_LIMITED. */
+  maxReplaysPerPrincipal: number;
 }
 
 /** OIDC token exchange (DESIGN §12, docs/identity.md). */
@@ -352,6 +356,14 @@ export function loadConfig(env: Env = process.env): Config {
     webhooks: webhooks(env),
     subscriptions: {
       replayLimit: integer(env, 'PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT', 1000, 1, 100_000),
+      replayEventsPerMinute: integer(
+        env,
+        'PLANFENCE_WS_REPLAY_EVENTS_PER_MINUTE',
+        20_000,
+        1,
+        100_000_000,
+      ),
+      maxReplaysPerPrincipal: integer(env, 'PLANFENCE_WS_MAX_REPLAYS_PER_PRINCIPAL', 4, 1, 10_000),
     },
   };
 }

@@ -25,6 +25,8 @@ interface HeavyRequest {
 /** The slice of the Mercurius context the hooks read. */
 interface HookContext {
   req?: RequestWithPrincipal;
+  /** A subscription's cost per event, for the feeds to price a replay with (feeds.ts). */
+  eventCost?: number;
   reply?: { request: FastifyRequest & HeavyRequest };
 }
 
@@ -118,8 +120,13 @@ export function installRequestLimits(
     counted(() => checkDocumentText(source, limits));
     return Promise.resolve();
   });
-  graphql.addHook('preSubscriptionExecution', async (_schema, document) => {
+  // A subscription is priced per event like a query; a replay (`after`) costs that times
+  // the events it replays, which the feed counts before reading them (feeds.ts).
+  graphql.addHook('preSubscriptionExecution', async (schema, document, context) => {
     counted(() => checkDocumentShape(document, limits));
+    const { cost } = estimateCost({ schema, document, contentWeight });
+    counted(() => checkCost(cost, limits));
+    context.eventCost = cost;
     return Promise.resolve();
   });
 
