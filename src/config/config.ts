@@ -91,6 +91,8 @@ export interface QuotaConfig {
   leasesPerMinute: number;
   /** Bytes of plan content submitted per environment per hour (the bucket holds one hour's worth). */
   planBytesPerHour: number;
+  /** Audit rows of refused (FORBIDDEN) calls per principal per minute; more are refused unrecorded. */
+  auditRefusalsPerMinute: number;
 }
 
 /** WebSocket (graphql-ws) admission and limits. */
@@ -245,6 +247,7 @@ function quotas(env: Env, maxPlanBytes: number): QuotaConfig {
     writeBurst: integer(env, 'PLANFENCE_RATE_WRITES_BURST', 2000, 1, 10_000_000),
     leasesPerMinute: integer(env, 'PLANFENCE_RATE_LEASES_PER_MINUTE', 600, 1, 1_000_000),
     planBytesPerHour,
+    auditRefusalsPerMinute: integer(env, 'PLANFENCE_AUDIT_REFUSALS_PER_MINUTE', 60, 1, 1_000_000),
   };
 }
 

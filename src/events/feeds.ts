@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Brackets, type EntityManager, type ObjectLiteral, type SelectQueryBuilder } from 'typeorm';
 import { AuditEvent } from '../audit/audit-event.entity.js';
+import { allowsEnvironment } from '../auth/scope.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
@@ -26,7 +27,7 @@ export interface SubscriptionPubSub {
 /** The slice of a subscription's GraphQL context (`@Context()`) the feeds read. */
 export interface SubscriptionCall {
   pubsub: SubscriptionPubSub;
-  req?: { principal?: { name: string } };
+  req?: { principal?: { name: string; environments?: string[] | null } };
   /** The socket the subscription runs on (SocketGate). */
   planfenceSocket?: { readonly open: boolean; readonly socket: { bufferedAmount: number } };
   /** What one event of this subscription costs, by the query cost estimate (request-limits). */
@@ -211,8 +212,15 @@ export class SubscriptionFeeds {
    * does not complete when a lost LISTEN connection is back: the dashboard resubscribes
    * (and re-reads) when its socket closes, not on `complete`.
    */
-  activityRecorded(pubsub: SubscriptionPubSub): Promise<AsyncIterable<unknown>> {
-    return pubsub.subscribe(activityTopic());
+  async activityRecorded(call: SubscriptionCall): Promise<AsyncIterable<unknown>> {
+    const live = await call.pubsub.subscribe(activityTopic());
+    // Read at each event: a socket's principal is refreshed when its access changes.
+    return only(live, (event) =>
+      allowsEnvironment(
+        call.req?.principal?.environments,
+        (event as { activityRecorded: AuditEvent }).activityRecorded.environment,
+      ),
+    );
   }
 
   /**
@@ -235,9 +243,7 @@ export class SubscriptionFeeds {
     let endReplay = () => {};
     try {
       if (replay) {
-        const count = await this.db.read((m) =>
-          replay.count(m, replay.from, this.replayLimit + 1),
-        );
+        const count = await this.db.read((m) => replay.count(m, replay.from, this.replayLimit + 1));
         if (count > this.replayLimit) {
           throw new SubscriptionError(
             'CURSOR_TOO_OLD',
@@ -317,6 +323,14 @@ type PlanCursor = { generation: number; sequence: number };
 /** Rows of `query`, counted up to `limit` (only their ids are read). */
 async function countOf(query: SelectQueryBuilder<ObjectLiteral>, limit: number): Promise<number> {
   return (await query.limit(limit).getRawMany()).length;
+}
+
+/** The events of `live` that `keep`. */
+async function* only(
+  live: AsyncIterable<unknown>,
+  keep: (event: unknown) => boolean,
+): AsyncGenerator<unknown> {
+  for await (const event of live) if (keep(event)) yield event;
 }
 
 /** The seam of a feed whose events are told apart by `key`. */
