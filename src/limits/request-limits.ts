@@ -86,6 +86,8 @@ export function installRequestLimits(
   auth: AuthService,
   registry: Registry,
   heavy: HeavyQueryGate,
+  /** The rows a list without a page size would return (`Query.environments`), or undefined. */
+  countRows: (list: string) => Promise<number | undefined> = () => Promise.resolve(undefined),
 ): void {
   const { limits } = config;
   const refused = refusedRequests(registry);
@@ -131,13 +133,23 @@ export function installRequestLimits(
   });
 
   graphql.addHook('preExecution', async (schema, document, context, variables) => {
-    const { cost, introspection } = estimateCost({
+    const input = {
       schema,
       document,
       variables,
       operationName: operationNameOf(context),
       contentWeight,
-    });
+    };
+    let { cost, introspection, unpaged } = estimateCost(input);
+    // A list without a page size is priced again with the rows it would really return.
+    if (unpaged.size) {
+      const unpagedSizes: Record<string, number> = {};
+      for (const list of unpaged) {
+        const rows = await countRows(list);
+        if (rows !== undefined) unpagedSizes[list] = rows;
+      }
+      if (Object.keys(unpagedSizes).length) ({ cost } = estimateCost({ ...input, unpagedSizes }));
+    }
     if (introspection && limits.introspection !== 'open') {
       if (limits.introspection === 'off') {
         throw new AuthError('FORBIDDEN', 'introspection is disabled (PLANFENCE_INTROSPECTION=off)');
