@@ -140,7 +140,9 @@ export function installRequestLimits(
       operationName: operationNameOf(context),
       contentWeight,
     };
-    let { cost, introspection, unpaged } = estimateCost(input);
+    const first = estimateCost(input);
+    const { introspection, unpaged } = first;
+    let cost = first.cost;
     // A list without a page size is priced again with the rows it would really return.
     if (unpaged.size) {
       const unpagedSizes: Record<string, number> = {};
