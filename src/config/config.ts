@@ -118,6 +118,8 @@ export interface StorageConfig {
   initialize: boolean;
   /** How often the service checks that its SQLite file is still the one it opened. */
   checkIntervalMs: number;
+  /** /health is 503 this long after a client's write failed for a storage reason, unless one committed since. */
+  writeFailureMs: number;
 }
 
 export type IntrospectionMode = 'authenticated' | 'open' | 'off';
@@ -262,6 +264,7 @@ function storage(env: Env): StorageConfig {
   return {
     initialize: flag(env, 'PLANFENCE_INIT_DATABASE'),
     checkIntervalMs: integer(env, 'PLANFENCE_STORAGE_CHECK_MS', 1000, 50, 60_000),
+    writeFailureMs: integer(env, 'PLANFENCE_HEALTH_WRITE_FAILURE_SECONDS', 60, 1, 86_400) * 1000,
   };
 }
 
