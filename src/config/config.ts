@@ -72,6 +72,10 @@ export interface IdentityConfig {
   jwksTimeoutMs: number;
   /** After a fetch, an unknown `kid` triggers no new fetch for this long. */
   jwksCooldownMs: number;
+  /** A failed discovery or JWKS fetch is answered from memory (refused again) for this long. */
+  fetchFailureCacheMs: number;
+  /** exchangeOidcToken calls per source address per minute (a token bucket of this size). */
+  exchangesPerMinute: number;
   /** Leeway for exp and nbf. */
   clockToleranceSeconds: number;
   /** The longest life of an exchanged token (never beyond the JWT's exp). */
@@ -401,6 +405,9 @@ function identity(env: Env): IdentityConfig {
     oidc,
     jwksTimeoutMs: integer(env, 'PLANFENCE_OIDC_JWKS_TIMEOUT_MS', 5000, 100, 60_000),
     jwksCooldownMs: integer(env, 'PLANFENCE_OIDC_JWKS_COOLDOWN_SECONDS', 30, 0, 3600) * 1000,
+    fetchFailureCacheMs:
+      integer(env, 'PLANFENCE_OIDC_FAILURE_CACHE_SECONDS', 10, 0, 3600) * 1000,
+    exchangesPerMinute: integer(env, 'PLANFENCE_OIDC_EXCHANGES_PER_MINUTE', 60, 1, 1_000_000),
     clockToleranceSeconds: integer(env, 'PLANFENCE_OIDC_CLOCK_TOLERANCE_SECONDS', 5, 0, 300),
     maxTokenSeconds: integer(env, 'PLANFENCE_OIDC_MAX_TOKEN_SECONDS', 3600, 60, 3600),
   };
