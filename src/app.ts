@@ -16,6 +16,7 @@ import {
   limitResponseSize,
 } from './limits/request-limits.js';
 import { MetricsService } from './metrics/metrics.service.js';
+import { Database, select } from './database/database.js';
 
 export interface AppOptions {
   /** Replaces the service clock (tests). */
@@ -107,7 +108,28 @@ export async function createApp(
     app.get(AuthService),
     app.get(MetricsService).registry,
     heavy,
+    unpagedRowCounter(app.get(Database)),
   );
   app.getHttpServer().maxConnections = http.maxConnections;
   return app;
+}
+
+/** Tables whose rows an unpaged root list returns, by `Type.field`. */
+const UNPAGED_TABLES: Record<string, string> = {
+  'Query.environments': 'environments',
+  'Query.principals': 'principals',
+  'Query.webhooks': 'webhooks',
+};
+
+/** Counts the rows an unpaged root list would return (undefined for any other list). */
+function unpagedRowCounter(db: Database): (list: string) => Promise<number | undefined> {
+  return async (list) => {
+    const table = UNPAGED_TABLES[list];
+    if (!table) return undefined;
+    // When the count cannot be read, the estimate stays 100 and the query meets the same failure.
+    const rows = await db
+      .read((m) => select<{ n: number | string }>(m, `SELECT COUNT(*) AS n FROM ${table}`))
+      .catch(() => null);
+    return rows ? Number(rows[0]?.n ?? 0) : undefined;
+  };
 }

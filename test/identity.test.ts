@@ -165,6 +165,12 @@ beforeAll(async () => {
             principal: 'release:{repository}',
             role: 'DEPLOYER',
           },
+          {
+            claims: { repository_owner_id: 'ops-owner' },
+            principal: 'ops:{repository}',
+            role: 'ADMIN',
+            environments: ['staging-*'],
+          },
         ],
       },
       {
@@ -284,6 +290,32 @@ describe('a valid token mapped by a rule', () => {
     expect(second.principal.name).toBe(first.principal.name);
     expect(codeOf(await app.gql(first.token, '{ whoami { name } }'))).toBe('UNAUTHENTICATED');
     expect(codeOf(await app.gql(second.token, '{ whoami { name } }'))).toBe('OK');
+  });
+
+  test('a rule granting ADMIN with environments gives an ADMIN that cannot touch tokens or principals', async () => {
+    const exchanged = ok(
+      await exchange(await sign(await claims({ repository_owner_id: 'ops-owner' }))),
+    ).exchangeOidcToken;
+    expect(exchanged.principal).toMatchObject({ role: 'ADMIN', environments: ['staging-*'] });
+    for (const query of [
+      'mutation { rotateToken(name: "admin") { token } }',
+      'mutation { issueToken(name: "escaped", role: ADMIN) { token } }',
+      '{ principals { name } }',
+    ]) {
+      expect(codeOf(await app.gql(exchanged.token, query))).toBe('FORBIDDEN');
+    }
+    expect(codeOf(await app.gql(ADMIN_TOKEN, '{ whoami { name } }'))).toBe('OK');
+    const frozen = await app.gql(
+      exchanged.token,
+      'mutation { freezeEnvironment(environment: "staging-eu", reason: "ops") { name } }',
+    );
+    expect(codeOf(frozen)).toBe('OK');
+    ok(
+      await app.gql(
+        ADMIN_TOKEN,
+        'mutation { unfreezeEnvironment(environment: "staging-eu") { name } }',
+      ),
+    );
   });
 });
 

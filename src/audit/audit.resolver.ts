@@ -1,5 +1,5 @@
 import { Args, Context, Query, Resolver, Subscription } from '@nestjs/graphql';
-import { SubscriptionFeeds, type SubscriptionPubSub } from '../events/feeds.js';
+import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { AuditEventRecordedArgs } from '../events/subscription.args.js';
 import { AuditEvent } from './audit-event.entity.js';
 import { AuditService } from './audit.service.js';
@@ -26,8 +26,8 @@ export class AuditResolver {
   @Subscription(() => AuditEvent)
   auditEventRecorded(
     @Args() { environment, after }: AuditEventRecordedArgs,
-    @Context('pubsub') pubsub: SubscriptionPubSub,
+    @Context() call: SubscriptionCall,
   ): Promise<AsyncIterable<unknown>> {
-    return this.feeds.auditEventRecorded(pubsub, environment, after);
+    return this.feeds.auditEventRecorded(call, environment, after);
   }
 }

@@ -18,10 +18,17 @@ import { exists } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
 import { authentications } from '../limits/limit-metrics.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { QuotasService } from '../quotas/quotas.service.js';
 import { AuthError } from './auth.errors.js';
 import { AuthService } from './auth.service.js';
 import { type Principal, Role } from './principal.entity.js';
-import { gqlRequest, PUBLIC_KEY, ROLES_KEY, type RequestWithPrincipal } from './roles.decorator.js';
+import {
+  gqlRequest,
+  PUBLIC_KEY,
+  ROLES_KEY,
+  type RequestWithPrincipal,
+  UNSCOPED_KEY,
+} from './roles.decorator.js';
 import { allowsEnvironment, environmentsOfOperation } from './scope.js';
 
 /** What one request's authentication gave: cached on the request, success or failure. */
@@ -98,10 +105,30 @@ export class AuthGuard implements CanActivate {
     const allowed = this.reflector.get<Role[] | undefined>(ROLES_KEY, context.getHandler());
     const role = principal.role;
     if (allowed && role !== Role.ADMIN && !allowed.includes(role)) {
+      this.charge(context, principal);
       throw new AuthError('FORBIDDEN', `role ${role} may not call ${context.getHandler().name}`);
     }
-    if (Array.isArray(principal.environments)) await this.checkScope(context, principal);
+    if (Array.isArray(principal.environments)) {
+      if (this.reflector.get<boolean | undefined>(UNSCOPED_KEY, context.getHandler())) {
+        this.charge(context, principal);
+        throw new AuthError(
+          'FORBIDDEN',
+          `a token limited to environments may not call ${context.getHandler().name}: tokens, principals and webhooks are not addressed by environment; use an unlimited ADMIN token`,
+        );
+      }
+      await this.checkScope(context, principal);
+    }
     return true;
+  }
+
+  /**
+   * A refused call counts against its principal's request rate like an accepted one (once
+   * per request); when that is used up, the refusal is RATE_LIMITED instead, and nothing is
+   * recorded.
+   */
+  private charge(context: ExecutionContext, principal: Principal): void {
+    const gql = GqlExecutionContext.create(context).getContext<object>();
+    this.modules.get(QuotasService, { strict: false }).chargeRefusal(gql, principal.name);
   }
 
   private async checkScope(context: ExecutionContext, principal: Principal): Promise<void> {
@@ -111,10 +138,15 @@ export class AuthGuard implements CanActivate {
       (environment) => !allowsEnvironment(principal.environments, environment),
     );
     if (outside === undefined) return;
+    this.charge(context, principal);
     const message = `this token may act only on environments matching ${principal.environments!.join(', ')}; not on "${outside}"`;
-    await this.audit(principal, handler, outside, message).catch((error: unknown) =>
-      this.logger.warn(`could not audit a refusal on ${outside}: ${(error as Error).message}`),
-    );
+    // At most one audit row per refused request, and a bounded number per principal.
+    const gql = GqlExecutionContext.create(context).getContext<object>();
+    if (this.modules.get(QuotasService, { strict: false }).mayAuditRefusal(gql, principal.name)) {
+      await this.audit(principal, handler, outside, message).catch((error: unknown) =>
+        this.logger.warn(`could not audit a refusal on ${outside}: ${(error as Error).message}`),
+      );
+    }
     throw new AuthError('FORBIDDEN', message);
   }
 

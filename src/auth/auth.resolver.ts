@@ -7,7 +7,7 @@ import {
   SetPrincipalGroupsArgs,
 } from './dto/token.args.js';
 import { IssuedToken, Principal } from './principal.entity.js';
-import { CurrentPrincipal, Roles } from './roles.decorator.js';
+import { CurrentPrincipal, Roles, Unscoped } from './roles.decorator.js';
 
 @Resolver(() => Principal)
 export class AuthResolver {
@@ -20,6 +20,7 @@ export class AuthResolver {
 
   /** ADMIN only. The token is in the answer once; ALREADY_EXISTS when the name is taken. */
   @Roles()
+  @Unscoped()
   @Mutation(() => IssuedToken)
   async issueToken(
     @Args() { name, role, groups, environments, expiresInSeconds }: IssueTokenArgs,
@@ -29,6 +30,7 @@ export class AuthResolver {
 
   /** ADMIN only (R26). A new secret, shown once; the old one stops at once, open WebSockets included. */
   @Roles()
+  @Unscoped()
   @Mutation(() => IssuedToken, {
     description: 'A new secret for the principal; the old one stops at once.',
   })
@@ -38,6 +40,7 @@ export class AuthResolver {
 
   /** ADMIN only. Every principal, revoked and expired ones too, in name order. */
   @Roles()
+  @Unscoped()
   @Query(() => [Principal])
   principals(): Promise<Principal[]> {
     return this.auth.list();
@@ -45,6 +48,7 @@ export class AuthResolver {
 
   /** ADMIN only. Replaces the principal's groups (R14); later approval decisions count them. */
   @Roles()
+  @Unscoped()
   @Mutation(() => Principal)
   setPrincipalGroups(@Args() { name, groups }: SetPrincipalGroupsArgs): Promise<Principal> {
     return this.auth.setPrincipalGroups(name, groups);
@@ -60,6 +64,7 @@ export class AuthResolver {
    * its name stays taken. FORBIDDEN for the last ADMIN whose token works.
    */
   @Roles()
+  @Unscoped()
   @Mutation(() => Principal)
   revokeToken(@Args() { name }: RevokeTokenArgs): Promise<Principal> {
     return this.auth.revokeToken(name);

@@ -7,6 +7,15 @@ export const ROLES_KEY = 'planfence:roles';
 /** Roles allowed besides ADMIN, which may do everything. Without it, every authenticated role may. */
 export const Roles = (...roles: Role[]) => SetMetadata(ROLES_KEY, roles);
 
+export const UNSCOPED_KEY = 'planfence:unscoped';
+
+/**
+ * An operation not addressed by environment (tokens, principals, webhooks): a token limited
+ * to environments (R26) may not call it, whatever its role, so that a scoped ADMIN cannot
+ * mint, rotate or revoke tokens or read principals beyond its scope (FORBIDDEN).
+ */
+export const Unscoped = () => SetMetadata(UNSCOPED_KEY, true);
+
 export const PUBLIC_KEY = 'planfence:public';
 
 /** An operation that needs no bearer token (its argument is the credential, e.g. an OIDC JWT). */

@@ -58,6 +58,10 @@ export interface WebhooksConfig {
 export interface SubscriptionsConfig {
   /** A subscription's `after` replays at most this many events; more is CURSOR_TOO_OLD. */
   replayLimit: number;
+  /** Events one principal may have replayed per minute (a token bucket of this size); beyond: RATE_LIMITED. */
+  replayEventsPerMinute: number;
+  /** Replays of one principal in progress at once; one more: RATE_LIMITED. */
+  maxReplaysPerPrincipal: number;
 }
 
 /** OIDC token exchange (docs/design.md §12, docs/identity.md). */
@@ -68,6 +72,10 @@ export interface IdentityConfig {
   jwksTimeoutMs: number;
   /** After a fetch, an unknown `kid` triggers no new fetch for this long. */
   jwksCooldownMs: number;
+  /** A failed discovery or JWKS fetch is answered from memory (refused again) for this long. */
+  fetchFailureCacheMs: number;
+  /** exchangeOidcToken calls per source address per minute (a token bucket of this size). */
+  exchangesPerMinute: number;
   /** Leeway for exp and nbf. */
   clockToleranceSeconds: number;
   /** The longest life of an exchanged token (never beyond the JWT's exp). */
@@ -87,6 +95,8 @@ export interface QuotaConfig {
   leasesPerMinute: number;
   /** Bytes of plan content submitted per environment per hour (the bucket holds one hour's worth). */
   planBytesPerHour: number;
+  /** Audit rows of refused (FORBIDDEN) calls per principal per minute; more are refused unrecorded. */
+  auditRefusalsPerMinute: number;
 }
 
 /** WebSocket (graphql-ws) admission and limits. */
@@ -112,6 +122,8 @@ export interface StorageConfig {
   initialize: boolean;
   /** How often the service checks that its SQLite file is still the one it opened. */
   checkIntervalMs: number;
+  /** /health is 503 this long after a client's write failed for a storage reason, unless one committed since. */
+  writeFailureMs: number;
 }
 
 export type IntrospectionMode = 'authenticated' | 'open' | 'off';
@@ -241,6 +253,7 @@ function quotas(env: Env, maxPlanBytes: number): QuotaConfig {
     writeBurst: integer(env, 'PLANFENCE_RATE_WRITES_BURST', 2000, 1, 10_000_000),
     leasesPerMinute: integer(env, 'PLANFENCE_RATE_LEASES_PER_MINUTE', 600, 1, 1_000_000),
     planBytesPerHour,
+    auditRefusalsPerMinute: integer(env, 'PLANFENCE_AUDIT_REFUSALS_PER_MINUTE', 60, 1, 1_000_000),
   };
 }
 
@@ -255,6 +268,7 @@ function storage(env: Env): StorageConfig {
   return {
     initialize: flag(env, 'PLANFENCE_INIT_DATABASE'),
     checkIntervalMs: integer(env, 'PLANFENCE_STORAGE_CHECK_MS', 1000, 50, 60_000),
+    writeFailureMs: integer(env, 'PLANFENCE_HEALTH_WRITE_FAILURE_SECONDS', 60, 1, 86_400) * 1000,
   };
 }
 
@@ -363,6 +377,14 @@ export function loadConfig(env: Env = process.env): Config {
     webhooks: webhooks(env),
     subscriptions: {
       replayLimit: integer(env, 'PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT', 1000, 1, 100_000),
+      replayEventsPerMinute: integer(
+        env,
+        'PLANFENCE_WS_REPLAY_EVENTS_PER_MINUTE',
+        20_000,
+        1,
+        100_000_000,
+      ),
+      maxReplaysPerPrincipal: integer(env, 'PLANFENCE_WS_MAX_REPLAYS_PER_PRINCIPAL', 4, 1, 10_000),
     },
   };
 }
@@ -394,6 +416,9 @@ function identity(env: Env): IdentityConfig {
     oidc,
     jwksTimeoutMs: integer(env, 'PLANFENCE_OIDC_JWKS_TIMEOUT_MS', 5000, 100, 60_000),
     jwksCooldownMs: integer(env, 'PLANFENCE_OIDC_JWKS_COOLDOWN_SECONDS', 30, 0, 3600) * 1000,
+    fetchFailureCacheMs:
+      integer(env, 'PLANFENCE_OIDC_FAILURE_CACHE_SECONDS', 10, 0, 3600) * 1000,
+    exchangesPerMinute: integer(env, 'PLANFENCE_OIDC_EXCHANGES_PER_MINUTE', 60, 1, 1_000_000),
     clockToleranceSeconds: integer(env, 'PLANFENCE_OIDC_CLOCK_TOLERANCE_SECONDS', 5, 0, 300),
     maxTokenSeconds: integer(env, 'PLANFENCE_OIDC_MAX_TOKEN_SECONDS', 3600, 60, 3600),
   };

@@ -82,6 +82,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     const db = config.database;
     this.storage = new StorageMonitor(
       db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
+      config.storage.writeFailureMs,
     );
   }
 
@@ -133,7 +134,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * the one proof that the database takes writes again. Concurrent callers share one probe.
    */
   probeWrite(): Promise<void> {
-    this.probing ??= this.write(async (m) => {
+    this.probing ??= this.run(true, async (m) => {
       await execute(m, 'UPDATE storage_identity SET probed_at = :now', { now: Date.now() });
     })
       .then(() => this.storage.succeeded())
@@ -151,6 +152,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   async storageProblem(): Promise<string | null> {
     const lost = this.storage.lost();
     if (lost) return lost;
+    // The probe's small write may fit where a plan does not (a nearly full disk).
+    const recent = this.storage.recentWriteFailure();
+    if (recent) return recent;
     if (this.storage.unwritable) {
       try {
         await this.probeWrite();
@@ -197,14 +201,22 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * fsync at synchronous=FULL) then makes all of them durable at once, and only then is any
    * of them answered. If the transaction as a whole fails, every write in it fails.
    */
-  async write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.run(false, work);
+  }
+
+  /** A write; a client's (not the probe's) outcome is what /health reports (StorageMonitor). */
+  private async run<T>(probe: boolean, work: (manager: EntityManager) => Promise<T>): Promise<T> {
     this.storage.assertWritable();
+    let result: T;
     try {
-      return await (this.serialized ? this.grouped(work) : this.transaction(work));
+      result = await (this.serialized ? this.grouped(work) : this.transaction(work));
     } catch (error) {
       // Disk full, read-only, file lost: STORAGE_UNAVAILABLE instead of INTERNAL.
-      throw this.storage.failed(error);
+      throw this.storage.failed(error, probe);
     }
+    if (!probe) this.storage.committed();
+    return result;
   }
 
   private async transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {

@@ -49,8 +49,14 @@ export class StorageMonitor {
   private unwritableReason: string | null = null;
   /** Device:inode of the database and WAL files as opened. */
   private opened: { path: string; identity: string }[] = [];
+  /** The last storage failure of a client's write (not the probe's), until one commits. */
+  private clientFailure: { reason: string; at: number } | null = null;
 
-  constructor(readonly files: SqliteFiles | null) {}
+  constructor(
+    readonly files: SqliteFiles | null,
+    /** How long a client's failed write keeps /health at 503 (PLANFENCE_HEALTH_WRITE_FAILURE_SECONDS). */
+    private readonly writeFailureMs = 60_000,
+  ) {}
 
   /** Records the files as they are now (right after the service opened them). */
   recordOpenedFiles(): void {
@@ -101,13 +107,30 @@ export class StorageMonitor {
     this.unwritableReason = null;
   }
 
+  /** A client's write committed: the storage takes the writes clients make. */
+  committed(): void {
+    this.clientFailure = null;
+  }
+
+  /**
+   * Why a client's write failed for a storage reason within the last `writeFailureMs`, when
+   * none has committed since; null otherwise. A probe's small write that commits does not
+   * clear it: a nearly full disk takes the probe and refuses every plan.
+   */
+  recentWriteFailure(now = performance.now()): string | null {
+    const failure = this.clientFailure;
+    if (!failure || now - failure.at >= this.writeFailureMs) return null;
+    return `writes failed in the last ${Math.round((now - failure.at) / 1000)} s: ${failure.reason}`;
+  }
+
   /** The error to give the client: a storage failure becomes STORAGE_UNAVAILABLE. */
-  failed(error: unknown): unknown {
+  failed(error: unknown, probe = false): unknown {
     if (error instanceof DomainError) return error;
     const lost = this.lost();
     if (lost) return new StorageError(lost);
     const reason = storageFailureOf(error);
     if (!reason) return error;
+    if (!probe) this.clientFailure = { reason, at: performance.now() };
     if (!this.unwritableReason)
       this.logger.error(`write failed: ${reason} (${(error as Error).message})`);
     this.unwritableReason = reason;

@@ -10,7 +10,7 @@ import {
 } from '@nestjs/graphql';
 import { Principal, Role } from '../auth/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
-import { SubscriptionFeeds, type SubscriptionPubSub } from '../events/feeds.js';
+import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { DeploymentChangedArgs } from '../events/subscription.args.js';
 import { Plan } from '../plans/plan.entity.js';
 import { Deployment } from './deployment.entity.js';
@@ -101,8 +101,8 @@ export class DeploymentsResolver {
   @Subscription(() => Deployment, { description: "Every change of a deployment's status." })
   deploymentChanged(
     @Args() { environment, after }: DeploymentChangedArgs,
-    @Context('pubsub') pubsub: SubscriptionPubSub,
+    @Context() call: SubscriptionCall,
   ): Promise<AsyncIterable<unknown>> {
-    return this.feeds.deploymentChanged(pubsub, environment, after);
+    return this.feeds.deploymentChanged(call, environment, after);
   }
 }

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { Brackets, type EntityManager } from 'typeorm';
+import { Brackets, type EntityManager, type ObjectLiteral, type SelectQueryBuilder } from 'typeorm';
 import { AuditEvent } from '../audit/audit-event.entity.js';
+import { allowsEnvironment } from '../auth/scope.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
@@ -12,7 +13,9 @@ import {
   deploymentChangedTopic,
   planPublishedTopic,
 } from './events.service.js';
+import { RequestLimitError } from '../common/limit.errors.js';
 import { PgListener } from './pg-listener.js';
+import { ReplayBudget } from './replay-budget.js';
 import { SubscriptionError } from './subscription.errors.js';
 import { DeploymentId, PlanId } from '../common/ids.js';
 
@@ -22,20 +25,61 @@ export interface SubscriptionPubSub {
   close?(): unknown;
 }
 
+/** The slice of a subscription's GraphQL context (`@Context()`) the feeds read. */
+export interface SubscriptionCall {
+  pubsub: SubscriptionPubSub;
+  req?: { principal?: { name: string; environments?: string[] | null } };
+  /** The socket the subscription runs on (SocketGate). */
+  planfenceSocket?: { readonly open: boolean; readonly socket: { bufferedAmount: number } };
+  /** What one event of this subscription costs, by the query cost estimate (request-limits). */
+  eventCost?: number;
+}
+
+/** One feed's catch-up, read page by page from cursor `C`. */
+interface Replay<T, C> {
+  from: C;
+  /** Up to `limit` events after `cursor`, in replay order. */
+  page(m: EntityManager, cursor: C, limit: number): Promise<T[]>;
+  /** How many events follow `cursor`, counted up to `limit`. */
+  count(m: EntityManager, cursor: C, limit: number): Promise<number>;
+  /** The cursor after `last`. */
+  after(last: T): C;
+}
+
+/** Remembers what the catch-up sent, and tells which live events it sent already. */
+interface Seam<T> {
+  replayed(item: T): void;
+  already(live: T): boolean;
+}
+
+/** Events read from the database at a time while replaying. */
+const REPLAY_PAGE = 100;
+/** A replay reads its next page only once its socket holds less than this unsent. */
+const SOCKET_HIGH_WATER = 1024 * 1024;
+
 /**
  * The three environment feeds (planPublished, auditEventRecorded, deploymentChanged), each
  * optionally resumed from a cursor `after`: the events after it first, read from the
  * database, then the live ones, with nothing missed or repeated at the seam.
  *
- * The seam: the live topic is subscribed (and buffers) before the catch-up is read, so an
- * event that commits after that read is heard live. An event that committed before the
- * read is in the catch-up; when it is also heard live (its notification may arrive after
- * the read), it is dropped: plans and audit events by id; a deployment's change when the
- * catch-up already holds that deployment in the same or a later state.
+ * The seam: the live topic is subscribed (and buffers) before the catch-up is counted, so
+ * an event that commits after that count is heard live. An event that committed before it
+ * is among the first `count` events of the catch-up; when it is also heard live (its
+ * notification may arrive later), it is dropped: plans and audit events by id; a
+ * deployment's change when the catch-up already held that deployment in the same or a
+ * later state.
+ *
+ * A catch-up is counted first (bounded by the replay limit), priced with that count like a
+ * query (each event the cost of the subscription's selection: PLANFENCE_MAX_QUERY_COST),
+ * charged to the principal's ReplayBudget, then read page by page: the next page only when
+ * the socket has sent most of the previous one, and none once the socket is closed or the
+ * subscription ended.
  */
 @Injectable()
 export class SubscriptionFeeds {
   private readonly replayLimit: number;
+  private readonly maxCost: number;
+  private readonly budget: ReplayBudget;
 
   constructor(
     private readonly db: Database,
@@ -43,6 +87,11 @@ export class SubscriptionFeeds {
     @Inject(CONFIG) config: Config,
   ) {
     this.replayLimit = config.subscriptions.replayLimit;
+    this.maxCost = config.limits.maxCost;
+    this.budget = new ReplayBudget(
+      config.subscriptions.replayEventsPerMinute,
+      config.subscriptions.maxReplaysPerPrincipal,
+    );
   }
 
   /**
@@ -51,38 +100,69 @@ export class SubscriptionFeeds {
    * order in which the pointer moved, each as its event announced it (status PUBLISHED).
    */
   planPublished(
-    pubsub: SubscriptionPubSub,
+    call: SubscriptionCall,
     environment: string,
     after: string | null | undefined,
   ): Promise<AsyncIterable<unknown>> {
     const cursor = after ? planPosition(environment, after) : null;
-    return this.feed(
-      pubsub,
+    const published = (m: EntityManager, c: PlanCursor) =>
+      m
+        .createQueryBuilder(Plan, 'p')
+        .where('p.environment = :environment', { environment })
+        .andWhere('p.published_at IS NOT NULL')
+        .andWhere(
+          new Brackets((q) =>
+            q
+              .where('p.generation > :g', { g: c.generation })
+              .orWhere('(p.generation = :g AND p.sequence > :s)', { s: c.sequence }),
+          ),
+        )
+        .orderBy('p.generation', 'ASC')
+        .addOrderBy('p.sequence', 'ASC');
+    return this.feed<Plan, PlanCursor>(
+      call,
       planPublishedTopic(environment),
       'planPublished',
-      cursor && ((m) => this.publishedAfter(m, environment, cursor)),
-      (replayed: Plan[]) => {
-        const ids = new Set(replayed.map((plan) => plan.id));
-        return (plan: Plan) => ids.has(plan.id);
+      cursor && {
+        from: cursor,
+        page: (m, c, limit) =>
+          published(m, c)
+            .select(PLAN_FIELDS_BUT_CONTENT.map((column) => `p.${column}`))
+            .limit(limit)
+            .getMany()
+            .then((plans) => plans.map((plan) => this.asPublished(plan))),
+        count: (m, c, limit) => countOf(published(m, c).select('p.id', 'id'), limit),
+        after: (plan) => ({ generation: plan.generation, sequence: plan.sequence }),
       },
+      byId((plan: Plan) => plan.id),
     );
   }
 
   /** Every audit event of the environment; with `after` (an audit event id), first those with a larger id. */
   auditEventRecorded(
-    pubsub: SubscriptionPubSub,
+    call: SubscriptionCall,
     environment: string,
     after: string | null | undefined,
   ): Promise<AsyncIterable<unknown>> {
-    return this.feed(
-      pubsub,
+    const following = (m: EntityManager, id: number) =>
+      m
+        .createQueryBuilder(AuditEvent, 'a')
+        .where('a.environment = :environment', { environment })
+        .andWhere('a.id > :after', { after: id })
+        .orderBy('a.id', 'ASC');
+    return this.feed<AuditEvent, number>(
+      call,
       auditRecordedTopic(environment),
       'auditEventRecorded',
-      after ? (m) => this.auditAfter(m, environment, Number(after)) : null,
-      (replayed: AuditEvent[]) => {
-        const ids = new Set(replayed.map((event) => Number(event.id)));
-        return (event: AuditEvent) => ids.has(Number(event.id));
-      },
+      after
+        ? {
+            from: Number(after),
+            page: (m, id, limit) => following(m, id).limit(limit).getMany(),
+            count: (m, id, limit) => countOf(following(m, id).select('a.id', 'id'), limit),
+            after: (event) => Number(event.id),
+          }
+        : null,
+      byId((event: AuditEvent) => Number(event.id)),
     );
   }
 
@@ -94,22 +174,36 @@ export class SubscriptionFeeds {
    * one deployment made while the subscriber was away arrive as its latest state.
    */
   deploymentChanged(
-    pubsub: SubscriptionPubSub,
+    call: SubscriptionCall,
     environment: string,
     after: string | null | undefined,
   ): Promise<AsyncIterable<unknown>> {
     const sequence = after ? deploymentSequence(environment, after) : null;
-    return this.feed(
-      pubsub,
+    const from = (m: EntityManager, first: number) =>
+      m
+        .createQueryBuilder(Deployment, 'd')
+        .where('d.environment = :environment', { environment })
+        .andWhere('d.sequence >= :sequence', { sequence: first })
+        .orderBy('d.sequence', 'ASC');
+    const seen = new Map<string, [number, number, number]>();
+    return this.feed<Deployment, number>(
+      call,
       deploymentChangedTopic(environment),
       'deploymentChanged',
-      sequence != null ? (m) => this.deploymentsFrom(m, environment, sequence) : null,
-      (replayed: Deployment[]) => {
-        const seen = new Map(replayed.map((d) => [d.id, stateRank(d)]));
-        return (d: Deployment) => {
+      sequence != null
+        ? {
+            from: sequence,
+            page: (m, first, limit) => from(m, first).limit(limit).getMany(),
+            count: (m, first, limit) => countOf(from(m, first).select('d.id', 'id'), limit),
+            after: (d) => d.sequence + 1,
+          }
+        : null,
+      {
+        replayed: (d) => void seen.set(d.id, stateRank(d)),
+        already: (d) => {
           const rank = seen.get(d.id);
           return rank !== undefined && compareRanks(stateRank(d), rank) <= 0;
-        };
+        },
       },
     );
   }
@@ -119,65 +213,90 @@ export class SubscriptionFeeds {
    * does not complete when a lost LISTEN connection is back: the dashboard resubscribes
    * (and re-reads) when its socket closes, not on `complete`.
    */
-  activityRecorded(pubsub: SubscriptionPubSub): Promise<AsyncIterable<unknown>> {
-    return pubsub.subscribe(activityTopic());
+  async activityRecorded(call: SubscriptionCall): Promise<AsyncIterable<unknown>> {
+    const live = await call.pubsub.subscribe(activityTopic());
+    // Read at each event: a socket's principal is refreshed when its access changes.
+    return only(live, (event) =>
+      allowsEnvironment(
+        call.req?.principal?.environments,
+        (event as { activityRecorded: AuditEvent }).activityRecorded.environment,
+      ),
+    );
   }
 
   /**
-   * Subscribes `pubsub` to `topic`, replays what `replay` reads (when given), then the live
-   * events. On PostgreSQL, a feed that was open while this instance's LISTEN connection was
-   * lost is completed when the connection is back, so that its client resubscribes (with
-   * `after`) instead of silently missing what was committed meanwhile.
+   * Subscribes to `topic`, replays what `replay` reads (when given), then the live events.
+   * On PostgreSQL, a feed that was open while this instance's LISTEN connection was lost is
+   * completed when the connection is back, so that its client resubscribes (with `after`)
+   * instead of silently missing what was committed meanwhile.
    */
-  private async feed<T>(
-    pubsub: SubscriptionPubSub,
+  private async feed<T, C>(
+    call: SubscriptionCall,
     topic: string,
     field: string,
-    replay: ((m: EntityManager) => Promise<T[]>) | null,
-    replayedAlready: (replayed: T[]) => (live: T) => boolean,
+    replay: Replay<T, C> | null,
+    seam: Seam<T>,
   ): Promise<AsyncIterable<unknown>> {
+    const { pubsub } = call;
     const live = await pubsub.subscribe(topic);
     const stop = this.listener.onRecovery(() => pubsub.close?.());
-    let replayed: T[] = [];
+    let pages: AsyncIterable<T[]> | null = null;
+    let endReplay = () => {};
     try {
-      if (replay) replayed = await this.db.read(replay);
-      if (replayed.length > this.replayLimit) {
-        throw new SubscriptionError(
-          'CURSOR_TOO_OLD',
-          `more than ${this.replayLimit} events follow the cursor (PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT): read the current state, then subscribe without after`,
-          { replayLimit: this.replayLimit },
-        );
+      if (replay) {
+        const count = await this.db.read((m) => replay.count(m, replay.from, this.replayLimit + 1));
+        if (count > this.replayLimit) {
+          throw new SubscriptionError(
+            'CURSOR_TOO_OLD',
+            `more than ${this.replayLimit} events follow the cursor (PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT): read the current state, then subscribe without after`,
+            { replayLimit: this.replayLimit },
+          );
+        }
+        const cost = count * Math.max(1, call.eventCost ?? 1);
+        if (cost > this.maxCost) {
+          throw new RequestLimitError(
+            'cost',
+            this.maxCost,
+            `replaying the ${count} events after the cursor has an estimated cost of ${cost}; the limit is ${this.maxCost} (PLANFENCE_MAX_QUERY_COST: the subscription's cost per event times the events): select less (plan content), or resume from a later cursor`,
+          );
+        }
+        if (count > 0) {
+          endReplay = this.budget.admit(call.req?.principal?.name ?? '', count);
+          pages = this.pages(call, replay, count);
+        }
       }
     } catch (error) {
       stop();
       pubsub.close?.();
       throw error;
     }
-    return resume(live, field, replayed, replayedAlready(replayed), stop);
+    return resume(live, field, pages, seam, endReplay, () => {
+      endReplay();
+      stop();
+    });
   }
 
-  private publishedAfter(
-    m: EntityManager,
-    environment: string,
-    after: { generation: number; sequence: number },
-  ): Promise<Plan[]> {
-    return m
-      .createQueryBuilder(Plan, 'p')
-      .select(PLAN_FIELDS_BUT_CONTENT.map((column) => `p.${column}`))
-      .where('p.environment = :environment', { environment })
-      .andWhere('p.published_at IS NOT NULL')
-      .andWhere(
-        new Brackets((q) =>
-          q
-            .where('p.generation > :g', { g: after.generation })
-            .orWhere('(p.generation = :g AND p.sequence > :s)', { s: after.sequence }),
-        ),
-      )
-      .orderBy('p.generation', 'ASC')
-      .addOrderBy('p.sequence', 'ASC')
-      .limit(this.replayLimit + 1)
-      .getMany()
-      .then((plans) => plans.map((plan) => this.asPublished(plan)));
+  /** The catch-up's first `count` events, a page at a time, read only while the socket keeps up. */
+  private async *pages<T, C>(
+    call: SubscriptionCall,
+    replay: Replay<T, C>,
+    count: number,
+  ): AsyncGenerator<T[]> {
+    const socket = call.planfenceSocket;
+    let cursor = replay.from;
+    let left = count;
+    while (left > 0) {
+      while (socket?.open && socket.socket.bufferedAmount > SOCKET_HIGH_WATER) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      if (socket && !socket.open) return;
+      const size = Math.min(REPLAY_PAGE, left);
+      const page = await this.db.read((m) => replay.page(m, cursor, size));
+      if (page.length) yield page;
+      if (page.length < size) return;
+      left -= page.length;
+      cursor = replay.after(page[page.length - 1]);
+    }
   }
 
   /** A plan as its publication announced it, its content read when selected. */
@@ -198,44 +317,50 @@ export class SubscriptionFeeds {
     });
     return plan;
   }
+}
 
-  private auditAfter(m: EntityManager, environment: string, after: number): Promise<AuditEvent[]> {
-    return m
-      .createQueryBuilder(AuditEvent, 'a')
-      .where('a.environment = :environment', { environment })
-      .andWhere('a.id > :after', { after })
-      .orderBy('a.id', 'ASC')
-      .limit(this.replayLimit + 1)
-      .getMany();
-  }
+type PlanCursor = { generation: number; sequence: number };
 
-  private deploymentsFrom(
-    m: EntityManager,
-    environment: string,
-    sequence: number,
-  ): Promise<Deployment[]> {
-    return m
-      .createQueryBuilder(Deployment, 'd')
-      .where('d.environment = :environment', { environment })
-      .andWhere('d.sequence >= :sequence', { sequence })
-      .orderBy('d.sequence', 'ASC')
-      .limit(this.replayLimit + 1)
-      .getMany();
-  }
+/** Rows of `query`, counted up to `limit` (only their ids are read). */
+async function countOf(query: SelectQueryBuilder<ObjectLiteral>, limit: number): Promise<number> {
+  return (await query.limit(limit).getRawMany()).length;
+}
+
+/** The events of `live` that `keep`. */
+async function* only(
+  live: AsyncIterable<unknown>,
+  keep: (event: unknown) => boolean,
+): AsyncGenerator<unknown> {
+  for await (const event of live) if (keep(event)) yield event;
+}
+
+/** The seam of a feed whose events are told apart by `key`. */
+function byId<T>(key: (item: T) => string | number): Seam<T> {
+  const ids = new Set<string | number>();
+  return { replayed: (item) => void ids.add(key(item)), already: (item) => ids.has(key(item)) };
 }
 
 /** The replayed events, then the live ones not replayed already. */
 async function* resume<T>(
   live: AsyncIterable<unknown>,
   field: string,
-  replayed: T[],
-  replayedAlready: (live: T) => boolean,
+  pages: AsyncIterable<T[]> | null,
+  seam: Seam<T>,
+  replayDone: () => void,
   ended: () => void,
 ): AsyncGenerator<unknown> {
   try {
-    for (const object of replayed) yield { [field]: object };
+    if (pages) {
+      for await (const page of pages) {
+        for (const object of page) {
+          seam.replayed(object);
+          yield { [field]: object };
+        }
+      }
+    }
+    replayDone();
     for await (const event of live) {
-      if (!replayedAlready((event as Record<string, T>)[field])) yield event;
+      if (!seam.already((event as Record<string, T>)[field])) yield event;
     }
   } finally {
     ended();

@@ -1,4 +1,4 @@
-import { Args, Mutation, Resolver } from '@nestjs/graphql';
+import { Args, Context, Mutation, Resolver } from '@nestjs/graphql';
 import { ExchangeOidcTokenArgs } from '../auth/dto/token.args.js';
 import { IssuedToken } from '../auth/principal.entity.js';
 import { Public } from '../auth/roles.decorator.js';
@@ -19,7 +19,10 @@ export class IdentityResolver {
     description:
       'No authentication needed: the OIDC JWT is the credential. Returns a short-lived token.',
   })
-  exchangeOidcToken(@Args() { token }: ExchangeOidcTokenArgs): Promise<IssuedToken> {
-    return this.oidc.exchange(token);
+  exchangeOidcToken(
+    @Args() { token }: ExchangeOidcTokenArgs,
+    @Context('req') req: { ip?: string } | undefined,
+  ): Promise<IssuedToken> {
+    return this.oidc.exchange(token, req?.ip ?? '');
   }
 }

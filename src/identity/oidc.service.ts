@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import {
   createRemoteJWKSet,
+  customFetch,
   decodeJwt,
   errors as joseErrors,
   type JWTPayload,
@@ -15,7 +16,14 @@ import { Clock } from '../common/clock.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
+import { QuotaError } from '../quotas/quota.errors.js';
+import { TokenBuckets } from '../quotas/token-buckets.js';
+import { fetchBounded } from './bounded-fetch.js';
 import type { OidcIssuer, OidcRule } from '../config/oidc-config.js';
+
+/** The largest discovery document and JWKS read from an issuer. */
+const MAX_DISCOVERY_BYTES = 64 * 1024;
+const MAX_JWKS_BYTES = 256 * 1024;
 
 type KeySet = ReturnType<typeof createRemoteJWKSet>;
 
@@ -81,15 +89,34 @@ function principalName(
 export class OidcService {
   private readonly logger = new Logger(OidcService.name);
   private readonly keySets = new Map<string, KeySet>();
+  /** Failed discovery and JWKS fetches by URL, answered from here until `until` (performance.now()). */
+  private readonly failedFetches = new Map<string, { error: Error; until: number }>();
+  private readonly bySource: TokenBuckets;
 
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly auth: AuthService,
     @Inject(CONFIG) private readonly config: Config,
-  ) {}
+  ) {
+    const perMinute = config.identity.exchangesPerMinute;
+    this.bySource = new TokenBuckets(
+      `at most ${perMinute} OIDC exchanges per minute per source address (PLANFENCE_OIDC_EXCHANGES_PER_MINUTE)`,
+      perMinute,
+      perMinute / 60,
+    );
+  }
 
-  async exchange(token: string): Promise<IssuedToken> {
+  /**
+   * `source` (the caller's address) is charged first: beyond its exchanges per minute the
+   * call is RATE_LIMITED and nothing is verified, recorded or logged.
+   */
+  async exchange(token: string, source = ''): Promise<IssuedToken> {
+    const at = performance.now();
+    const wait = this.bySource.wait(source, 1, at);
+    if (wait > 0) throw QuotaError.rateLimited(this.bySource.limit, Math.max(1, Math.ceil(wait)));
+    this.bySource.take(source, 1, at);
+    if (this.bySource.size > 10_000) this.bySource.prune(at);
     const issuers = this.config.identity.oidc?.issuers ?? [];
     if (!issuers.length) {
       throw new AuthError(
@@ -166,7 +193,13 @@ export class OidcService {
     if (expiresAt <= now) {
       throw await refuse('UNAUTHENTICATED', 'the OIDC token has expired', { ruleIndex: index });
     }
-    const jti = payload.jti;
+    const jti: unknown = payload.jti;
+    if (jti !== undefined && (typeof jti !== 'string' || jti.length > 255)) {
+      throw await refuse(
+        'UNAUTHENTICATED',
+        'the OIDC token was refused: its jti must be a string of at most 255 characters',
+      );
+    }
     let issued: IssuedToken;
     try {
       issued = await this.db.write(async (m) => {
@@ -179,7 +212,7 @@ export class OidcService {
             m,
             `INSERT INTO oidc_used_tokens (issuer, jti, expires_at) VALUES (:issuer, :jti, :expiresAt)
              ON CONFLICT DO NOTHING`,
-            { issuer: issuer.issuer, jti: String(jti).slice(0, 255), expiresAt: exp + tolerance },
+            { issuer: issuer.issuer, jti, expiresAt: exp + tolerance },
           );
           if (!fresh) {
             throw new AuthError(
@@ -246,23 +279,56 @@ export class OidcService {
     const cached = this.keySets.get(issuer.issuer);
     if (cached) return cached;
     const { jwksTimeoutMs, jwksCooldownMs } = this.config.identity;
-    const uri = issuer.jwksUri ?? (await this.discover(issuer));
+    const uri =
+      issuer.jwksUri ?? (await this.remembered(issuer.issuer, () => this.discover(issuer)));
     const keys = createRemoteJWKSet(new URL(uri), {
       timeoutDuration: jwksTimeoutMs,
       cooldownDuration: jwksCooldownMs,
       cacheMaxAge: Math.max(jwksCooldownMs, 600_000),
+      [customFetch]: (url: string, init: RequestInit) =>
+        this.remembered(url, () =>
+          fetchBounded(url, {
+            timeoutMs: jwksTimeoutMs,
+            maxBytes: MAX_JWKS_BYTES,
+            signal: init.signal,
+          }),
+        ),
     });
     this.keySets.set(issuer.issuer, keys);
     return keys;
+  }
+
+  /**
+   * `fetch()`, unless it failed for `key` less than PLANFENCE_OIDC_FAILURE_CACHE_SECONDS
+   * ago: then the same failure at once, without asking the issuer again.
+   */
+  private async remembered<T>(key: string, fetch: () => Promise<T>): Promise<T> {
+    const failed = this.failedFetches.get(key);
+    if (failed && failed.until > performance.now()) throw failed.error;
+    try {
+      const result = await fetch();
+      this.failedFetches.delete(key);
+      return result;
+    } catch (error) {
+      const ms = this.config.identity.fetchFailureCacheMs;
+      if (ms > 0 && error instanceof Error) {
+        this.failedFetches.set(key, { error, until: performance.now() + ms });
+        if (this.failedFetches.size > 1000) {
+          const now = performance.now();
+          for (const [k, v] of this.failedFetches) if (v.until <= now) this.failedFetches.delete(k);
+        }
+      }
+      throw error;
+    }
   }
 
   private async discover(issuer: OidcIssuer): Promise<string> {
     const url = `${issuer.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
     let document: { issuer?: unknown; jwks_uri?: unknown };
     try {
-      const response = await fetch(url, {
-        signal: AbortSignal.timeout(this.config.identity.jwksTimeoutMs),
-        redirect: 'error',
+      const response = await fetchBounded(url, {
+        timeoutMs: this.config.identity.jwksTimeoutMs,
+        maxBytes: MAX_DISCOVERY_BYTES,
       });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       document = (await response.json()) as typeof document;

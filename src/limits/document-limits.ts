@@ -178,21 +178,26 @@ export interface CostInput {
   variables?: Record<string, unknown> | null;
   /** What one `Plan.content` weighs: its size bound in KiB. */
   contentWeight: number;
+  /** Rows a list without a page size returns, by `Type.field`, when known (else 100). */
+  unpagedSizes?: Record<string, number>;
 }
 
 export interface Cost {
   cost: number;
   /** The operation reads `__schema` or `__type`. */
   introspection: boolean;
+  /** `Type.field` of the lists priced at the assumed 100 items, having no page size. */
+  unpaged: Set<string>;
 }
 
 function pageSize(
   field: FieldNode,
   definition: GraphQLField<unknown, unknown>,
   variables: Record<string, unknown>,
+  unpaged: () => number,
 ): number {
   const argument = definition.args.find((a) => a.name === 'first');
-  if (!argument) return UNPAGED_LIST_SIZE;
+  if (!argument) return unpaged();
   const given = field.arguments?.find((a) => a.name.value === 'first')?.value;
   const value = (node: ValueNode | undefined): unknown => {
     if (!node) return argument.defaultValue;
@@ -201,14 +206,14 @@ function pageSize(
     return undefined;
   };
   const n = value(given);
-  return typeof n === 'number' && Number.isFinite(n) && n > 0 ? n : UNPAGED_LIST_SIZE;
+  return typeof n === 'number' && Number.isFinite(n) && n > 0 ? n : unpaged();
 }
 
 /**
  * The estimated cost of the operation that will run, before it runs: every field costs 1,
  * `Plan.content` costs its size bound in KiB, and a list multiplies what it selects by its
- * page size (`first`, from the literal, the variables or the default; 100 for a list
- * without one). Introspection is bounded by the schema and costs its fields only.
+ * page size (`first`, from the literal, the variables or the default; for a list
+ * without one, its real number of rows when `unpagedSizes` knows it, else 100). Introspection is bounded by the schema and costs its fields only.
  */
 export function estimateCost(input: CostInput): Cost {
   const { schema, document, contentWeight } = input;
@@ -219,6 +224,7 @@ export function estimateCost(input: CostInput): Cost {
       fragments.set(definition.name.value, definition);
   const memo = new Map<string, number>();
   const visiting = new Set<string>();
+  const unpaged = new Set<string>();
   let introspection = false;
 
   const costOf = (set: SelectionSetNode, parent: GraphQLNamedType | null | undefined): number => {
@@ -263,7 +269,14 @@ export function estimateCost(input: CostInput): Cost {
       if (selection.selectionSet)
         own += costOf(selection.selectionSet, getNamedType(definition.type));
       const list = isListType(getNullableType(definition.type));
-      cost += list ? own * pageSize(selection, definition, variables) : own;
+      const key = `${parent!.name}.${name}`;
+      const size = () => {
+        const known = input.unpagedSizes?.[key];
+        if (known !== undefined) return Math.max(1, known);
+        unpaged.add(key);
+        return UNPAGED_LIST_SIZE;
+      };
+      cost += list ? own * pageSize(selection, definition, variables, size) : own;
     }
     return cost;
   };
@@ -280,7 +293,7 @@ export function estimateCost(input: CostInput): Cost {
           : schema.getSubscriptionType();
     total = Math.max(total, costOf(definition.selectionSet, root));
   }
-  return { cost: total, introspection };
+  return { cost: total, introspection, unpaged };
 }
 
 export function checkCost(cost: number, limits: LimitsConfig): void {

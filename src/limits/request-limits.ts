@@ -25,6 +25,8 @@ interface HeavyRequest {
 /** The slice of the Mercurius context the hooks read. */
 interface HookContext {
   req?: RequestWithPrincipal;
+  /** A subscription's cost per event, for the feeds to price a replay with (feeds.ts). */
+  eventCost?: number;
   reply?: { request: FastifyRequest & HeavyRequest };
 }
 
@@ -84,6 +86,8 @@ export function installRequestLimits(
   auth: AuthService,
   registry: Registry,
   heavy: HeavyQueryGate,
+  /** The rows a list without a page size would return (`Query.environments`), or undefined. */
+  countRows: (list: string) => Promise<number | undefined> = () => Promise.resolve(undefined),
 ): void {
   const { limits } = config;
   const refused = refusedRequests(registry);
@@ -118,19 +122,36 @@ export function installRequestLimits(
     counted(() => checkDocumentText(source, limits));
     return Promise.resolve();
   });
-  graphql.addHook('preSubscriptionExecution', async (_schema, document) => {
+  // A subscription is priced per event like a query; a replay (`after`) costs that times
+  // the events it replays, which the feed counts before reading them (feeds.ts).
+  graphql.addHook('preSubscriptionExecution', async (schema, document, context) => {
     counted(() => checkDocumentShape(document, limits));
+    const { cost } = estimateCost({ schema, document, contentWeight });
+    counted(() => checkCost(cost, limits));
+    context.eventCost = cost;
     return Promise.resolve();
   });
 
   graphql.addHook('preExecution', async (schema, document, context, variables) => {
-    const { cost, introspection } = estimateCost({
+    const input = {
       schema,
       document,
       variables,
       operationName: operationNameOf(context),
       contentWeight,
-    });
+    };
+    const first = estimateCost(input);
+    const { introspection, unpaged } = first;
+    let cost = first.cost;
+    // A list without a page size is priced again with the rows it would really return.
+    if (unpaged.size) {
+      const unpagedSizes: Record<string, number> = {};
+      for (const list of unpaged) {
+        const rows = await countRows(list);
+        if (rows !== undefined) unpagedSizes[list] = rows;
+      }
+      if (Object.keys(unpagedSizes).length) ({ cost } = estimateCost({ ...input, unpagedSizes }));
+    }
     if (introspection && limits.introspection !== 'open') {
       if (limits.introspection === 'off') {
         throw new AuthError('FORBIDDEN', 'introspection is disabled (PLANFENCE_INTROSPECTION=off)');

@@ -8,7 +8,7 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
-import { SubscriptionFeeds, type SubscriptionPubSub } from '../events/feeds.js';
+import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { PlanPublishedArgs } from '../events/subscription.args.js';
 import { Principal, Role } from '../auth/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
@@ -123,8 +123,8 @@ export class PlansResolver {
   @Subscription(() => Plan, { description: "Every move of the environment's pointer, in order." })
   planPublished(
     @Args() { environment, after }: PlanPublishedArgs,
-    @Context('pubsub') pubsub: SubscriptionPubSub,
+    @Context() call: SubscriptionCall,
   ): Promise<AsyncIterable<unknown>> {
-    return this.feeds.planPublished(pubsub, environment, after);
+    return this.feeds.planPublished(call, environment, after);
   }
 }

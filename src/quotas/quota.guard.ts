@@ -18,9 +18,6 @@ const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);
  */
 @Injectable()
 export class QuotaGuard implements CanActivate {
-  /** Per request (its GraphQL context object): the refusal, once there is one. */
-  private readonly seen = new WeakMap<object, { refused: Error | null }>();
-
   constructor(private readonly quotas: QuotasService) {}
 
   canActivate(context: ExecutionContext): boolean {
@@ -33,13 +30,12 @@ export class QuotaGuard implements CanActivate {
     if (!principal) return true;
 
     const charges: Charge[] = [];
-    let request = this.seen.get(ctx);
-    if (!request) {
-      request = { refused: null };
-      this.seen.set(ctx, request);
+    const request = this.quotas.requestState(ctx);
+    if (request.refused) throw request.refused;
+    if (!request.charged) {
+      request.charged = true;
       charges.push({ buckets: this.quotas.requests, key: principal.name, cost: 1 });
     }
-    if (request.refused) throw request.refused;
     if (info.parentType.name === 'Mutation') {
       charges.push({ buckets: this.quotas.writes, key: principal.name, cost: 1 });
       if (info.fieldName === 'acquireLease')

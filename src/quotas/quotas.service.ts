@@ -13,6 +13,16 @@ export interface Charge {
 
 const PRUNE_EVERY_MS = 10_000;
 
+/** What one GraphQL request (its context object) has been charged and refused so far. */
+export interface RequestState {
+  /** The request's one charge to the requests bucket was made (or refused). */
+  charged: boolean;
+  /** Once set, every later field of the request is refused with it. */
+  refused: Error | null;
+  /** A refusal of this request was written to the audit log. */
+  audited: boolean;
+}
+
 /**
  * Per-principal rate limits and per-environment quotas (RATE_LIMITED {retryAfterSeconds}).
  * Each instance counts on its own, in memory: with N instances behind a balancer a
@@ -25,6 +35,8 @@ export class QuotasService {
   readonly writes: TokenBuckets;
   readonly leases: TokenBuckets;
   readonly planBytes: TokenBuckets;
+  readonly auditedRefusals: TokenBuckets;
+  private readonly states = new WeakMap<object, RequestState>();
   private prunedAt = performance.now();
 
   constructor(@Inject(CONFIG) config: Config) {
@@ -49,6 +61,49 @@ export class QuotasService {
       q.planBytesPerHour,
       q.planBytesPerHour / 3600,
     );
+    this.auditedRefusals = new TokenBuckets(
+      `at most ${q.auditRefusalsPerMinute} audited refusals per minute per principal (PLANFENCE_AUDIT_REFUSALS_PER_MINUTE)`,
+      q.auditRefusalsPerMinute,
+      q.auditRefusalsPerMinute / 60,
+    );
+  }
+
+  /** The charges and refusal of the GraphQL request whose context is `ctx`. */
+  requestState(ctx: object): RequestState {
+    let state = this.states.get(ctx);
+    if (!state) this.states.set(ctx, (state = { charged: false, refused: null, audited: false }));
+    return state;
+  }
+
+  /**
+   * A call of `principal` that is being refused (FORBIDDEN) still counts as its request:
+   * charged once per request like an accepted one. RATE_LIMITED (thrown) when the
+   * principal's requests are used up, so a flood of refused calls ends like any other.
+   */
+  chargeRefusal(ctx: object, principal: string): void {
+    const state = this.requestState(ctx);
+    if (state.refused) throw state.refused;
+    if (state.charged) return;
+    state.charged = true;
+    try {
+      this.admit([{ buckets: this.requests, key: principal, cost: 1 }]);
+    } catch (error) {
+      state.refused = error as Error;
+      throw error;
+    }
+  }
+
+  /**
+   * Whether a refusal of this request may be written to the audit log: at most one per
+   * request, and PLANFENCE_AUDIT_REFUSALS_PER_MINUTE per principal.
+   */
+  mayAuditRefusal(ctx: object, principal: string, now = performance.now()): boolean {
+    const state = this.requestState(ctx);
+    if (state.audited) return false;
+    state.audited = true;
+    if (this.auditedRefusals.wait(principal, 1, now) > 0) return false;
+    this.auditedRefusals.take(principal, 1, now);
+    return true;
   }
 
   /**
@@ -69,7 +124,13 @@ export class QuotasService {
     for (const { buckets, key, cost } of charges) buckets.take(key, cost, now);
     if (now - this.prunedAt >= PRUNE_EVERY_MS) {
       this.prunedAt = now;
-      for (const buckets of [this.requests, this.writes, this.leases, this.planBytes])
+      for (const buckets of [
+        this.requests,
+        this.writes,
+        this.leases,
+        this.planBytes,
+        this.auditedRefusals,
+      ])
         buckets.prune(now);
     }
   }

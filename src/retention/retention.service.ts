@@ -103,6 +103,11 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         { cutoff },
       ),
     }));
+    // The record of OIDC exchanges (one row per attempt) is kept as long as plan content.
+    const exchanges = await this.db.write((m) =>
+      execute(m, 'DELETE FROM oidc_exchanges WHERE at < :cutoff', { cutoff }),
+    );
+    if (exchanges) this.logger.log(`purged ${exchanges} OIDC exchange records`);
     if (outbox.deliveries || outbox.events) {
       this.logger.log(
         `purged ${outbox.events} outbox events and ${outbox.deliveries} finished webhook deliveries`,

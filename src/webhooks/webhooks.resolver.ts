@@ -1,6 +1,6 @@
 import { Args, Mutation, Query, Resolver } from '@nestjs/graphql';
 import { Principal } from '../auth/principal.entity.js';
-import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
+import { CurrentPrincipal, Roles, Unscoped } from '../auth/roles.decorator.js';
 import {
   CreateWebhookInput,
   RedeliverWebhookArgs,
@@ -31,6 +31,7 @@ export class WebhooksResolver {
   constructor(private readonly service: WebhooksService) {}
 
   @Roles()
+  @Unscoped()
   @Query(() => [Webhook])
   webhooks(@CurrentPrincipal() principal: Principal): Promise<Webhook[]> {
     unscoped(principal);
@@ -38,6 +39,7 @@ export class WebhooksResolver {
   }
 
   @Roles()
+  @Unscoped()
   @Query(() => [WebhookDelivery], { description: 'Newest first.' })
   webhookDeliveries(
     @CurrentPrincipal() principal: Principal,
@@ -49,6 +51,7 @@ export class WebhooksResolver {
 
   /** BAD_USER_INPUT naming a bad URL, event type or environment pattern. The secret is shown once. */
   @Roles()
+  @Unscoped()
   @Mutation(() => CreatedWebhook)
   createWebhook(
     @CurrentPrincipal() principal: Principal,
@@ -60,6 +63,7 @@ export class WebhooksResolver {
 
   /** Removes the webhook and its deliveries. NOT_FOUND if unknown. */
   @Roles()
+  @Unscoped()
   @Mutation(() => Boolean)
   deleteWebhook(
     @CurrentPrincipal() principal: Principal,
@@ -71,6 +75,7 @@ export class WebhooksResolver {
 
   /** A FAILED or DELIVERED delivery is sent again (same id). NOT_FOUND if unknown. */
   @Roles()
+  @Unscoped()
   @Mutation(() => WebhookDelivery)
   redeliverWebhook(
     @CurrentPrincipal() principal: Principal,
