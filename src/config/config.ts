@@ -16,6 +16,8 @@ export interface Config {
   /** Where the first start writes a generated admin token (mode 0600). */
   adminTokenFile: string;
   maxPlanBytes: number;
+  /** Largest plan artifact (the binary plan file), in decoded bytes. */
+  maxArtifactBytes: number;
   idempotencyTtlMs: number;
   /** Content of superseded, obsolete, rejected and proposed plans is kept this long. */
   planRetentionMs: number;
@@ -301,9 +303,10 @@ function limits(env: Env): LimitsConfig {
   };
 }
 
-function http(env: Env, maxPlanBytes: number): HttpConfig {
-  // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the plan limit.
-  const defaultBody = maxPlanBytes * 6 + 64 * 1024;
+function http(env: Env, maxPlanBytes: number, maxArtifactBytes: number): HttpConfig {
+  // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes), and an artifact
+  // travels as base64; leave room, the service enforces both limits.
+  const defaultBody = maxPlanBytes * 6 + Math.ceil(maxArtifactBytes / 3) * 4 + 64 * 1024;
   return {
     requestTimeoutMs: integer(env, 'PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000,
     headersTimeoutMs: integer(env, 'PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS', 10, 1, 3600) * 1000,
@@ -329,6 +332,13 @@ export function loadConfig(env: Env = process.env): Config {
     );
   }
   const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
+  const maxArtifactBytes = integer(
+    env,
+    'PLANFENCE_MAX_ARTIFACT_BYTES',
+    4 * 1024 * 1024,
+    1,
+    256 * 1024 * 1024,
+  );
   const dataDir =
     db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
   return {
@@ -338,6 +348,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminToken: adminToken || undefined,
     adminTokenFile: resolve(env.PLANFENCE_ADMIN_TOKEN_FILE || `${dataDir}/admin-token`),
     maxPlanBytes,
+    maxArtifactBytes,
     idempotencyTtlMs: integer(env, 'PLANFENCE_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365) * 3600_000,
     planRetentionMs: integer(env, 'PLANFENCE_PLAN_RETENTION_DAYS', 30, 1, 36500) * 86400_000,
     retentionIntervalMs:
@@ -347,7 +358,7 @@ export function loadConfig(env: Env = process.env): Config {
     sockets: socketLimits(env),
     storage: storage(env),
     limits: limits(env),
-    http: http(env, maxPlanBytes),
+    http: http(env, maxPlanBytes, maxArtifactBytes),
     identity: identity(env),
     webhooks: webhooks(env),
     subscriptions: {
