@@ -88,6 +88,10 @@ resource "terraform_data" "app" { input = "app-\${var.rev}" }
   });
 
   test('plan → submit → approve → deploy apply changes the state; a plan built before that apply is refused by R33; without R33 terraform refuses the stale plan file', async () => {
+    // The state the plans are made against: deployment sequence 0, as the agent reads it.
+    const shown = await planfence(tokens.agent, 'env', 'show', 'infra', '--json');
+    const sequence = String(JSON.parse(shown.stdout).deploymentSequence);
+    expect(sequence).toBe('0');
     // Two plans of the same state: the first will be applied, the second is then stale.
     await plan('one.tfplan', '1');
     await plan('two.tfplan', '2');
@@ -102,7 +106,7 @@ resource "terraform_data" "app" { input = "app-\${var.rev}" }
       '--chdir',
       dir.path,
       '--deployment-sequence',
-      '0',
+      sequence,
       '--source-revision',
       'c0ffee',
       '--json',
@@ -152,7 +156,7 @@ resource "terraform_data" "app" { input = "app-\${var.rev}" }
       '--chdir',
       dir.path,
       '--deployment-sequence',
-      '0',
+      sequence,
       '--json',
     );
     expect(late.code).toBe(0);

@@ -87,6 +87,8 @@ export interface Environment {
   lease: Lease | null;
   currentPlan: Plan | null;
   createdAt: string;
+  /** The sequence of the last deployment started (0: none yet): what a plan is made against (R33). */
+  deploymentSequence: number;
 }
 
 export interface Principal {
@@ -155,7 +157,7 @@ const TERRAFORM_PLAN = `${PLAN} contentType artifactHash basedOnDeploymentSequen
   summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }`;
 const LEASE = 'environment holder generation acquiredAt expiresAt';
 const PRINCIPAL = 'name role createdAt revokedAt';
-const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt lease { ${LEASE} } currentPlan { ${PLAN} }`;
+const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt deploymentSequence lease { ${LEASE} } currentPlan { ${PLAN} }`;
 
 /** R14: `count` approvers of `group` (any approver where null). */
 export interface ApprovalRule {

@@ -89,6 +89,7 @@ export function installRequestLimits(
   const refused = refusedRequests(registry);
   const lookups = authentications(registry);
   const contentWeight = Math.ceil(config.maxPlanBytes / 1024);
+  const artifactWeight = Math.ceil((Math.ceil(config.maxArtifactBytes / 3) * 4) / 1024);
   const graphql = (fastify as unknown as { graphql: MercuriusHooks }).graphql;
   const counted = <T>(check: () => T): T => {
     try {
@@ -130,6 +131,7 @@ export function installRequestLimits(
       variables,
       operationName: operationNameOf(context),
       contentWeight,
+      artifactWeight,
     });
     if (introspection && limits.introspection !== 'open') {
       if (limits.introspection === 'off') {
