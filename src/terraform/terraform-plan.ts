@@ -74,8 +74,8 @@ const ACTIONS: Record<string, Counted | null> = {
 /**
  * Validates a Terraform (or OpenTofu) plan in the JSON of `terraform show -json PLANFILE`
  * and computes its summary: the counts per kind of action and the changed resources, with
- * every value Terraform marks sensitive (`before_sensitive`/`after_sensitive`) replaced by
- * "(sensitive)". Pure: the same content always gives the same result. A document that is
+ * every value Terraform marks sensitive (`before_sensitive`/`after_sensitive`), and every
+ * value of a variable declared sensitive wherever it appears, replaced by "(sensitive)". Pure: the same content always gives the same result. A document that is
  * not such a plan → TerraformPlanError (BAD_USER_INPUT) naming what is wrong.
  */
 export function parseTerraformPlan(content: string): ParsedTerraformPlan {
@@ -119,6 +119,7 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
     resourceChanges: [],
     terraformVersion: terraformVersion ?? null,
   };
+  const secrets = sensitiveValues(parsed);
   changes.forEach((entry: unknown, index) => {
     const at = `resource_changes[${index}]`;
     if (!isObject(entry)) throw new TerraformPlanError(`${at} must be an object`);
@@ -146,8 +147,8 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
       address: entry.address as string,
       type: entry.type as string,
       actions,
-      before: masked(change.before, change.before_sensitive),
-      after: masked(change.after, change.after_sensitive),
+      before: masked(change.before, change.before_sensitive, secrets),
+      after: masked(change.after, change.after_sensitive, secrets),
     });
   });
   return { document: parsed as TerraformPlanDocument, summary };
@@ -183,27 +184,61 @@ function checkDepth(content: string): void {
   }
 }
 
-/** `value` as JSON with what `marks` marks sensitive replaced; null for no value. */
-function masked(value: unknown, marks: unknown): string | null {
+/**
+ * The strings of the variables declared sensitive (their values and defaults). Terraform
+ * does not carry every mark along (terraform_data's `output` echoes a sensitive `input`
+ * unmarked in `before_sensitive`), so these values are masked wherever they appear in
+ * `before`/`after`, besides the positions Terraform marks.
+ */
+function sensitiveValues(plan: Record<string, unknown>): Set<string> {
+  const found = new Set<string>();
+  const configuration = isObject(plan.configuration) ? plan.configuration : {};
+  const declared = isObject(configuration.root_module) ? configuration.root_module.variables : null;
+  const given = isObject(plan.variables) ? plan.variables : {};
+  if (isObject(declared)) {
+    for (const [name, variable] of Object.entries(declared)) {
+      if (!isObject(variable) || variable.sensitive !== true) continue;
+      strings(variable.default, found);
+      const value = Object.hasOwn(given, name) ? given[name] : null;
+      if (isObject(value)) strings(value.value, found);
+    }
+  }
+  found.delete('');
+  return found;
+}
+
+/** Adds every string inside `value` to `into`. */
+function strings(value: unknown, into: Set<string>, depth = 0): void {
+  if (depth > MAX_TERRAFORM_DEPTH) return;
+  if (typeof value === 'string') into.add(value);
+  else if (Array.isArray(value)) for (const item of value) strings(item, into, depth + 1);
+  else if (isObject(value)) for (const item of Object.values(value)) strings(item, into, depth + 1);
+}
+
+/** `value` as JSON with what `marks` marks sensitive, and every sensitive string, replaced; null for no value. */
+function masked(value: unknown, marks: unknown, secrets: Set<string>): string | null {
   if (value === undefined || value === null) return null;
-  return JSON.stringify(mask(value, marks));
+  return JSON.stringify(mask(value, marks, secrets));
 }
 
 /**
  * Terraform's sensitivity marks mirror the value: `true` marks the whole value; an object or
  * array marks its members, position by position; anything else marks nothing.
  */
-function mask(value: unknown, marks: unknown): unknown {
+function mask(value: unknown, marks: unknown, secrets: Set<string>): unknown {
   if (marks === true) return SENSITIVE;
+  if (typeof value === 'string') return secrets.has(value) ? SENSITIVE : value;
   if (Array.isArray(value)) {
-    return Array.isArray(marks) ? value.map((item, i) => mask(item, marks[i])) : value;
+    const itemMarks = Array.isArray(marks) ? marks : [];
+    return value.map((item, i) => mask(item, itemMarks[i], secrets));
   }
-  if (isObject(value) && isObject(marks)) {
+  if (isObject(value)) {
+    const keyMarks = isObject(marks) ? marks : {};
     // fromEntries defines own properties: a "__proto__" key stays a key.
     return Object.fromEntries(
       Object.entries(value).map(([key, item]) => [
         key,
-        mask(item, Object.hasOwn(marks, key) ? marks[key] : undefined),
+        mask(item, Object.hasOwn(keyMarks, key) ? keyMarks[key] : undefined, secrets),
       ]),
     );
   }
