@@ -4,6 +4,8 @@
 // /vendor/diff.min.js), approve pinned to the content hash shown, reject with a reason,
 // break-glass for ADMIN; per environment a timeline (hand-drawn SVG) and the deployment
 // panel. Every value is put on the page as text (textContent / text nodes), never as HTML.
+// A Terraform plan (TERRAFORM_PLAN_JSON) is shown by its summary, which the service computed
+// with every sensitive value masked; its content is never requested (DESIGN R32).
 'use strict';
 
 const ACTORS = ['REVIEWER', 'ADMIN'];
@@ -51,7 +53,23 @@ async function consoleStart() {
 // ---- review queue -------------------------------------------------------------------
 
 const QUEUE = `{ reviewQueue(first: 50) { id environment generation title submittedBy submittedAt expiresAt
-  approvals { approver } pendingApprovalRules { group count } } }`;
+  approvals { approver } pendingApprovalRules { group count }
+  contentType summary { add change destroy replace read } } }`;
+
+/** A Terraform summary's counts as coloured spans: "+1 ~2 −3 ±4" (and reads). */
+function countsOf(summary) {
+  const box = el('span', 'counts');
+  const parts = [['add', '+', 'to add'], ['change', '~', 'to change'], ['destroy', '−', 'to destroy'],
+    ['replace', '±', 'to replace']];
+  if (summary.read) parts.push(['read', '↻', 'to read']);
+  for (const [key, mark, words] of parts) {
+    const part = el('span', `c-${key}${summary[key] ? '' : ' zero'}`, `${mark}${summary[key]}`);
+    part.title = `${summary[key]} ${words}`;
+    part.dataset.count = key;
+    box.append(part, ' ');
+  }
+  return box;
+}
 
 async function refreshQueue() {
   const plans = (await gql(QUEUE)).reviewQueue;
@@ -67,6 +85,7 @@ async function refreshQueue() {
       el('td', null, plan.environment),
       el('td', null, String(plan.generation)),
       el('td', null, plan.title ?? '(untitled)'),
+      el('td', 'changes', plan.summary ? countsOf(plan.summary) : 'text'),
       el('td', null, duration(seconds(now - Date.parse(plan.submittedAt)))),
       el('td', null, left),
       el('td', 'approvals', String(plan.approvals.length)),
@@ -81,14 +100,21 @@ async function refreshQueue() {
 
 // ---- plan view ----------------------------------------------------------------------
 
+const TF_SUMMARY = `summary { add change destroy replace read noop terraformVersion
+  resourceChanges { address type actions before after } }`;
+
+// No `content` here: a Terraform plan's content holds its sensitive values in clear text.
 const PLAN = `query($id: ID!, $e: String!) {
-  plan(id: $id) { id environment generation status title content contentHash submittedBy submittedAt
-    basedOnPlanId rejectionReason expiresAt approvals { approver at contentHash breakGlassReason }
-    pendingApprovalRules { group count } }
+  plan(id: $id) { id environment generation status title contentType contentHash submittedBy submittedAt
+    basedOnPlanId rejectionReason expiresAt sourceRevision artifactHash basedOnDeploymentSequence
+    ${TF_SUMMARY} approvals { approver at contentHash breakGlassReason } pendingApprovalRules { group count } }
   environment(name: $e) { name approvalRules { group count } freeze { reason frozenBy }
-    currentPlan { id title content } }
+    currentPlan { id title contentType } }
   plans(environment: $e, first: 1) { id status }
 }`;
+
+/** The content of TEXT plans only, for the line diff. */
+const CONTENT = 'query($id: ID!) { plan(id: $id) { content } }';
 
 async function sha256(text) {
   if (!globalThis.crypto || !crypto.subtle) return null;
@@ -96,16 +122,30 @@ async function sha256(text) {
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, '0')).join('');
 }
 
+const isText = (plan) => plan && plan.contentType !== 'TERRAFORM_PLAN_JSON';
+
 async function openPlan(id) {
   const environment = id.split('@')[0];
   const data = await gql(PLAN, { id, e: environment });
   if (!data.plan) return;
   const base = data.environment.currentPlan;
   view = { plan: data.plan, env: data.environment, newest: data.plans[0], baseId: base ? base.id : null };
-  // The hash pinned by Approve is the hash of the very text drawn on screen.
-  view.hash = (await sha256(data.plan.content)) ?? data.plan.contentHash;
-  drawDiff(base && base.id !== data.plan.id ? base.content : '', data.plan.content);
-  $('plan-base').textContent = base ? (base.id === data.plan.id ? `${base.id} (this plan)` : base.id) : 'nothing published yet';
+  const terraform = !isText(data.plan);
+  $('plan-summary').hidden = !terraform;
+  $('plan-diff').hidden = terraform;
+  if (terraform) {
+    // The reviewer reviews the summary the service computed from exactly this content.
+    view.hash = data.plan.contentHash;
+    drawSummary(data.plan.summary);
+    $('plan-base').textContent = 'summary of this Terraform plan';
+  } else {
+    const content = (await gql(CONTENT, { id })).plan.content;
+    const baseContent = base && base.id !== id && isText(base) ? (await gql(CONTENT, { id: base.id })).plan.content : '';
+    // The hash pinned by Approve is the hash of the very text drawn on screen.
+    view.hash = (await sha256(content)) ?? data.plan.contentHash;
+    drawDiff(baseContent, content);
+    $('plan-base').textContent = base ? (base.id === data.plan.id ? `${base.id} (this plan)` : base.id) : 'nothing published yet';
+  }
   $('plan-notice').textContent = '';
   $('reject-form').hidden = true;
   $('break-glass-form').hidden = true;
@@ -113,6 +153,62 @@ async function openPlan(id) {
   $('plan-view').hidden = false;
   $('plan-view').scrollIntoView({ block: 'start' });
   $('plan-title').focus?.();
+}
+
+/** Groups in the order a reviewer must read them: what is lost first. */
+const GROUPS = [
+  ['replace', 'to replace', (a) => a.length === 2],
+  ['destroy', 'to destroy', (a) => a.length === 1 && a[0] === 'delete'],
+  ['change', 'to change', (a) => a.length === 1 && a[0] === 'update'],
+  ['add', 'to add', (a) => a.length === 1 && a[0] === 'create'],
+  ['read', 'to read', (a) => a.length === 1 && a[0] === 'read'],
+  ['other', 'other', () => true],
+];
+
+/** The attributes that differ between before and after (all of them for a create or a delete). */
+function attributeRows(before, after) {
+  const b = before ?? {}, a = after ?? {};
+  const keys = [...new Set([...Object.keys(b), ...Object.keys(a)])].sort();
+  const rows = [];
+  for (const key of keys) {
+    // Terraform leaves out of `after` what is known only after apply.
+    const was = JSON.stringify(b[key] ?? null);
+    const is = key in a || after == null ? JSON.stringify(a[key] ?? null) : '(known after apply)';
+    if (was === is || (before == null && is === 'null') || (after == null && was === 'null')) continue;
+    rows.push(el('tr', null, el('td', 'attr', key),
+      el('td', 'was', before == null ? '' : was), el('td', 'is', after == null ? '' : is)));
+  }
+  return rows;
+}
+
+/** Counts first, then the changed resources grouped by action, each with its attribute changes. */
+function drawSummary(summary) {
+  const out = $('plan-summary');
+  out.replaceChildren();
+  const head = el('p', 'summary-counts', countsOf(summary));
+  if (summary.terraformVersion) head.append(el('span', 'tf-version', ` Terraform ${summary.terraformVersion}`));
+  out.append(head);
+  const rest = [...summary.resourceChanges];
+  for (const [key, words, matches] of GROUPS) {
+    const members = rest.filter((change) => matches(change.actions));
+    if (!members.length) continue;
+    for (const member of members) rest.splice(rest.indexOf(member), 1);
+    const group = el('section', `group g-${key}`, el('h3', null, `${members.length} ${words}`));
+    group.dataset.group = key;
+    for (const change of members) {
+      const item = el('details', 'resource');
+      item.open = key !== 'read';
+      item.dataset.address = change.address;
+      item.append(el('summary', null, el('code', null, change.address), ` ${change.type} · ${change.actions.join(', ')}`));
+      const rows = attributeRows(change.before && JSON.parse(change.before), change.after && JSON.parse(change.after));
+      item.append(rows.length
+        ? el('table', 'attrs', el('thead', null, el('tr', null, el('th', null, 'attribute'), el('th', null, 'before'), el('th', null, 'after'))), el('tbody', null, ...rows))
+        : el('p', 'empty', 'no attribute changes known before apply'));
+      group.append(item);
+    }
+    out.append(group);
+  }
+  if (!summary.resourceChanges.length) out.append(el('p', 'empty', `no changes (${summary.noop} resources unchanged)`));
 }
 
 /** One line per <div>: added lines marked +, removed lines marked −, both with a class. */
@@ -148,7 +244,9 @@ function drawView() {
   $('plan-status').textContent = plan.status;
   $('plan-status').className = `st st-${plan.status}`;
   $('plan-submitted').textContent = `by ${plan.submittedBy} at ${new Date(plan.submittedAt).toLocaleString()}`;
-  $('plan-based-on').textContent = plan.basedOnPlanId ?? '—';
+  $('plan-based-on').textContent = [plan.basedOnPlanId,
+    plan.basedOnDeploymentSequence != null ? `deployment sequence ${plan.basedOnDeploymentSequence}` : null,
+    plan.sourceRevision ? `revision ${plan.sourceRevision}` : null].filter(Boolean).join(' · ') || '—';
   $('plan-approvals').textContent = `${plan.approvals.length} of ${required(env.approvalRules)}` +
     (plan.approvals.length ? ` (${plan.approvals.map((a) => a.approver).join(', ')})` : '');
   $('plan-missing').textContent = plan.status === 'PROPOSED' ? rulesText(plan.pendingApprovalRules) : '—';

@@ -1,5 +1,6 @@
 /**
- * Model-based test of deployments: random sequences of publications, starts, heartbeats,
+ * Model-based test of deployments: random sequences of publications (some made against a
+ * deployment sequence, R33), starts, heartbeats,
  * finishes, reconciles, time passing and deployers that pause past their heartbeat and
  * report late, run against the reference model (test/model/deployments-model.ts) and the
  * real service over HTTP. After every command the answer and every deployment's status,
@@ -41,14 +42,16 @@ type Command = fc.AsyncCommand<DeploymentsModel, World>;
 
 function answerOf(result: GqlResult, field: string): string {
   const code = codeOf(result);
-  return code === 'OK' ? `OK ${(result.data as Record<string, { id: string }>)[field].id}` : code;
+  if (code === 'OK') return `OK ${(result.data as Record<string, { id: string }>)[field].id}`;
+  const sequence = result.errors![0].extensions?.deploymentSequence;
+  return sequence !== undefined ? `${code}:seq${sequence}` : code;
 }
 
 async function expectSameState(model: DeploymentsModel): Promise<void> {
   const result = await world.gql<Record<string, any>>(
     world.admin,
     `query($name: String!) {
-       environment(name: $name) { currentPlan { id } activeDeployment { id } deployedPlan { id } }
+       environment(name: $name) { currentPlan { id } activeDeployment { id } deployedPlan { id } deploymentSequence }
        deployments(environment: $name, first: 500) { id sequence status startedBy reconciledBy plan { id } }
      }`,
     { name: model.environment },
@@ -59,6 +62,7 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
     currentPlan: model.currentPlan ? { id: model.currentPlan } : null,
     activeDeployment: active ? { id: active.id } : null,
     deployedPlan: model.deployedPlan ? { id: model.deployedPlan } : null,
+    deploymentSequence: model.deploymentSequence,
   });
   const expected = [...model.deployments].reverse().map((d) => ({
     id: d.id,
@@ -92,7 +96,7 @@ function command(
     check: () => true,
     async run(model) {
       const { expected, actual } = await act(model);
-      count(`${describe.split(' ')[1]} ${actual.split(' ')[0]}`);
+      count(`${describe.split(' ')[1]} ${actual.split(' ')[0].replace(/\d+$/, '')}`);
       expect(`${describe}: ${actual}`).toBe(`${describe}: ${expected}`);
       await expectSameState(model);
     },
@@ -117,16 +121,40 @@ const outcome = fc.constantFrom<Outcome>('SUCCEEDED', 'FAILED');
 const heartbeatSeconds = fc.constantFrom(5, 10, 30);
 const aim = fc.constantFrom(0, 1, 1, 1, 2);
 
-const publish = command('agent publishes a plan', async (model) => {
-  const generation = await world.acquire(tokens.agent, model.environment);
-  const plan = await world.submit(tokens.agent, model.environment, generation, 'plan');
-  await world.release(tokens.agent, model.environment, generation);
-  const expected = model.publish();
-  return {
-    expected: `OK ${expected}`,
-    actual: answerOf(plan, 'submitPlan'),
-  };
-});
+/**
+ * An agent publishes a plan: unbound, or (R33) made against the environment's deployment
+ * sequence as it is now, or against one that is no longer (or not yet) the environment's.
+ */
+function publishing(against: 'unbound' | 'the current sequence' | 'another sequence'): Command {
+  return command(`agent publishes a plan made against ${against}`, async (model) => {
+    const basedOn =
+      against === 'unbound'
+        ? null
+        : against === 'the current sequence'
+          ? model.deploymentSequence
+          : model.deploymentSequence > 0
+            ? model.deploymentSequence - 1
+            : 1;
+    const generation = await world.acquire(tokens.agent, model.environment);
+    const plan = await world.gql(
+      tokens.agent,
+      'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+      {
+        input: {
+          environment: model.environment,
+          generation,
+          content: 'plan',
+          idempotencyKey: `${model.environment}-publish-${++keys}`,
+          basedOnDeploymentSequence: basedOn,
+        },
+      },
+    );
+    await world.release(tokens.agent, model.environment, generation);
+    return { expected: model.publish(basedOn), actual: answerOf(plan, 'submitPlan') };
+  });
+}
+
+const publish = publishing('unbound');
 
 const start = fc
   .record({
@@ -214,7 +242,8 @@ const pausedReport = fc.record({ d: deployer, outcome }).map(({ d, outcome }) =>
 
 const weighted = [
   fc.constant(publish),
-  fc.constant(publish),
+  fc.constant(publishing('the current sequence')),
+  fc.constant(publishing('another sequence')),
   start,
   start,
   start,
@@ -249,6 +278,9 @@ test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
     for (const reached of [
       'starts OK',
       'starts PRECONDITION_FAILED',
+      'starts PRECONDITION_FAILED:seq',
+      'publishes OK',
+      'publishes PRECONDITION_FAILED:seq',
       'starts DEPLOYMENT_ACTIVE',
       'starts IDEMPOTENCY_KEY_REUSED',
       'heartbeats OK',

@@ -17,6 +17,8 @@ test.each([
   ['DATABASE_URL', 'postgres://[bad'],
   ['PLANFENCE_MAX_PLAN_BYTES', '0'],
   ['PLANFENCE_MAX_PLAN_BYTES', '1MB'],
+  ['PLANFENCE_MAX_ARTIFACT_BYTES', '0'],
+  ['PLANFENCE_MAX_ARTIFACT_BYTES', '4MiB'],
   ['PLANFENCE_IDEMPOTENCY_TTL_HOURS', '-1'],
   ['PLANFENCE_SQLITE_SYNCHRONOUS', 'OFF'],
   ['PLANFENCE_ADMIN_TOKEN', 'short'],
@@ -41,6 +43,7 @@ test('the defaults are those the README documents', () => {
     port: 4000,
     host: '127.0.0.1',
     maxPlanBytes: 1024 * 1024,
+    maxArtifactBytes: 4 * 1024 * 1024,
     idempotencyTtlMs: 24 * 3600_000,
     database: { kind: 'sqlite', synchronous: 'FULL' },
   });

@@ -31,6 +31,11 @@ export const OPTIONS = {
   rule: { type: 'string', multiple: true },
   group: { type: 'string', multiple: true },
   'break-glass': { type: 'string' },
+  terraform: { type: 'string' },
+  chdir: { type: 'string' },
+  generation: { type: 'string' },
+  'deployment-sequence': { type: 'string' },
+  'source-revision': { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

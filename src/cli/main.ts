@@ -39,6 +39,11 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   lease renew ENV GENERATION [--ttl SECONDS]
   lease release ENV GENERATION
   plan submit ENV GENERATION --file PATH|- [--title T] [--based-on PLAN_ID] [--key KEY]
+  plan submit ENV --terraform PLANFILE [--chdir DIR] [--generation G] [--deployment-sequence N]
+              [--source-revision REV] [--title T] [--key KEY]
+                                        submit \`terraform show -json PLANFILE\` with the plan file,
+                                        bound to deployment sequence N (default: the current one),
+                                        under generation G or a lease the command takes
   plan approve PLAN_ID [--hash SHA256] [--break-glass REASON]
   plan queue [--first N]                plans you may approve now, oldest first
   plan reject PLAN_ID --reason TEXT
@@ -46,7 +51,7 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   plan list ENV [--status STATUS] [--first N]
   current ENV [--watch [--interval SECONDS]]
   audit ENV [--first N]
-  deploy start|heartbeat|finish|reconcile|show|list ...   see planfence deploy --help
+  deploy start|apply|heartbeat|finish|reconcile|show|list ...   see planfence deploy --help
   login --oidc-token-file PATH | --github-actions   a short-lived token for a CI job (planfence login --help)
 
 Options:

@@ -39,6 +39,45 @@ export interface Plan {
   publishedAt: string | null;
 }
 
+export type PlanContentType = 'TEXT' | 'TERRAFORM_PLAN_JSON';
+
+/** One resource in a Terraform plan's summary. */
+export interface ResourceChange {
+  /** e.g. module.db.aws_db_instance.main */
+  address: string;
+  type: string;
+  /** Terraform's actions, e.g. ["delete","create"] for a replacement. */
+  actions: string[];
+  /** JSON of the values before and after, each value Terraform marks sensitive reading "(sensitive)". */
+  before: string | null;
+  after: string | null;
+}
+
+/** Computed by the service from a TERRAFORM_PLAN_JSON plan; immutable (DESIGN §15). */
+export interface PlanSummary {
+  add: number;
+  change: number;
+  destroy: number;
+  replace: number;
+  read: number;
+  noop: number;
+  /** Every resource whose actions are not ["no-op"], in the document's order. */
+  resourceChanges: ResourceChange[];
+  terraformVersion: string | null;
+}
+
+/** A plan with what DESIGN §15 adds: its content type, summary, artifact and provenance. */
+export interface TerraformPlan extends Plan {
+  contentType: PlanContentType;
+  summary: PlanSummary | null;
+  /** Base64 of the binary plan file, when one was submitted (null once purged). */
+  artifact: string | null;
+  /** sha256 of the artifact's bytes, lowercase hex. */
+  artifactHash: string | null;
+  basedOnDeploymentSequence: number | null;
+  sourceRevision: string | null;
+}
+
 export interface Environment {
   name: string;
   mode: FencingMode;
@@ -48,6 +87,8 @@ export interface Environment {
   lease: Lease | null;
   currentPlan: Plan | null;
   createdAt: string;
+  /** The sequence of the last deployment started (0: none yet): what a plan is made against (R33). */
+  deploymentSequence: number;
 }
 
 export interface Principal {
@@ -112,9 +153,11 @@ export interface WithLeaseOptions {
 
 const PLAN =
   'id environment generation sequence status title content contentHash submittedBy submittedAt basedOnPlanId reviewedBy reviewedAt rejectionReason publishedAt';
+const TERRAFORM_PLAN = `${PLAN} contentType artifactHash basedOnDeploymentSequence sourceRevision
+  summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }`;
 const LEASE = 'environment holder generation acquiredAt expiresAt';
 const PRINCIPAL = 'name role createdAt revokedAt';
-const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt lease { ${LEASE} } currentPlan { ${PLAN} }`;
+const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt deploymentSequence lease { ${LEASE} } currentPlan { ${PLAN} }`;
 
 /** R14: `count` approvers of `group` (any approver where null). */
 export interface ApprovalRule {
@@ -330,6 +373,70 @@ export class PlanfenceClient {
           )
         ).submitPlan,
     );
+  }
+
+  /**
+   * Submits the JSON of `terraform show -json PLANFILE` (TERRAFORM_PLAN_JSON) with the
+   * binary plan file as its artifact, bound to the deployment sequence the plan was made
+   * against (R33: it is published and deployed only while the environment's sequence is
+   * still that). The service computes the summary. Retried like submitPlan.
+   */
+  async submitTerraformPlan(input: {
+    environment: string;
+    generation: number;
+    /** The output of `terraform show -json PLANFILE`. */
+    planJson: string;
+    /** The binary plan file (`terraform plan -out PLANFILE`). */
+    planFile?: Uint8Array;
+    basedOnDeploymentSequence?: number;
+    sourceRevision?: string;
+    title?: string;
+    basedOnPlanId?: string;
+    idempotencyKey?: string;
+  }): Promise<TerraformPlan> {
+    const { planJson, planFile, ...rest } = input;
+    const frozen = {
+      ...rest,
+      content: planJson,
+      contentType: 'TERRAFORM_PLAN_JSON',
+      artifact: planFile ? Buffer.from(planFile).toString('base64') : undefined,
+      idempotencyKey: input.idempotencyKey ?? randomUUID(),
+    };
+    return this.retrying(
+      async () =>
+        (
+          await this.request<{ submitPlan: TerraformPlan }>(
+            `mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { ${TERRAFORM_PLAN} } }`,
+            { input: frozen },
+          )
+        ).submitPlan,
+    );
+  }
+
+  /** A plan with its summary; with `artifact: true`, its artifact (base64) too. */
+  async terraformPlan(
+    id: string,
+    options: { artifact?: boolean } = {},
+  ): Promise<TerraformPlan | null> {
+    return (
+      await this.request<{ plan: TerraformPlan | null }>(
+        `query($id: ID!) { plan(id: $id) { ${TERRAFORM_PLAN} ${options.artifact ? 'artifact' : ''} } }`,
+        { id },
+      )
+    ).plan;
+  }
+
+  /** The environment's deployment sequence: that of the last deployment started (0: none). */
+  async deploymentSequence(environment: string): Promise<number> {
+    const { environment: found } = await this.request<{
+      environment: { deploymentSequence: number } | null;
+    }>('query($e: String!) { environment(name: $e) { deploymentSequence } }', { e: environment });
+    if (!found)
+      throw errorFromBody({
+        message: `environment "${environment}" does not exist`,
+        extensions: { code: 'NOT_FOUND' },
+      });
+    return found.deploymentSequence;
   }
 
   async approvePlan(

@@ -42,6 +42,12 @@ export interface WithDeploymentOptions {
   heartbeatEveryMs?: number;
   /** The finish detail for a result (default: none). A failure's detail is its message. */
   describe?: (result: unknown) => string | undefined;
+  /**
+   * Deploy this plan, which must still be the current one when the deployment starts
+   * (PRECONDITION_FAILED otherwise), instead of whatever plan is current: for a deployer
+   * that checked the plan (its artifact) before deciding to deploy it.
+   */
+  planId?: string;
 }
 
 const DEPLOYMENT =
@@ -154,8 +160,16 @@ export class Deployments {
   ): Promise<{ result: T; deployment: Deployment }> {
     const heartbeatSeconds = options.heartbeatSeconds ?? 60;
     const everyMs = options.heartbeatEveryMs ?? (heartbeatSeconds * 1000) / 3;
-    const plan = await this.client.currentPlan(environment);
-    if (!plan) throw new Error(`environment "${environment}" has no published plan to deploy`);
+    const plan = options.planId
+      ? await this.client.plan(options.planId)
+      : await this.client.currentPlan(environment);
+    if (!plan) {
+      throw new Error(
+        options.planId
+          ? `plan ${options.planId} does not exist`
+          : `environment "${environment}" has no published plan to deploy`,
+      );
+    }
     const deployment = await this.start(environment, plan.id, { heartbeatSeconds });
     const controller = new AbortController();
     let beating = true;

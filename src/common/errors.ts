@@ -45,7 +45,14 @@ export function extensionsOf(error: DomainError): Extensions {
     case 'INVALID_PLAN_STATE':
       return { code, status: details.status };
     case 'PRECONDITION_FAILED':
-      return { code, currentPlanId: details.currentPlanId ?? null };
+      // deploymentSequence: R33, a plan made against a deployment sequence that has moved on.
+      return {
+        code,
+        currentPlanId: details.currentPlanId ?? null,
+        ...('deploymentSequence' in details
+          ? { deploymentSequence: details.deploymentSequence }
+          : {}),
+      };
     case 'FROZEN':
       return { code, reason: details.reason ?? null, frozenBy: details.frozenBy ?? null };
     case 'DEPLOYMENT_ACTIVE':

@@ -16,6 +16,8 @@ export interface Config {
   /** Where the first start writes a generated admin token (mode 0600). */
   adminTokenFile: string;
   maxPlanBytes: number;
+  /** Largest plan artifact (the binary plan file), in decoded bytes. */
+  maxArtifactBytes: number;
   idempotencyTtlMs: number;
   /** Content of superseded, obsolete, rejected and proposed plans is kept this long. */
   planRetentionMs: number;
@@ -315,9 +317,10 @@ function limits(env: Env): LimitsConfig {
   };
 }
 
-function http(env: Env, maxPlanBytes: number): HttpConfig {
-  // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes); leave room, the service enforces the plan limit.
-  const defaultBody = maxPlanBytes * 6 + 64 * 1024;
+function http(env: Env, maxPlanBytes: number, maxArtifactBytes: number): HttpConfig {
+  // A plan's JSON encoding can be larger than its UTF-8 bytes (escapes), and an artifact
+  // travels as base64; leave room, the service enforces both limits.
+  const defaultBody = maxPlanBytes * 6 + Math.ceil(maxArtifactBytes / 3) * 4 + 64 * 1024;
   const requestTimeoutMs =
     integer(env, 'PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600) * 1000;
   const headersTimeoutMs =
@@ -354,6 +357,13 @@ export function loadConfig(env: Env = process.env): Config {
     );
   }
   const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
+  const maxArtifactBytes = integer(
+    env,
+    'PLANFENCE_MAX_ARTIFACT_BYTES',
+    4 * 1024 * 1024,
+    1,
+    256 * 1024 * 1024,
+  );
   const dataDir =
     db.kind === 'sqlite' && db.path !== ':memory:' ? dirname(db.path) : resolve('data');
   return {
@@ -363,6 +373,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminToken: adminToken || undefined,
     adminTokenFile: resolve(env.PLANFENCE_ADMIN_TOKEN_FILE || `${dataDir}/admin-token`),
     maxPlanBytes,
+    maxArtifactBytes,
     idempotencyTtlMs: integer(env, 'PLANFENCE_IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 365) * 3600_000,
     planRetentionMs: integer(env, 'PLANFENCE_PLAN_RETENTION_DAYS', 30, 1, 36500) * 86400_000,
     retentionIntervalMs:
@@ -372,7 +383,7 @@ export function loadConfig(env: Env = process.env): Config {
     sockets: socketLimits(env),
     storage: storage(env),
     limits: limits(env),
-    http: http(env, maxPlanBytes),
+    http: http(env, maxPlanBytes, maxArtifactBytes),
     identity: identity(env),
     webhooks: webhooks(env),
     subscriptions: {
@@ -416,8 +427,7 @@ function identity(env: Env): IdentityConfig {
     oidc,
     jwksTimeoutMs: integer(env, 'PLANFENCE_OIDC_JWKS_TIMEOUT_MS', 5000, 100, 60_000),
     jwksCooldownMs: integer(env, 'PLANFENCE_OIDC_JWKS_COOLDOWN_SECONDS', 30, 0, 3600) * 1000,
-    fetchFailureCacheMs:
-      integer(env, 'PLANFENCE_OIDC_FAILURE_CACHE_SECONDS', 10, 0, 3600) * 1000,
+    fetchFailureCacheMs: integer(env, 'PLANFENCE_OIDC_FAILURE_CACHE_SECONDS', 10, 0, 3600) * 1000,
     exchangesPerMinute: integer(env, 'PLANFENCE_OIDC_EXCHANGES_PER_MINUTE', 60, 1, 1_000_000),
     clockToleranceSeconds: integer(env, 'PLANFENCE_OIDC_CLOCK_TOLERANCE_SECONDS', 5, 0, 300),
     maxTokenSeconds: integer(env, 'PLANFENCE_OIDC_MAX_TOKEN_SECONDS', 3600, 60, 3600),

@@ -86,6 +86,12 @@ export class Environment {
   @Column({ name: 'proposal_ttl_seconds', type: 'integer', nullable: true })
   proposalTtlSeconds: number | null;
 
+  @Field(() => Int, {
+    description: 'Sequence of the last deployment started here (0: none yet).',
+  })
+  @Column({ name: 'deployment_sequence', type: 'integer' })
+  deploymentSequence: number;
+
   /** Set (with frozenBy and frozenAt) while publication is frozen (R17). */
   @Column({ name: 'frozen_reason', type: 'varchar', length: 255, nullable: true })
   frozenReason: string | null;

@@ -1,14 +1,20 @@
 import { AuditEvent } from '../audit/audit-event.entity.js';
 import { Deployment } from '../deployments/deployment.entity.js';
-import { Plan, PLAN_FIELDS_BUT_CONTENT, PlanStatus } from '../plans/plan.entity.js';
+import {
+  Plan,
+  PLAN_FIELDS_BUT_CONTENT,
+  PLAN_LARGE_FIELDS,
+  PlanStatus,
+} from '../plans/plan.entity.js';
 
 /**
  * How a subscription event travels between instances as a PostgreSQL notification payload
  * (shorter than 8000 bytes): the object's fields as they were when the deciding
  * transaction ran, so that every instance rebuilds the very object the event announced.
  *
- * - A plan travels without its `content` (immutable, up to PLANFENCE_MAX_PLAN_BYTES), read
- *   by id only when a subscriber selects it; its approvals are final once it is published
+ * - A plan travels without its `content`, `summary` and `artifact` (immutable, up to
+ *   PLANFENCE_MAX_PLAN_BYTES or PLANFENCE_MAX_ARTIFACT_BYTES), read by id only when a
+ *   subscriber selects them; its approvals are final once it is published
  *   and are read by id as for any plan.
  * - When the fields do not fit, the large text fields that never change once written (an
  *   audit event's `detail`; a deployment's `detail` and `reconcileNote`, written only by the
@@ -33,7 +39,7 @@ const DATES: Record<EventKind, string[]> = {
 
 /** Fields that never travel (read by id when selected). */
 const ALWAYS_LAZY: Record<EventKind, string[]> = {
-  plan: ['content'],
+  plan: Object.keys(PLAN_LARGE_FIELDS),
   audit: [],
   deployment: [],
 };
@@ -47,7 +53,7 @@ const LARGE: Record<EventKind, string[]> = {
 
 /** Entity fields (a plan's approval snapshot is not one: approvals are read by id). */
 const FIELDS: Record<EventKind, string[]> = {
-  plan: [...PLAN_FIELDS_BUT_CONTENT, 'content'],
+  plan: [...PLAN_FIELDS_BUT_CONTENT, ...Object.keys(PLAN_LARGE_FIELDS)],
   audit: [
     'id',
     'at',
@@ -147,7 +153,7 @@ function blank(kind: EventKind): Plan | AuditEvent | Deployment {
 
 /** Column names of the fields that may be read by id. */
 export const COLUMNS: Record<EventKind, { table: string; columns: Record<string, string> }> = {
-  plan: { table: 'plans', columns: { content: 'content', title: 'title' } },
+  plan: { table: 'plans', columns: { ...PLAN_LARGE_FIELDS, title: 'title' } },
   audit: { table: 'audit_events', columns: { detail: 'detail' } },
   deployment: {
     table: 'deployments',

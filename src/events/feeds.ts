@@ -6,7 +6,12 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
 import { Deployment, DeploymentStatus } from '../deployments/deployment.entity.js';
-import { Plan, PLAN_FIELDS_BUT_CONTENT, PlanStatus } from '../plans/plan.entity.js';
+import {
+  Plan,
+  PLAN_FIELDS_BUT_CONTENT,
+  PLAN_LARGE_FIELDS,
+  PlanStatus,
+} from '../plans/plan.entity.js';
 import {
   activityTopic,
   auditRecordedTopic,
@@ -299,22 +304,24 @@ export class SubscriptionFeeds {
     }
   }
 
-  /** A plan as its publication announced it, its content read when selected. */
+  /** A plan as its publication announced it, its large fields (content...) read when selected. */
   private asPublished(plan: Plan): Plan {
     plan.status = PlanStatus.PUBLISHED;
-    let content: Promise<string> | null = null;
-    Object.defineProperty(plan, 'content', {
-      enumerable: true,
-      configurable: true,
-      get: () =>
-        (content ??= this.db
-          .read((m) =>
-            select<{ content: string }>(m, 'SELECT content FROM plans WHERE id = :id', {
-              id: plan.id,
-            }),
-          )
-          .then(([row]) => row?.content ?? '')),
-    });
+    for (const [field, column] of Object.entries(PLAN_LARGE_FIELDS)) {
+      let value: Promise<unknown> | null = null;
+      Object.defineProperty(plan, field, {
+        enumerable: true,
+        configurable: true,
+        get: () =>
+          (value ??= this.db
+            .read((m) =>
+              select<{ value: unknown }>(m, `SELECT ${column} AS value FROM plans WHERE id = :id`, {
+                id: plan.id,
+              }),
+            )
+            .then(([row]) => row?.value ?? (field === 'content' ? '' : null))),
+      });
+    }
     return plan;
   }
 }

@@ -23,6 +23,7 @@ import { EventsService } from '../events/events.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Outbox } from '../outbox/outbox.service.js';
 import { DeploymentId } from '../common/ids.js';
+import { Plan } from '../plans/plan.entity.js';
 
 /** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
 const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
@@ -84,10 +85,12 @@ export class DeploymentsGuard {
   }
 
   /**
-   * R18: accepted iff `planId` is the environment's current plan and none of its
-   * deployments is IN_PROGRESS or UNKNOWN; the new row takes the environment's next
-   * deployment sequence. Rejections: NOT_FOUND, PRECONDITION_FAILED {currentPlanId},
-   * DEPLOYMENT_ACTIVE {status}.
+   * R18: accepted iff `planId` is the environment's current plan, the environment's
+   * deployment sequence is still the one the plan was made against (R33, where the plan
+   * names one) and none of its deployments is IN_PROGRESS or UNKNOWN; the new row takes the
+   * environment's next deployment sequence. Rejections: NOT_FOUND, PRECONDITION_FAILED
+   * {currentPlanId} or {currentPlanId, deploymentSequence}, DEPLOYMENT_ACTIVE
+   * {deploymentId, status}.
    */
   async start(
     m: EntityManager,
@@ -106,6 +109,8 @@ export class DeploymentsGuard {
          CAST(:principal AS VARCHAR(63)), CAST(:now AS BIGINT), CAST(:expiresAt AS BIGINT)
        FROM environments e
        WHERE e.name = :environment AND e.current_plan_id = :planId
+         AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = :planId
+                         AND p.based_on_deployment_sequence <> e.deployment_sequence)
          AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.environment = :environment
                          AND d.${ACTIVE})
        RETURNING sequence`,
@@ -249,6 +254,15 @@ export class DeploymentsGuard {
         'PRECONDITION_FAILED',
         `plan ${p.planId} is not the current plan of "${p.environment}"`,
         { currentPlanId: env.currentPlanId },
+      );
+    }
+    const plan = await findOne(m, Plan, { id: p.planId });
+    const basedOn = plan?.basedOnDeploymentSequence;
+    if (basedOn != null && basedOn !== env.deploymentSequence) {
+      return new DeploymentError(
+        'PRECONDITION_FAILED',
+        `plan ${p.planId} was made against deployment sequence ${basedOn} of "${p.environment}", which has moved on to ${env.deploymentSequence}: plan again`,
+        { currentPlanId: env.currentPlanId, deploymentSequence: env.deploymentSequence },
       );
     }
     const [active] = await select<{ id: string }>(

@@ -7,7 +7,7 @@ import { Environment, FencingMode } from '../environments/environment.entity.js'
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
 import { Lease } from '../leases/lease.model.js';
-import { Plan, PlanStatus } from '../plans/plan.entity.js';
+import { Plan, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
 import { FenceError } from './fence.errors.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
@@ -251,9 +251,10 @@ export class FenceService {
    * R3, R4, R5: stores a plan made under `generation` if the fence admits it (MONOTONIC:
    * generation >= fence, raising the fence; STRICT: generation == fence and the caller's
    * lease of it is live). Where the environment needs no approval, the same statement
-   * also demands `basedOnPlanId` be current and the environment not frozen (R17), and the
-   * plan is published in this transaction. A proposal gets its expiresAt from the
-   * environment's proposalTtlSeconds (R16).
+   * also demands `basedOnPlanId` be current, the environment's deployment sequence still
+   * `basedOnDeploymentSequence` (R33) and the environment not frozen (R17), and the plan is
+   * published in this transaction. A proposal gets its expiresAt from the environment's
+   * proposalTtlSeconds (R16).
    */
   async admitPlan(
     m: EntityManager,
@@ -265,12 +266,20 @@ export class FenceService {
       contentHash: string;
       title: string | null;
       basedOnPlanId: string | null;
+      contentType: PlanContentType;
+      /** JSON of the summary the service computed. */
+      summary: string | null;
+      artifact: string | null;
+      artifactHash: string | null;
+      basedOnDeploymentSequence: number | null;
+      sourceRevision: string | null;
       now: number;
     },
   ): Promise<Plan> {
     const before = await this.environment(m, p.environment);
     const publish = !before.requireApproval;
     const casOnPointer = publish && p.basedOnPlanId != null;
+    const casOnSequence = publish && p.basedOnDeploymentSequence != null;
     const admitted = await execute(
       m,
       `UPDATE environments SET fence = :generation
@@ -281,10 +290,13 @@ export class FenceService {
            OR (mode = 'STRICT' AND fence = :generation AND lease_generation = :generation
                AND lease_principal = :principal AND lease_expires_at > :now))
          ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
+         ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
          ${publish ? 'AND frozen_at IS NULL' : ''}`,
       p,
     );
-    if (!admitted) throw await this.whySubmitRejected(m, p, publish, casOnPointer);
+    if (!admitted) {
+      throw await this.whySubmitRejected(m, p, publish, casOnPointer, casOnSequence);
+    }
     await this.expireProposals(m, p.now, p.environment);
 
     const [{ next }] = await select<{ next: number | string }>(
@@ -305,6 +317,12 @@ export class FenceService {
       title: p.title,
       content: p.content,
       contentHash: p.contentHash,
+      contentType: p.contentType,
+      summary: p.summary,
+      artifact: p.artifact,
+      artifactHash: p.artifactHash,
+      basedOnDeploymentSequence: p.basedOnDeploymentSequence,
+      sourceRevision: p.sourceRevision,
       submittedBy: p.principal,
       submittedAt: at,
       basedOnPlanId: p.basedOnPlanId,
@@ -355,8 +373,9 @@ export class FenceService {
    * 1. the approval row is inserted only if the plan is approvable now (PROPOSED, not expired,
    *    of the fence's generation, after the current plan, not the reviewer's own, the pinned
    *    hash, not yet approved by the reviewer) and, if with this approval every rule would be
-   *    met, only if the plan may also be published now (not frozen, basedOnPlanId current);
-   * 2. the pointer moves only if, besides R5–R7, the approvals recorded for the plan meet
+   *    met, only if the plan may also be published now (not frozen, basedOnPlanId current,
+   *    the deployment sequence still basedOnDeploymentSequence: R33);
+   * 2. the pointer moves only if, besides R5–R7 and R33, the approvals recorded for the plan meet
    *    every rule and the environment is not frozen (a break-glass approval: only R5–R7);
    * 3. the plan is marked PUBLISHED.
    * When (2) moves nothing, the approval was not the completing one.
@@ -380,11 +399,19 @@ export class FenceService {
       generation: plan.generation,
       sequence: plan.sequence,
       basedOnPlanId: plan.basedOnPlanId,
+      basedOnDeploymentSequence: plan.basedOnDeploymentSequence,
       submitter: plan.submittedBy,
     };
     await execute(m, 'UPDATE environments SET fence = fence WHERE name = :environment', params);
     await this.expireProposals(m, p.now, plan.environment);
-    const cas = plan.basedOnPlanId != null ? 'e.current_plan_id = :basedOnPlanId' : '1 = 1';
+    // R7 and R33: the compare-and-swaps publication demands, on the pointer and on the
+    // deployment sequence the plan was made against.
+    const cas = [
+      plan.basedOnPlanId != null ? 'e.current_plan_id = :basedOnPlanId' : '1 = 1',
+      plan.basedOnDeploymentSequence != null
+        ? 'e.deployment_sequence = :basedOnDeploymentSequence'
+        : '1 = 1',
+    ].join(' AND ');
     const approved = await execute(
       m,
       `INSERT INTO approvals (plan_id, approver, at, content_hash, break_glass_reason)
@@ -409,6 +436,7 @@ export class FenceService {
          current_sequence = :sequence
        WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
          ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
+         ${plan.basedOnDeploymentSequence != null ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
          ${breakGlass ? '' : `AND frozen_at IS NULL AND ${RULES_MET}`}
          AND EXISTS (SELECT 1 FROM approvals a WHERE a.plan_id = :id AND a.approver = :reviewer
                      ${breakGlass ? 'AND a.break_glass_reason IS NOT NULL' : ''})
@@ -550,6 +578,15 @@ export class FenceService {
     return new FenceError('PRECONDITION_FAILED', message, { currentPlanId: env.currentPlanId });
   }
 
+  /** R33: a deployment started after the plan was made; it describes a state that is gone. */
+  private sequenceMoved(what: string, basedOn: number, env: Environment): FenceError {
+    return new FenceError(
+      'PRECONDITION_FAILED',
+      `${what} was made against deployment sequence ${basedOn} of "${env.name}", which has moved on to ${env.deploymentSequence}: plan again`,
+      { currentPlanId: env.currentPlanId, deploymentSequence: env.deploymentSequence },
+    );
+  }
+
   private async whySubmitRejected(
     m: EntityManager,
     p: {
@@ -557,10 +594,12 @@ export class FenceService {
       principal: string;
       generation: number;
       basedOnPlanId: string | null;
+      basedOnDeploymentSequence: number | null;
       now: number;
     },
     publish: boolean,
     casOnPointer: boolean,
+    casOnSequence: boolean,
   ): Promise<Error> {
     const env = await this.environment(m, p.environment);
     const unknown = await this.unknownGeneration(m, p);
@@ -576,10 +615,13 @@ export class FenceService {
       );
     }
     if (publish && env.frozenAt) return this.frozen(env);
-    // Stryker disable all: the compare-and-swap is the only clause of the admission statement left, so
-    // this condition holds whenever it is reached, and the last return is unreachable.
     if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
       return this.preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
+    }
+    // Stryker disable all: the deployment sequence is the only clause of the admission statement left, so
+    // this condition holds whenever it is reached, and the last return is unreachable.
+    if (casOnSequence && env.deploymentSequence !== p.basedOnDeploymentSequence) {
+      return this.sequenceMoved(`the plan`, p.basedOnDeploymentSequence!, env);
     }
     return new Error(
       `submit to ${p.environment} at generation ${p.generation} rejected for no known reason`,
@@ -660,14 +702,20 @@ export class FenceService {
     // What is left of the approval statement: this approval would complete the rules (or is
     // break-glass), so publication must be possible now.
     if (p.breakGlassReason == null && env.frozenAt) return this.frozen(env);
-    // Stryker disable all: the compare-and-swap is the only clause left, so this condition holds
-    // whenever it is reached, and the last return is unreachable.
     if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
-      // Stryker restore all
       return this.preconditionFailed(
         `plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`,
         env,
       );
+    }
+    // Stryker disable all: the deployment sequence is the only clause left, so this condition holds
+    // whenever it is reached, and the last return is unreachable.
+    if (
+      plan.basedOnDeploymentSequence != null &&
+      env.deploymentSequence !== plan.basedOnDeploymentSequence
+    ) {
+      // Stryker restore all
+      return this.sequenceMoved(`plan ${plan.id}`, plan.basedOnDeploymentSequence, env);
     }
     // Stryker disable next-line all: unreachable, as above.
     return new Error(`approval of ${plan.id} rejected for no known reason`);

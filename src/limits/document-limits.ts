@@ -176,10 +176,12 @@ export interface CostInput {
   document: DocumentNode;
   operationName?: string | null;
   variables?: Record<string, unknown> | null;
-  /** What one `Plan.content` weighs: its size bound in KiB. */
+  /** What one `Plan.content` (and one `Plan.summary`, computed from it) weighs: its size bound in KiB. */
   contentWeight: number;
   /** Rows a list without a page size returns, by `Type.field`, when known (else 100). */
   unpagedSizes?: Record<string, number>;
+  /** What one `Plan.artifact` weighs: its base64 size bound in KiB (default: contentWeight). */
+  artifactWeight?: number;
 }
 
 export interface Cost {
@@ -211,12 +213,19 @@ function pageSize(
 
 /**
  * The estimated cost of the operation that will run, before it runs: every field costs 1,
- * `Plan.content` costs its size bound in KiB, and a list multiplies what it selects by its
- * page size (`first`, from the literal, the variables or the default; for a list
- * without one, its real number of rows when `unpagedSizes` knows it, else 100). Introspection is bounded by the schema and costs its fields only.
+ * `Plan.content` and `Plan.summary` cost the content's size bound in KiB, `Plan.artifact` its
+ * own, and a list multiplies what it selects by its page size (`first`, from the literal,
+ * the variables or the default; for a list without one, its real number of rows when
+ * `unpagedSizes` knows it, else 100). Introspection is bounded by the schema and costs its
+ * fields only.
  */
 export function estimateCost(input: CostInput): Cost {
   const { schema, document, contentWeight } = input;
+  const weights: Record<string, number> = {
+    content: contentWeight,
+    summary: contentWeight,
+    artifact: input.artifactWeight ?? contentWeight,
+  };
   const variables = input.variables ?? {};
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const definition of document.definitions)
@@ -265,7 +274,7 @@ export function estimateCost(input: CostInput): Cost {
         cost += 1;
         continue;
       }
-      let own = parent!.name === 'Plan' && name === 'content' ? Math.max(1, contentWeight) : 1;
+      let own = parent!.name === 'Plan' && name in weights ? Math.max(1, weights[name]) : 1;
       if (selection.selectionSet)
         own += costOf(selection.selectionSet, getNamedType(definition.type));
       const list = isListType(getNullableType(definition.type));

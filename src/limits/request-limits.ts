@@ -93,6 +93,7 @@ export function installRequestLimits(
   const refused = refusedRequests(registry);
   const lookups = authentications(registry);
   const contentWeight = Math.ceil(config.maxPlanBytes / 1024);
+  const artifactWeight = Math.ceil((Math.ceil(config.maxArtifactBytes / 3) * 4) / 1024);
   const graphql = (fastify as unknown as { graphql: MercuriusHooks }).graphql;
   const counted = <T>(check: () => T): T => {
     try {
@@ -126,7 +127,7 @@ export function installRequestLimits(
   // the events it replays, which the feed counts before reading them (feeds.ts).
   graphql.addHook('preSubscriptionExecution', async (schema, document, context) => {
     counted(() => checkDocumentShape(document, limits));
-    const { cost } = estimateCost({ schema, document, contentWeight });
+    const { cost } = estimateCost({ schema, document, contentWeight, artifactWeight });
     counted(() => checkCost(cost, limits));
     context.eventCost = cost;
     return Promise.resolve();
@@ -139,6 +140,7 @@ export function installRequestLimits(
       variables,
       operationName: operationNameOf(context),
       contentWeight,
+      artifactWeight,
     };
     const first = estimateCost(input);
     const { introspection, unpaged } = first;

@@ -12,6 +12,21 @@ export enum PlanStatus {
   EXPIRED = 'EXPIRED',
 }
 
+export enum PlanContentType {
+  TEXT = 'TEXT',
+  TERRAFORM_PLAN_JSON = 'TERRAFORM_PLAN_JSON',
+}
+
+registerEnumType(PlanContentType, {
+  name: 'PlanContentType',
+  valuesMap: {
+    TEXT: { description: 'Opaque text (the default).' },
+    TERRAFORM_PLAN_JSON: {
+      description: 'The output of `terraform show -json PLANFILE` (Terraform or OpenTofu).',
+    },
+  },
+});
+
 registerEnumType(PlanStatus, {
   name: 'PlanStatus',
   valuesMap: {
@@ -66,6 +81,45 @@ export class Plan {
   @Column({ name: 'content_hash', type: 'varchar', length: 64 })
   contentHash: string;
 
+  @Field(() => PlanContentType)
+  @Column({ name: 'content_type', type: 'varchar', length: 32 })
+  contentType: PlanContentType;
+
+  /**
+   * JSON of the PlanSummary the service computed at submit (TERRAFORM_PLAN_JSON; null for
+   * TEXT). GraphQL reads it through PlansResolver.summary.
+   */
+  @Column({ type: 'text', nullable: true })
+  summary: string | null;
+
+  @Field(() => String, {
+    nullable: true,
+    description: 'Base64 of the binary plan file (terraform plan -out), when one was submitted.',
+  })
+  @Column({ type: 'text', nullable: true })
+  artifact: string | null;
+
+  @Field(() => String, {
+    nullable: true,
+    description: "sha256 of the artifact's bytes, lowercase hex.",
+  })
+  @Column({ name: 'artifact_hash', type: 'varchar', length: 64, nullable: true })
+  artifactHash: string | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description: "The environment's deploymentSequence the plan was computed against (DESIGN R33).",
+  })
+  @Column({ name: 'based_on_deployment_sequence', type: 'integer', nullable: true })
+  basedOnDeploymentSequence: number | null;
+
+  @Field(() => String, {
+    nullable: true,
+    description: 'e.g. the commit the plan was made from; shown to reviewers.',
+  })
+  @Column({ name: 'source_revision', type: 'varchar', length: 255, nullable: true })
+  sourceRevision: string | null;
+
   @Field()
   @Column({ name: 'submitted_by', type: 'varchar', length: 63 })
   submittedBy: string;
@@ -117,7 +171,10 @@ export class Plan {
   snapshot?: ApprovalSnapshot;
 }
 
-/** A plan's stored fields but its content (immutable and large: read by id where needed). */
+/**
+ * A plan's stored fields but its large immutable ones (content, summary, artifact: read by
+ * id where needed).
+ */
 export const PLAN_FIELDS_BUT_CONTENT = [
   'id',
   'environment',
@@ -126,6 +183,10 @@ export const PLAN_FIELDS_BUT_CONTENT = [
   'status',
   'title',
   'contentHash',
+  'contentType',
+  'artifactHash',
+  'basedOnDeploymentSequence',
+  'sourceRevision',
   'submittedBy',
   'submittedAt',
   'basedOnPlanId',
@@ -136,3 +197,10 @@ export const PLAN_FIELDS_BUT_CONTENT = [
   'expiresAt',
   'purgedAt',
 ] as const satisfies readonly (keyof Plan)[];
+
+/** The large immutable fields, with their columns: never in an event, read by id when selected. */
+export const PLAN_LARGE_FIELDS = {
+  content: 'content',
+  summary: 'summary',
+  artifact: 'artifact',
+} as const satisfies Partial<Record<keyof Plan, string>>;

@@ -24,6 +24,7 @@ import { ApprovalRule } from '../environments/policy.model.js';
 import { Approval } from './approval.model.js';
 import { Plan, PlanStatus } from './plan.entity.js';
 import { PlansService } from './plans.service.js';
+import { PlanSummary } from '../terraform/plan-summary.model.js';
 
 @Resolver(() => Plan)
 export class PlansResolver {
@@ -90,6 +91,16 @@ export class PlansResolver {
   @ResolveField('status', () => PlanStatus)
   status(@Parent() plan: Plan): Promise<PlanStatus> {
     return this.service.status(plan);
+  }
+
+  @ResolveField('summary', () => PlanSummary, {
+    nullable: true,
+    description: 'Null for TEXT plans.',
+  })
+  async summary(@Parent() plan: Plan): Promise<PlanSummary | null> {
+    // A plan rebuilt from an event reads its summary by id (a promise of the stored JSON).
+    const stored = await (plan.summary as string | null | Promise<string | null>);
+    return stored ? (JSON.parse(stored) as PlanSummary) : null;
   }
 
   @ResolveField('approvals', () => [Approval])

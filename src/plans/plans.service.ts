@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { In } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
@@ -21,7 +22,8 @@ import type {
   RejectPlanInput,
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
-import { Plan, PlanStatus } from './plan.entity.js';
+import { Plan, PlanContentType, PlanStatus } from './plan.entity.js';
+import { parseTerraformPlan } from '../terraform/terraform-plan.js';
 import { findOne } from '../database/rows.js';
 import { PlanId } from '../common/ids.js';
 
@@ -51,11 +53,30 @@ export class PlansService {
         `plan content is ${bytes} bytes; the limit is ${this.config.maxPlanBytes} (PLANFENCE_MAX_PLAN_BYTES)`,
       );
     }
-    const { idempotencyKey, ...call } = input;
+    const contentType = input.contentType ?? PlanContentType.TEXT;
+    const artifact = input.artifact ?? null;
+    if (artifact != null && contentType !== PlanContentType.TERRAFORM_PLAN_JSON) {
+      throw new InputError('BAD_USER_INPUT', 'artifact is for TERRAFORM_PLAN_JSON plans only');
+    }
+    const artifactHash = artifact != null ? this.artifactHash(artifact) : null;
+    // R31: computed here from the content, never taken from the client.
+    const summary =
+      contentType === PlanContentType.TERRAFORM_PLAN_JSON
+        ? JSON.stringify(parseTerraformPlan(input.content).summary)
+        : null;
+    const basedOnDeploymentSequence = input.basedOnDeploymentSequence ?? null;
+    const sourceRevision = input.sourceRevision ?? null;
     const canonical = {
-      ...call,
-      title: call.title ?? null,
-      basedOnPlanId: call.basedOnPlanId ?? null,
+      environment: input.environment,
+      generation: input.generation,
+      content: input.content,
+      title: input.title ?? null,
+      basedOnPlanId: input.basedOnPlanId ?? null,
+      // Only where given, so that a TEXT submit keeps the fingerprint it always had (R9).
+      ...(contentType !== PlanContentType.TEXT ? { contentType } : {}),
+      ...(artifactHash != null ? { artifactHash } : {}),
+      ...(basedOnDeploymentSequence != null ? { basedOnDeploymentSequence } : {}),
+      ...(sourceRevision != null ? { sourceRevision } : {}),
     };
     return this.decisions.decidePlan(
       {
@@ -64,15 +85,43 @@ export class PlansService {
         actor: principal.name,
         generation: input.generation,
       },
-      idempotentCall(principal.name, idempotencyKey, 'submitPlan', canonical),
+      idempotentCall(principal.name, input.idempotencyKey, 'submitPlan', canonical),
       (m, now) =>
         this.fence.admitPlan(m, {
-          ...canonical,
+          environment: canonical.environment,
+          generation: canonical.generation,
+          content: canonical.content,
+          title: canonical.title,
+          basedOnPlanId: canonical.basedOnPlanId,
+          contentType,
+          summary,
+          artifact,
+          artifactHash,
+          basedOnDeploymentSequence,
+          sourceRevision,
           principal: principal.name,
           contentHash: sha256(input.content),
           now,
         }),
     );
+  }
+
+  /** sha256 of the artifact's bytes; BAD_USER_INPUT unless it is base64 within PLANFENCE_MAX_ARTIFACT_BYTES. */
+  private artifactHash(artifact: string): string {
+    if (artifact.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(artifact)) {
+      throw new InputError('BAD_USER_INPUT', 'artifact must be base64 (RFC 4648, padded)');
+    }
+    const max = this.config.maxArtifactBytes;
+    // Decoded size from the text alone: nothing of an oversized artifact is decoded.
+    const size =
+      (artifact.length / 4) * 3 - (artifact.endsWith('==') ? 2 : artifact.endsWith('=') ? 1 : 0);
+    if (size > max) {
+      throw new InputError(
+        'BAD_USER_INPUT',
+        `artifact is ${size} bytes; the limit is ${max} (PLANFENCE_MAX_ARTIFACT_BYTES)`,
+      );
+    }
+    return createHash('sha256').update(Buffer.from(artifact, 'base64')).digest('hex');
   }
 
   /**

@@ -32,7 +32,7 @@ export const PURGED_STATUSES = [
 
 /**
  * Keeps the database from growing forever: expired idempotency records go, and so does
- * the content (never the metadata or hash) of plans in PURGED_STATUSES submitted more than
+ * the content and artifact (never the metadata, summary or hashes) of plans in PURGED_STATUSES submitted more than
  * PLANFENCE_PLAN_RETENTION_DAYS ago; expired proposals are first stored as EXPIRED. The
  * published plan's content is never purged. Outbox events and DELIVERED or FAILED webhook
  * deliveries older than the same period go too; a PENDING delivery and its event stay.
@@ -79,7 +79,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
         ),
         planContents: await execute(
           m,
-          `UPDATE plans SET content = '', purged_at = :now
+          `UPDATE plans SET content = '', artifact = NULL, purged_at = :now
            WHERE status IN (${PURGED_STATUSES.map((status) => `'${status}'`).join(', ')})
              AND submitted_at < :cutoff AND purged_at IS NULL`,
           { now, cutoff },

@@ -9,6 +9,8 @@ export interface AgentStep {
   code?: string;
   planId?: string;
   fence?: number;
+  basedOnDeploymentSequence?: number;
+  deploymentSequence?: number;
 }
 
 export class AgentProcess {
@@ -26,6 +28,8 @@ export class AgentProcess {
     ttlSeconds: number,
     readonly content: string,
     stepDelayMs: number,
+    /** Submit the plan as made against the deployment sequence read while building it (R33). */
+    bound = false,
   ) {
     this.child = spawn(
       process.execPath,
@@ -37,6 +41,7 @@ export class AgentProcess {
         String(ttlSeconds),
         content,
         String(stepDelayMs),
+        ...(bound ? ['bound'] : []),
       ],
       {
         stdio: ['ignore', 'pipe', 'inherit'],

@@ -14,6 +14,13 @@
  * if that approval came before the fence moved past A's generation; an approval after it
  * is STALE_GENERATION, and a plan left with one approval reads OBSOLETE.
  *
+ * In a stale-plan round (R33) the environment already has a published plan. Agent A takes
+ * a long lease, reads the environment's deployment sequence while it builds its plan, and
+ * is frozen before sending it. A deployer deploys the published plan meanwhile. A is thawed
+ * and submits, its lease still live, so no fence stops it: its plan, made against the
+ * sequence before that deployment, is never published (the submit that would publish it,
+ * or the reviewer's approval, is PRECONDITION_FAILED {deploymentSequence}).
+ *
  * A watcher samples every active environment's pointer and fence throughout. At the end
  * a checker that knows only the API and the audit log judges every environment:
  *   - the pointer never moved backwards in (generation, sequence), nor the fence down;
@@ -23,7 +30,8 @@
  *   - every accepted plan is stored whole (its content and sha256 as sent);
  *   - every rejection has its code, and A's outcome is the one DESIGN §4 gives for the
  *     order in which the audit log says things happened;
- *   - quorum rounds: as above for the two concurrent approvals.
+ *   - quorum rounds: as above for the two concurrent approvals;
+ *   - stale-plan rounds: A's plan was never published, and was refused for R33.
  *
  *   npm run test:fault -- --rounds 1000 --seed 7 --parallel 8
  *   npm run test:fault -- --rounds 300 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
@@ -64,6 +72,8 @@ interface Round {
   approvals: { who: string; code: string }[];
   /** Set by the judge: did A's plan get its two approvals before the fence moved? */
   quorumOutcome?: 'published' | 'fenced';
+  /** A plans against the deployment sequence; the published plan is deployed while A is frozen. */
+  stale: boolean;
 }
 
 interface AuditEvent {
@@ -85,6 +95,8 @@ export interface PauseReport {
   seed: number;
   /** Quorum rounds, and how A's plan ended in them. */
   quorum: { rounds: number; published: number; fenced: number };
+  /** Stale-plan rounds (R33), all of which must end with A's plan unpublished. */
+  stale: number;
 }
 
 const LEASE_SECONDS = 1;
@@ -122,6 +134,7 @@ export async function runPauseHarness(options: {
     const agentB = await service.issueToken('agent-b', 'AGENT');
     const reviewer = await service.issueToken('reviewer', 'REVIEWER');
     const reviewer2 = await service.issueToken('reviewer-2', 'REVIEWER');
+    const deployer = await service.issueToken('deployer', 'DEPLOYER');
 
     // Every round's choices are drawn up front from the seed: the same seed plays the same rounds.
     rounds = Array.from({ length: options.rounds }, (_, index): Round => {
@@ -140,6 +153,7 @@ export async function runPauseHarness(options: {
         quorum: random(4) === 0,
         raceDelaysMs: { b: random(300), first: random(500), second: random(500) },
         approvals: [],
+        stale: random(5) === 0,
       };
     });
 
@@ -183,6 +197,79 @@ export async function runPauseHarness(options: {
           code: (answer.errors?.[0]?.extensions?.code as string | undefined) ?? 'OK',
         });
       };
+
+      if (round.stale && !round.quorum) {
+        // B publishes a plan (a reviewer approves it where needed) and lets its lease go.
+        const b = instances[round.instanceOf.B];
+        const content = `plan by B in round ${round.index}`;
+        round.contents.set('agent-b', content);
+        const { acquireLease } = await b.ok(
+          agentB,
+          'mutation($e: String!) { acquireLease(input: { environment: $e, ttlSeconds: 30 }) { generation } }',
+          { e: round.environment },
+        );
+        const { submitPlan } = await b.ok(
+          agentB,
+          'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+          {
+            input: {
+              environment: round.environment,
+              generation: acquireLease.generation,
+              content,
+              idempotencyKey: `${round.environment}-b`,
+            },
+          },
+        );
+        await b.ok(
+          agentB,
+          'mutation($e: String!, $g: Int!) { releaseLease(input: { environment: $e, generation: $g }) }',
+          { e: round.environment, g: acquireLease.generation },
+        );
+        if (round.requireApproval) {
+          await b.ok(
+            reviewer,
+            'mutation($id: ID!) { approvePlan(input: { planId: $id }) { id } }',
+            {
+              id: submitPlan.id,
+            },
+          );
+        }
+        // A plans against the state as it is (deployment sequence 0) and is frozen before sending.
+        const a = track(
+          new AgentProcess(
+            instances[round.instanceOf.A].url,
+            agentA,
+            round.environment,
+            30,
+            `plan by A in round ${round.index}`,
+            STEP_DELAY_MS,
+            true,
+          ),
+        );
+        round.contents.set('agent-a', a.content);
+        await a.until('built');
+        a.freeze();
+        pauses++;
+        // The published plan is deployed meanwhile: the state A planned against is gone.
+        const { startDeployment } = await b.ok(
+          deployer,
+          'mutation($e: String!, $p: ID!, $k: String!) { startDeployment(input: { environment: $e, planId: $p, idempotencyKey: $k }) { id } }',
+          { e: round.environment, p: submitPlan.id, k: `${round.environment}-deploy` },
+        );
+        await b.ok(
+          deployer,
+          'mutation($id: ID!) { finishDeployment(input: { deploymentId: $id, outcome: SUCCEEDED }) { id } }',
+          { id: startDeployment.id },
+        );
+        a.thaw();
+        round.a = await a.result();
+        round.b = { step: 'result', code: 'OK', planId: submitPlan.id };
+        await a.exited;
+        if (round.requireApproval && round.a.code === 'OK' && round.a.planId)
+          await approve('reviewer', reviewer, round.instanceOf.A, round.a.planId);
+        watcher.active.delete(round.environment);
+        return;
+      }
 
       if (round.quorum) {
         const a = agent(agentA, 'A', LEASE_SECONDS);
@@ -324,6 +411,7 @@ export async function runPauseHarness(options: {
       published: quorum.filter((round) => round.quorumOutcome === 'published').length,
       fenced: quorum.filter((round) => round.quorumOutcome === 'fenced').length,
     },
+    stale: rounds.filter((round) => round.stale && !round.quorum).length,
   };
 }
 
@@ -462,7 +550,8 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
       problems.push(`${env}: agent ${who} got ${step.code}`);
   }
   if (round.quorum) problems.push(...(await judgeQuorum(service, round, events)));
-  const expected = expectedForA(round, events);
+  if (round.stale && !round.quorum) problems.push(...(await judgeStale(service, round, events)));
+  const expected = round.stale && !round.quorum ? null : expectedForA(round, events);
   if (round.a && expected && round.a.code !== expected) {
     problems.push(
       `${env}: A got ${round.a.code}, DESIGN §4 says ${expected} (${round.mode}, ${round.order}, paused at ${round.pauseAt})`,
@@ -528,6 +617,57 @@ async function judgeQuorum(
   return problems;
 }
 
+/**
+ * A stale-plan round (R33): A's plan, made against deployment sequence 0, was submitted after
+ * deployment 1 started. It is never published: refused at submit where that would publish it,
+ * else stored and its approval refused; the published plan is still B's.
+ */
+async function judgeStale(
+  service: ServiceProcess,
+  round: Round,
+  events: AuditEvent[],
+): Promise<string[]> {
+  const problems: string[] = [];
+  const env = round.environment;
+  const a = round.a;
+  if (!a) return problems;
+  if (a.basedOnDeploymentSequence !== undefined && a.basedOnDeploymentSequence !== 0)
+    problems.push(`${env}: A planned against sequence ${a.basedOnDeploymentSequence}, not 0`);
+  const published = events.filter(
+    (e) =>
+      e.outcome === 'ACCEPTED' &&
+      e.planId != null &&
+      e.planId === a.planId &&
+      ((e.action === 'APPROVE_PLAN' && (e.detail ?? '').startsWith('published')) ||
+        (e.action === 'SUBMIT_PLAN' && !round.requireApproval)),
+  );
+  if (published.length) problems.push(`${env}: A's stale plan ${a.planId} was published`);
+  if (!round.requireApproval) {
+    if (a.code !== 'PRECONDITION_FAILED' || a.deploymentSequence !== 1)
+      problems.push(
+        `${env}: A's submit got ${a.code} {deploymentSequence: ${a.deploymentSequence}}, not PRECONDITION_FAILED {deploymentSequence: 1}`,
+      );
+  } else if (a.code !== 'OK') {
+    problems.push(`${env}: A's proposal got ${a.code}, not OK`);
+  } else if (round.approvals[0]?.code !== 'PRECONDITION_FAILED') {
+    problems.push(
+      `${env}: the approval of A's stale plan got ${round.approvals[0]?.code}, not PRECONDITION_FAILED`,
+    );
+  }
+  const current = (
+    await service.ok(
+      ADMIN_TOKEN,
+      'query($e: String!) { environment(name: $e) { deploymentSequence currentPlan { id } } }',
+      { e: env },
+    )
+  ).environment as { deploymentSequence: number; currentPlan: { id: string } | null };
+  if (current.currentPlan?.id !== round.b?.planId || current.deploymentSequence !== 1)
+    problems.push(
+      `${env}: the current plan is ${current.currentPlan?.id} at sequence ${current.deploymentSequence}, not B's ${round.b?.planId} at 1`,
+    );
+  return problems;
+}
+
 /** What §4 says A's submit must get, given what the audit log says happened before it was decided. */
 function expectedForA(round: Round, events: AuditEvent[]): string | null {
   const aSubmit = events.find((e) => e.actor === 'agent-a' && e.action === 'SUBMIT_PLAN');
@@ -561,7 +701,7 @@ if (!deployers && import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
   });
   for (const violation of report.violations) console.error(violation);
   console.log(
-    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)}`,
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)} stale=${report.stale}`,
   );
   process.exitCode = report.violations.length ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 /**
- * Reference model of deployments (DESIGN §10, R18–R21): what the service must answer to
- * each call and what every deployment must read afterwards, written as plainly as
- * possible, with no database and no concurrency.
+ * Reference model of deployments (DESIGN §10, R18–R21, and R33 for plans made against a
+ * deployment sequence): what the service must answer to each call and what every
+ * deployment must read afterwards, written as plainly as possible, with no database and no
+ * concurrency.
  */
 export type Status = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
 export type Outcome = 'SUCCEEDED' | 'FAILED';
@@ -17,11 +18,16 @@ export interface ModelDeployment {
   reconciledBy: string | null;
 }
 
-/** An answer: `OK <deployment id>` or the error code. */
+/**
+ * An answer: `OK <deployment id>` or the error code; R33's PRECONDITION_FAILED names the
+ * environment's deployment sequence: `PRECONDITION_FAILED:seq<n>`.
+ */
 export type Answer = string;
 
 export class DeploymentsModel {
   readonly plans: string[] = [];
+  /** R33: the deployment sequence each plan was made against (absent: none given). */
+  private readonly basedOn = new Map<string, number>();
   readonly deployments: ModelDeployment[] = [];
   /** R22: the deployment events the outbox must hold, in commit order (deployment.unknown aside: it is stored when the next write comes). */
   readonly events: string[] = [];
@@ -38,12 +44,26 @@ export class DeploymentsModel {
     return this.plans.at(-1) ?? null;
   }
 
-  /** An agent acquires a new generation, submits one plan (published at once) and releases. */
-  publish(): string {
+  /** The environment's deployment sequence: that of the last deployment started. */
+  get deploymentSequence(): number {
+    return this.deployments.length;
+  }
+
+  /**
+   * An agent acquires a new generation, submits one plan (published at once, R33: only while
+   * the deployment sequence is still `basedOn`, else nothing is stored) and releases.
+   */
+  publish(basedOn: number | null = null): Answer {
     this.generation++;
+    if (basedOn != null && basedOn !== this.deploymentSequence) return this.sequenceMoved();
     const id = `${this.environment}@${this.generation}.1`;
     this.plans.push(id);
-    return id;
+    if (basedOn != null) this.basedOn.set(id, basedOn);
+    return `OK ${id}`;
+  }
+
+  private sequenceMoved(): Answer {
+    return `PRECONDITION_FAILED:seq${this.deploymentSequence}`;
   }
 
   statusOf(d: ModelDeployment): Status {
@@ -72,6 +92,8 @@ export class DeploymentsModel {
 
   private decideStart(principal: string, planId: string, heartbeatSeconds: number): Answer {
     if (planId !== this.currentPlan) return 'PRECONDITION_FAILED';
+    const basedOn = this.basedOn.get(planId);
+    if (basedOn !== undefined && basedOn !== this.deploymentSequence) return this.sequenceMoved();
     if (this.active) return 'DEPLOYMENT_ACTIVE';
     const sequence = this.deployments.length + 1;
     const id = `${this.environment}#${sequence}`;

@@ -8,12 +8,18 @@ import {
   type DeploymentOutcome,
   Deployments,
 } from '../../client/deployments.js';
+import { UsageError } from '../command.js';
+import { applyTerraformPlan, TerraformApplyFailed } from './terraform.js';
 
 export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url URL] [--token TOKEN] [--json]
 
   deploy start ENV [--plan PLAN_ID] [--heartbeat SECONDS] [--key KEY]
                        start a deployment of the current plan (or of PLAN_ID, which must be current);
                        prints its id and sequence, the token to hand to the system that applies it
+  deploy apply ENV --terraform [--chdir DIR] [--heartbeat SECONDS]
+                       apply the current plan's Terraform plan file (checked against its sha256) with
+                       terraform apply, inside a deployment: SUCCEEDED on exit 0, else FAILED with
+                       the tail of terraform's output
   deploy heartbeat DEPLOYMENT_ID [--heartbeat SECONDS]
   deploy finish DEPLOYMENT_ID --succeeded|--failed [--detail TEXT] [--key KEY]
   deploy reconcile DEPLOYMENT_ID --outcome SUCCEEDED|FAILED --note TEXT   (REVIEWER, ADMIN)
@@ -22,7 +28,8 @@ export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url
 
 Exit codes as for every command; besides them:
   7  DEPLOYMENT_ACTIVE (another deployment is IN_PROGRESS or UNKNOWN) or
-     DEPLOYMENT_NOT_ACTIVE (the deployment ended, was reconciled, or is not yours)`;
+     DEPLOYMENT_NOT_ACTIVE (the deployment ended, was reconciled, or is not yours)
+  9  deploy apply: terraform apply failed (the deployment is FAILED, with its output as detail)`;
 
 const row = (d: Deployment) => ({
   id: d.id,
@@ -89,6 +96,8 @@ export async function deploy(
         outcome: { type: 'string' },
         note: { type: 'string' },
         first: { type: 'string' },
+        terraform: { type: 'boolean', default: false },
+        chdir: { type: 'string' },
       },
     });
   } catch (error) {
@@ -126,6 +135,23 @@ export async function deploy(
         });
         print(started, () => line(started));
         return 0;
+      }
+      case 'apply': {
+        if (!values.terraform) return usage('deploy apply needs --terraform');
+        try {
+          const { deployment } = await applyTerraformPlan(client, deployments, target, {
+            chdir: values.chdir,
+            heartbeatSeconds,
+            echo: (chunk) => process.stderr.write(chunk),
+          });
+          print(deployment, () => line(deployment));
+          return 0;
+        } catch (error) {
+          if (error instanceof UsageError) return usage(error.message);
+          if (!(error instanceof TerraformApplyFailed)) throw error;
+          err(`planfence: ${error.message}`);
+          return 9;
+        }
       }
       case 'heartbeat': {
         const beaten = await deployments.heartbeat(target, heartbeatSeconds);

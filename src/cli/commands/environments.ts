@@ -51,6 +51,7 @@ export const showEnvironment: Command = async ({ client, rest, print, need }) =>
       `environment  ${env.name} (${env.mode}, ${env.requireApproval ? 'approval required' : 'publishes on submit'})`,
       `fence        ${env.fence}   last issued generation ${env.lastIssuedGeneration}`,
       `lease        ${env.lease ? `${env.lease.holder}, generation ${env.lease.generation}, until ${env.lease.expiresAt}` : 'none'}`,
+      `deployments  ${env.deploymentSequence} started (the deployment sequence a new plan is made against)`,
       `current      ${env.currentPlan ? `${env.currentPlan.id} ${env.currentPlan.title ?? ''} by ${env.currentPlan.submittedBy}, approved by ${env.currentPlan.reviewedBy ?? '-'}` : 'none'}`,
     ].join('\n'),
   );

@@ -1,9 +1,32 @@
 import { readFileSync } from 'node:fs';
 import { PlanfenceError } from '../../client/errors.js';
 import { type Command, integer, pending, planRow, table, UsageError } from '../command.js';
+import { counts, submitTerraformPlan } from './terraform.js';
 
 /** planfence plan submit */
 export const submitPlan: Command = async ({ client, rest, values, print, need }) => {
+  if (values.terraform !== undefined) {
+    need(1, 'plan submit ENV --terraform PLANFILE [--chdir DIR] [--generation G]');
+    const plan = await submitTerraformPlan(client, rest[0], {
+      planFile: values.terraform,
+      chdir: values.chdir,
+      generation:
+        values.generation !== undefined ? integer(values.generation, '--generation') : undefined,
+      deploymentSequence:
+        values['deployment-sequence'] !== undefined
+          ? integer(values['deployment-sequence'], '--deployment-sequence')
+          : undefined,
+      sourceRevision: values['source-revision'],
+      title: values.title,
+      idempotencyKey: values.key,
+    });
+    print(
+      plan,
+      () =>
+        `${plan.id} ${plan.status} (sha256 ${plan.contentHash}, plan file sha256 ${plan.artifactHash}, deployment sequence ${plan.basedOnDeploymentSequence})\n${counts(plan.summary)}`,
+    );
+    return 0;
+  }
   need(2, 'plan submit ENV GENERATION --file PATH|-');
   if (!values.file)
     throw new UsageError('plan submit needs --file PATH (or --file - for standard input)');

@@ -1,5 +1,5 @@
 import { ArgsType, Field, ID, InputType, Int } from '@nestjs/graphql';
-import { IsEnum, IsOptional, Length, Matches } from 'class-validator';
+import { IsEnum, IsInt, IsOptional, Length, Matches, Max, Min } from 'class-validator';
 import {
   IsGeneration,
   IsName,
@@ -7,8 +7,9 @@ import {
   IsPageSize,
   IsPlanId,
   IsShortText,
+  MAX_INT32,
 } from '../../common/validation.js';
-import { PlanStatus } from '../plan.entity.js';
+import { PlanContentType, PlanStatus } from '../plan.entity.js';
 
 @InputType()
 export class SubmitPlanInput {
@@ -41,6 +42,34 @@ export class SubmitPlanInput {
   @IsOptional()
   @IsPlanId()
   basedOnPlanId?: string | null;
+
+  @Field(() => PlanContentType, { defaultValue: PlanContentType.TEXT })
+  @IsEnum(PlanContentType)
+  contentType: PlanContentType;
+
+  /** Decoded, checked and limited (PLANFENCE_MAX_ARTIFACT_BYTES) by the service. */
+  @Field(() => String, {
+    nullable: true,
+    description: 'Base64 of the binary plan file (TERRAFORM_PLAN_JSON only).',
+  })
+  @IsOptional()
+  @Length(1, undefined, { message: 'artifact must not be empty' })
+  artifact?: string | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      "Publish and deploy only while the environment's deploymentSequence is still this (DESIGN R33).",
+  })
+  @IsOptional()
+  @IsInt()
+  @Min(0, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
+  @Max(MAX_INT32, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
+  basedOnDeploymentSequence?: number | null;
+
+  @Field(() => String, { nullable: true, description: '1..255 characters' })
+  @IsOptionalShortText()
+  sourceRevision?: string | null;
 }
 
 @InputType()

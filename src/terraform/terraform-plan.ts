@@ -1,0 +1,246 @@
+import { TerraformPlanError } from './terraform.errors.js';
+
+/**
+ * Deepest nesting of arrays and objects accepted in a plan document. Terraform's own
+ * documents stay far below it (nested blocks a dozen levels down); the bound keeps the
+ * walks over a hostile document short.
+ */
+const MAX_TERRAFORM_DEPTH = 64;
+
+/** What replaces a value Terraform marks sensitive (DESIGN R32). */
+const SENSITIVE = '(sensitive)';
+
+export interface TerraformResourceChange {
+  address: string;
+  type: string;
+  actions: string[];
+  /** JSON, sensitive values masked; null where Terraform has no value. */
+  before: string | null;
+  after: string | null;
+}
+
+export interface TerraformPlanSummary {
+  add: number;
+  change: number;
+  destroy: number;
+  replace: number;
+  read: number;
+  noop: number;
+  /** Every resource whose actions are not ["no-op"], in the document's order. */
+  resourceChanges: TerraformResourceChange[];
+  terraformVersion: string | null;
+}
+
+/** The parts of `terraform show -json PLANFILE` the service reads; the rest stays as submitted. */
+export interface TerraformPlanDocument {
+  format_version: string;
+  terraform_version?: string;
+  resource_changes?: {
+    address: string;
+    type: string;
+    mode?: string;
+    change: {
+      actions: string[];
+      before?: unknown;
+      after?: unknown;
+      before_sensitive?: unknown;
+      after_sensitive?: unknown;
+    };
+  }[];
+  [key: string]: unknown;
+}
+
+export interface ParsedTerraformPlan {
+  document: TerraformPlanDocument;
+  summary: TerraformPlanSummary;
+}
+
+type Counted = Exclude<keyof TerraformPlanSummary, 'resourceChanges' | 'terraformVersion'>;
+
+/** Terraform's action lists (plans format 1.x) and the count each adds to. */
+const ACTIONS: Record<string, Counted | null> = {
+  'no-op': 'noop',
+  create: 'add',
+  read: 'read',
+  update: 'change',
+  delete: 'destroy',
+  'delete,create': 'replace',
+  'create,delete': 'replace',
+  // Removed from state without being destroyed (`removed` blocks): listed, counted nowhere.
+  forget: null,
+  'create,forget': null,
+};
+
+/**
+ * Validates a Terraform (or OpenTofu) plan in the JSON of `terraform show -json PLANFILE`
+ * and computes its summary: the counts per kind of action and the changed resources, with
+ * every value Terraform marks sensitive (`before_sensitive`/`after_sensitive`), and every
+ * value of a variable declared sensitive wherever it appears, replaced by "(sensitive)". Pure: the same content always gives the same result. A document that is
+ * not such a plan → TerraformPlanError (BAD_USER_INPUT) naming what is wrong.
+ */
+export function parseTerraformPlan(content: string): ParsedTerraformPlan {
+  checkDepth(content);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(content);
+  } catch (error) {
+    throw new TerraformPlanError(
+      `a TERRAFORM_PLAN_JSON plan must be JSON (terraform show -json PLANFILE): ${(error as Error).message}`,
+    );
+  }
+  if (!isObject(parsed)) {
+    throw new TerraformPlanError(
+      'a TERRAFORM_PLAN_JSON plan must be a JSON object (terraform show -json PLANFILE)',
+    );
+  }
+  const version = parsed.format_version;
+  if (typeof version !== 'string' || !/^\d+\.\d+$/.test(version)) {
+    throw new TerraformPlanError(
+      'format_version must be a string like "1.2" (is this the output of terraform show -json PLANFILE?)',
+    );
+  }
+  if (!version.startsWith('1.')) {
+    throw new TerraformPlanError(`format_version ${version} is not supported (1.x is)`);
+  }
+  const terraformVersion = parsed.terraform_version;
+  if (terraformVersion !== undefined && typeof terraformVersion !== 'string') {
+    throw new TerraformPlanError('terraform_version must be a string');
+  }
+  const changes = parsed.resource_changes ?? [];
+  if (!Array.isArray(changes)) throw new TerraformPlanError('resource_changes must be an array');
+
+  const summary: TerraformPlanSummary = {
+    add: 0,
+    change: 0,
+    destroy: 0,
+    replace: 0,
+    read: 0,
+    noop: 0,
+    resourceChanges: [],
+    terraformVersion: terraformVersion ?? null,
+  };
+  const secrets = sensitiveValues(parsed);
+  changes.forEach((entry: unknown, index) => {
+    const at = `resource_changes[${index}]`;
+    if (!isObject(entry)) throw new TerraformPlanError(`${at} must be an object`);
+    for (const field of ['address', 'type'] as const) {
+      if (typeof entry[field] !== 'string' || entry[field] === '') {
+        throw new TerraformPlanError(`${at}.${field} must be a non-empty string`);
+      }
+    }
+    const change = entry.change;
+    if (!isObject(change)) throw new TerraformPlanError(`${at}.change must be an object`);
+    const actions = change.actions;
+    if (!Array.isArray(actions) || !actions.every((action) => typeof action === 'string')) {
+      throw new TerraformPlanError(`${at}.change.actions must be an array of strings`);
+    }
+    const key = actions.join(',');
+    if (!(key in ACTIONS)) {
+      throw new TerraformPlanError(
+        `${at}.change.actions ${JSON.stringify(actions)} is not an action list Terraform writes`,
+      );
+    }
+    const counted = ACTIONS[key];
+    if (counted) summary[counted] += 1;
+    if (counted === 'noop') return;
+    summary.resourceChanges.push({
+      address: entry.address as string,
+      type: entry.type as string,
+      actions,
+      before: masked(change.before, change.before_sensitive, secrets),
+      after: masked(change.after, change.after_sensitive, secrets),
+    });
+  });
+  return { document: parsed as TerraformPlanDocument, summary };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Refuses a document nested deeper than MAX_TERRAFORM_DEPTH before anything parses it: one
+ * pass over the text, brackets inside strings skipped.
+ */
+function checkDepth(content: string): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < content.length; i++) {
+    const c = content.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i++;
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (++depth > MAX_TERRAFORM_DEPTH) {
+        throw new TerraformPlanError(
+          `the plan nests arrays and objects more than ${MAX_TERRAFORM_DEPTH} levels deep`,
+        );
+      }
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      depth--;
+    }
+  }
+}
+
+/**
+ * The strings of the variables declared sensitive (their values and defaults). Terraform
+ * does not carry every mark along (terraform_data's `output` echoes a sensitive `input`
+ * unmarked in `before_sensitive`), so these values are masked wherever they appear in
+ * `before`/`after`, besides the positions Terraform marks.
+ */
+function sensitiveValues(plan: Record<string, unknown>): Set<string> {
+  const found = new Set<string>();
+  const configuration = isObject(plan.configuration) ? plan.configuration : {};
+  const declared = isObject(configuration.root_module) ? configuration.root_module.variables : null;
+  const given = isObject(plan.variables) ? plan.variables : {};
+  if (isObject(declared)) {
+    for (const [name, variable] of Object.entries(declared)) {
+      if (!isObject(variable) || variable.sensitive !== true) continue;
+      strings(variable.default, found);
+      const value = Object.hasOwn(given, name) ? given[name] : null;
+      if (isObject(value)) strings(value.value, found);
+    }
+  }
+  found.delete('');
+  return found;
+}
+
+/** Adds every string inside `value` to `into`. */
+function strings(value: unknown, into: Set<string>, depth = 0): void {
+  if (depth > MAX_TERRAFORM_DEPTH) return;
+  if (typeof value === 'string') into.add(value);
+  else if (Array.isArray(value)) for (const item of value) strings(item, into, depth + 1);
+  else if (isObject(value)) for (const item of Object.values(value)) strings(item, into, depth + 1);
+}
+
+/** `value` as JSON with what `marks` marks sensitive, and every sensitive string, replaced; null for no value. */
+function masked(value: unknown, marks: unknown, secrets: Set<string>): string | null {
+  if (value === undefined || value === null) return null;
+  return JSON.stringify(mask(value, marks, secrets));
+}
+
+/**
+ * Terraform's sensitivity marks mirror the value: `true` marks the whole value; an object or
+ * array marks its members, position by position; anything else marks nothing.
+ */
+function mask(value: unknown, marks: unknown, secrets: Set<string>): unknown {
+  if (marks === true) return SENSITIVE;
+  if (typeof value === 'string') return secrets.has(value) ? SENSITIVE : value;
+  if (Array.isArray(value)) {
+    const itemMarks = Array.isArray(marks) ? marks : [];
+    return value.map((item, i) => mask(item, itemMarks[i], secrets));
+  }
+  if (isObject(value)) {
+    const keyMarks = isObject(marks) ? marks : {};
+    // fromEntries defines own properties: a "__proto__" key stays a key.
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [
+        key,
+        mask(item, Object.hasOwn(keyMarks, key) ? keyMarks[key] : undefined, secrets),
+      ]),
+    );
+  }
+  return value;
+}

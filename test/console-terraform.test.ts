@@ -1,0 +1,182 @@
+/**
+ * The console's view of a Terraform plan in a real browser (DESIGN R32): the summary first
+ * (counts, the changed resources grouped by action, replacements and destroys on top, the
+ * attribute changes of each), sensitive values masked, and no sensitive value in the page
+ * or in any answer the browser receives. The review queue shows the counts. Screenshot
+ * test-output/console-terraform.png.
+ */
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { ManualClock } from '../src/common/clock.js';
+import { launchChromium } from './support/browser.js';
+import { startApp, type TestApp } from './support/app.js';
+import { freshKey, ok, World } from './support/world.js';
+
+const OUTPUT = new URL('../test-output/', import.meta.url);
+const FIXTURES = join(process.cwd(), 'test/fixtures/terraform');
+/** Values the fixtures hold in clear text and Terraform marks sensitive. */
+const SECRETS = [
+  'hunter2',
+  's3cret',
+  'new-db-password-2',
+  'old-db-password-1',
+  'replica-token-3',
+  'api-key-value-9',
+];
+
+let app: TestApp;
+let world: World;
+let browser: Browser;
+/** Everything the service sent to the browser: HTTP bodies and WebSocket frames. */
+const received: string[] = [];
+const errors: string[] = [];
+
+beforeAll(async () => {
+  app = await startApp({}, new ManualClock(Date.now()));
+  world = new World(app);
+  ({ browser } = await launchChromium());
+  mkdirSync(OUTPUT, { recursive: true });
+}, 120_000);
+afterEach(() => expect(errors).toEqual([]));
+afterAll(async () => {
+  await browser?.close();
+  await app?.close();
+});
+
+async function signIn(token: string): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
+  page.on('response', (response) => {
+    void response.text().then(
+      (body) => received.push(body),
+      () => undefined,
+    );
+  });
+  page.on('websocket', (socket) => {
+    socket.on('framereceived', (frame) => received.push(String(frame.payload)));
+  });
+  page.on('pageerror', (error) => errors.push(error.message));
+  await page.goto(app.url);
+  await page.fill('#token', token);
+  await page.click('button[type=submit]');
+  await page.locator('#status.live').waitFor();
+  await page.locator('#who', { hasText: '·' }).waitFor();
+  return page;
+}
+
+test('a reviewer reads a Terraform plan by its summary, destroys and replacements first, with no sensitive value reaching the browser', async () => {
+  const reviewer = await world.issue('tara', 'REVIEWER');
+  const agent = await world.issue('tf-agent', 'AGENT');
+  await world.createEnvironment('tf-prod', 'MONOTONIC');
+  const generation = await world.acquire(agent, 'tf-prod', 600);
+  // The real plan of the fixtures' working directory, with the hand-written sensitive resources added.
+  const mixed = JSON.parse(readFileSync(join(FIXTURES, 'mixed.json'), 'utf8'));
+  const sensitive = JSON.parse(readFileSync(join(FIXTURES, 'sensitive.json'), 'utf8'));
+  mixed.resource_changes.push(...sensitive.resource_changes.slice(1));
+  const content = JSON.stringify(mixed);
+  for (const secret of SECRETS) expect(content).toContain(secret);
+  const plan = ok(
+    await world.gql<{ submitPlan: { id: string; contentHash: string } }>(
+      agent,
+      'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id contentHash } }',
+      {
+        input: {
+          environment: 'tf-prod',
+          generation,
+          content,
+          contentType: 'TERRAFORM_PLAN_JSON',
+          idempotencyKey: freshKey(),
+          title: 'rotate the database',
+          sourceRevision: 'abc1234',
+        },
+      },
+    ),
+  ).submitPlan;
+
+  const page = await signIn(reviewer);
+  const row = page.locator(`#queue-table tr[data-plan="${plan.id}"]`);
+  await expect(row.locator('.changes').textContent()).resolves.toBe('+1 ~3 −1 ±2 ↻1 ');
+  await row.locator('button').click();
+  await page.locator('#plan-id', { hasText: plan.id }).waitFor();
+  await page.locator('#plan-summary .group').first().waitFor();
+
+  expect(await page.locator('#plan-diff').isHidden()).toBe(true);
+  const counts = await page
+    .locator('#plan-summary .summary-counts [data-count]')
+    .evaluateAll((nodes) =>
+      nodes.map((n) => [
+        n.getAttribute('data-count'),
+        n.textContent,
+        (
+          n.ownerDocument.defaultView as { getComputedStyle(e: unknown): { color: string } }
+        ).getComputedStyle(n).color,
+      ]),
+    );
+  expect(counts.map(([key, text]) => [key, text])).toEqual([
+    ['add', '+1'],
+    ['change', '~3'],
+    ['destroy', '−1'],
+    ['replace', '±2'],
+    ['read', '↻1'],
+  ]);
+  // Each count has its own colour.
+  expect(new Set(counts.map(([, , color]) => color)).size).toBe(5);
+
+  const groups = await page
+    .locator('#plan-summary .group')
+    .evaluateAll((nodes) =>
+      nodes.map((n) => [
+        n.getAttribute('data-group'),
+        [...n.querySelectorAll('details')].map((d) => d.getAttribute('data-address')),
+      ]),
+    );
+  expect(groups).toEqual([
+    ['replace', ['terraform_data.cache', 'terraform_data.db']],
+    ['destroy', ['terraform_data.old[0]']],
+    ['change', ['terraform_data.app', 'terraform_data.secret', 'module.db.aws_db_instance.main']],
+    ['add', ['aws_ssm_parameter.api_key']],
+    ['read', ['data.terraform_remote_state.net']],
+  ]);
+
+  // Attribute changes, the sensitive ones masked.
+  const db = page.locator('details[data-address="module.db.aws_db_instance.main"]');
+  const attributes = await db
+    .locator('tbody tr')
+    .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
+  // The replica tokens changed, but both sides read "(sensitive)": nothing to show there.
+  expect(attributes).toEqual([['instance_class', '"db.t3.micro"', '"db.t3.small"']]);
+  const secret = await page
+    .locator('details[data-address="terraform_data.secret"] tbody tr')
+    .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
+  expect(secret).toContainEqual([
+    'input',
+    '{"password":"(sensitive)","rev":"1","user":"admin"}',
+    '{"password":"(sensitive)","rev":"2","user":"admin"}',
+  ]);
+  await expect(
+    page.locator('details[data-address="aws_ssm_parameter.api_key"] tbody').textContent(),
+  ).resolves.toContain('"(sensitive)"');
+  await expect(page.locator('#plan-based-on').textContent()).resolves.toContain('abc1234');
+
+  await page.screenshot({
+    path: new URL('console-terraform.png', OUTPUT).pathname,
+    fullPage: true,
+  });
+
+  // Approving pins the content hash of the plan whose summary was shown.
+  await page.click('#approve');
+  await page.locator('#plan-status', { hasText: 'PUBLISHED' }).waitFor();
+  const approvals = ok(
+    await world.gql<{ plan: { approvals: { contentHash: string }[] } }>(
+      world.admin,
+      'query($id: ID!) { plan(id: $id) { approvals { contentHash } } }',
+      { id: plan.id },
+    ),
+  ).plan.approvals;
+  expect(approvals).toEqual([{ contentHash: plan.contentHash }]);
+
+  const dom = await page.content();
+  const everything = [dom, ...received].join('\n');
+  expect(received.some((body) => body.includes('resourceChanges'))).toBe(true);
+  for (const secret of SECRETS) expect(everything).not.toContain(secret);
+});

@@ -1,0 +1,422 @@
+/**
+ * DESIGN §15 (R31, R32): Terraform plans are understood. The service validates the JSON of
+ * `terraform show -json PLANFILE`, computes the summary itself and stores it with the plan,
+ * immutable; values Terraform marks sensitive read "(sensitive)" in the summary; the plan
+ * file travels with the plan, with its hash.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { RetentionService } from '../src/retention/retention.service.js';
+import { startApp, type TestApp } from './support/app.js';
+import { codeOf, freshKey, ok, World } from './support/world.js';
+
+const FIXTURES = join(process.cwd(), 'test/fixtures/terraform');
+const fixture = (name: string) => readFileSync(join(FIXTURES, `${name}.json`), 'utf8');
+
+const SUMMARY =
+  'summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }';
+const FIELDS = `id status content contentType contentHash artifact artifactHash basedOnDeploymentSequence sourceRevision ${SUMMARY}`;
+
+interface ResourceChange {
+  address: string;
+  type: string;
+  actions: string[];
+  before: string | null;
+  after: string | null;
+}
+interface TerraformPlan {
+  id: string;
+  status: string;
+  content: string;
+  contentType: 'TEXT' | 'TERRAFORM_PLAN_JSON';
+  contentHash: string;
+  artifact: string | null;
+  artifactHash: string | null;
+  basedOnDeploymentSequence: number | null;
+  sourceRevision: string | null;
+  summary: {
+    add: number;
+    change: number;
+    destroy: number;
+    replace: number;
+    read: number;
+    noop: number;
+    terraformVersion: string | null;
+    resourceChanges: ResourceChange[];
+  } | null;
+}
+
+let app: TestApp;
+let world: World;
+let agent: string;
+let generation: number;
+
+beforeAll(async () => {
+  app = await startApp({ PLANFENCE_MAX_ARTIFACT_BYTES: '1024' });
+  world = new World(app);
+  agent = await world.issue('agent', 'AGENT');
+  await world.createEnvironment('infra', 'MONOTONIC');
+  generation = await world.acquire(agent, 'infra', 3600);
+});
+afterAll(() => app.close());
+
+function submit(input: Record<string, unknown>) {
+  return world.gql<{ submitPlan: TerraformPlan }>(
+    agent,
+    `mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { ${FIELDS} } }`,
+    { input: { environment: 'infra', generation, idempotencyKey: freshKey(), ...input } },
+  );
+}
+
+async function submitTerraform(content: string, extra: Record<string, unknown> = {}) {
+  return ok(await submit({ content, contentType: 'TERRAFORM_PLAN_JSON', ...extra })).submitPlan;
+}
+
+async function read(id: string): Promise<TerraformPlan> {
+  const result = await world.gql<{ plan: TerraformPlan }>(
+    world.admin,
+    `query($id: ID!) { plan(id: $id) { ${FIELDS} } }`,
+    { id },
+  );
+  return ok(result).plan;
+}
+
+const counts = (plan: TerraformPlan) => {
+  const { add, change, destroy, replace, read, noop } = plan.summary!;
+  return { add, change, destroy, replace, read, noop };
+};
+const listed = (plan: TerraformPlan) =>
+  plan.summary!.resourceChanges.map((change) => [change.address, change.actions.join(',')]);
+
+test('a plan is TEXT by default and has no summary', async () => {
+  const plan = ok(await submit({ content: 'opaque text' })).submitPlan;
+  expect(plan).toMatchObject({ contentType: 'TEXT', summary: null, artifact: null });
+});
+
+test.each([
+  [
+    'create',
+    { add: 6, change: 0, destroy: 0, replace: 0, read: 0, noop: 0 },
+    [
+      ['terraform_data.app', 'create'],
+      ['terraform_data.cache', 'create'],
+      ['terraform_data.db', 'create'],
+      ['terraform_data.keep', 'create'],
+      ['terraform_data.old[0]', 'create'],
+      ['terraform_data.secret', 'create'],
+    ],
+  ],
+  [
+    'update',
+    { add: 0, change: 1, destroy: 0, replace: 0, read: 0, noop: 1 },
+    [['terraform_data.app', 'update']],
+  ],
+  [
+    'replace',
+    { add: 0, change: 0, destroy: 0, replace: 2, read: 0, noop: 0 },
+    [
+      ['terraform_data.cache', 'create,delete'],
+      ['terraform_data.db', 'delete,create'],
+    ],
+  ],
+  [
+    'delete',
+    { add: 0, change: 0, destroy: 1, replace: 0, read: 0, noop: 0 },
+    [['terraform_data.old[0]', 'delete']],
+  ],
+  ['noop', { add: 0, change: 0, destroy: 0, replace: 0, read: 0, noop: 6 }, []],
+  [
+    'read',
+    { add: 0, change: 0, destroy: 0, replace: 0, read: 1, noop: 0 },
+    [['data.terraform_remote_state.net', 'read']],
+  ],
+  [
+    'mixed',
+    { add: 0, change: 2, destroy: 1, replace: 2, read: 1, noop: 1 },
+    [
+      ['data.terraform_remote_state.net', 'read'],
+      ['terraform_data.app', 'update'],
+      ['terraform_data.cache', 'create,delete'],
+      ['terraform_data.db', 'delete,create'],
+      ['terraform_data.old[0]', 'delete'],
+      ['terraform_data.secret', 'update'],
+    ],
+  ],
+])(
+  'the %s plan is summarised by the service and stored with it',
+  async (name, expected, changes) => {
+    const content = fixture(name);
+    const submitted = await submitTerraform(content);
+    expect(submitted.contentType).toBe('TERRAFORM_PLAN_JSON');
+    expect(counts(submitted)).toEqual(expected);
+    expect(listed(submitted)).toEqual(changes);
+    expect(submitted.summary!.terraformVersion).toBe('1.11.4');
+    // Stored: read back later, the same summary; the content is the document as submitted.
+    const stored = await read(submitted.id);
+    expect(stored.summary).toEqual(submitted.summary);
+    expect(stored.content).toBe(content);
+  },
+);
+
+test('a resource change carries its values before and after as JSON', async () => {
+  const plan = await submitTerraform(fixture('update'));
+  const [app] = plan.summary!.resourceChanges;
+  expect(app.type).toBe('terraform_data');
+  expect(JSON.parse(app.before!)).toMatchObject({ input: 'app-1', output: 'app-1' });
+  expect(JSON.parse(app.after!)).toMatchObject({ input: 'app-2' });
+  const created = await submitTerraform(fixture('create'));
+  expect(created.summary!.resourceChanges[0].before).toBeNull();
+});
+
+test('R32: every value Terraform marks sensitive reads "(sensitive)" in the summary', async () => {
+  const content = fixture('sensitive');
+  const plan = await submitTerraform(content);
+  const byAddress = Object.fromEntries(
+    plan.summary!.resourceChanges.map((change) => [change.address, change]),
+  );
+
+  const secret = byAddress['terraform_data.secret'];
+  expect(JSON.parse(secret.before!).input).toEqual({
+    password: '(sensitive)',
+    rev: '1',
+    user: 'admin',
+  });
+  expect(JSON.parse(secret.after!).input).toEqual({
+    password: '(sensitive)',
+    rev: '2',
+    user: 'admin',
+  });
+
+  const db = byAddress['module.db.aws_db_instance.main'];
+  expect(db.type).toBe('aws_db_instance');
+  expect(JSON.parse(db.after!)).toEqual({
+    identifier: 'orders',
+    instance_class: 'db.t3.small',
+    password: '(sensitive)',
+    username: 'orders',
+    replicas: [
+      { name: 'r1', token: '(sensitive)' },
+      { name: 'r2', token: '(sensitive)' },
+    ],
+  });
+
+  const parameter = byAddress['aws_ssm_parameter.api_key'];
+  expect(parameter.before).toBeNull();
+  expect(JSON.parse(parameter.after!).value).toBe('(sensitive)');
+
+  const summaryText = JSON.stringify(plan.summary);
+  // hunter2 is also in terraform_data.secret's before.output, which Terraform leaves unmarked:
+  // the value of a variable declared sensitive (here its default) is masked wherever it appears.
+  expect(JSON.parse(secret.before!).output).toEqual({
+    password: '(sensitive)',
+    rev: '1',
+    user: 'admin',
+  });
+  for (const secretValue of [
+    'hunter2',
+    's3cret',
+    'new-db-password-2',
+    'old-db-password-1',
+    'replica-token-3',
+    'api-key-value-9',
+  ]) {
+    expect(content).toContain(secretValue);
+    expect(summaryText).not.toContain(secretValue);
+  }
+});
+
+test.each([
+  ['a document that is not JSON', '{"format_version": "1.2",', /must be JSON/],
+  ['a JSON array', '[]', /must be a JSON object/],
+  ['a JSON string', '"plan"', /must be a JSON object/],
+  ['a document without format_version', '{"resource_changes": []}', /format_version/],
+  ['a document whose format_version is a number', '{"format_version": 1.2}', /format_version/],
+  [
+    'a document of an unsupported format_version',
+    '{"format_version": "2.0"}',
+    /format_version 2\.0/,
+  ],
+  [
+    'a document whose resource_changes is not an array',
+    '{"format_version": "1.2", "resource_changes": {}}',
+    /resource_changes must be an array/,
+  ],
+  [
+    'a resource change that is not an object',
+    '{"format_version": "1.2", "resource_changes": [1]}',
+    /resource_changes\[0\] must be an object/,
+  ],
+  [
+    'a resource change without an address',
+    '{"format_version": "1.2", "resource_changes": [{"type": "t", "change": {"actions": ["create"]}}]}',
+    /resource_changes\[0\]\.address/,
+  ],
+  [
+    'a resource change without a change',
+    '{"format_version": "1.2", "resource_changes": [{"address": "a.b", "type": "a"}]}',
+    /resource_changes\[0\]\.change must be an object/,
+  ],
+  [
+    'a resource change whose actions are not a list of strings',
+    '{"format_version": "1.2", "resource_changes": [{"address": "a.b", "type": "a", "change": {"actions": "create"}}]}',
+    /resource_changes\[0\]\.change\.actions must be an array of strings/,
+  ],
+  [
+    'an action list Terraform never writes',
+    '{"format_version": "1.2", "resource_changes": [{"address": "a.b", "type": "a", "change": {"actions": ["create","update"]}}]}',
+    /\["create","update"\] is not an action list/,
+  ],
+  [
+    'a document with arrays nested 65 deep',
+    `{"format_version": "1.2", "x": ${'['.repeat(64)}${']'.repeat(64)}}`,
+    /more than 64 levels deep/,
+  ],
+])(
+  'a TERRAFORM_PLAN_JSON submit of %s is refused with BAD_USER_INPUT naming it',
+  async (_, content, message) => {
+    const before = (await world.plans('infra')).length;
+    const refused = await submit({ content, contentType: 'TERRAFORM_PLAN_JSON' });
+    expect(codeOf(refused)).toBe('BAD_USER_INPUT');
+    expect(refused.errors![0].message).toMatch(message);
+    expect((await world.plans('infra')).length).toBe(before);
+  },
+);
+
+test('nesting up to the bound is accepted, brackets inside strings do not count', async () => {
+  const content = `{"format_version": "1.2", "x": ${'['.repeat(63)}"]]]][[[["${']'.repeat(63)}}`;
+  const plan = await submitTerraform(content);
+  expect(counts(plan)).toEqual({ add: 0, change: 0, destroy: 0, replace: 0, read: 0, noop: 0 });
+});
+
+test('the same document as TEXT is stored as it is, with no summary', async () => {
+  const plan = ok(await submit({ content: fixture('create') })).submitPlan;
+  expect(plan).toMatchObject({ contentType: 'TEXT', summary: null });
+});
+
+test('the artifact travels with the plan: its base64 as submitted and the sha256 of its bytes', async () => {
+  const bytes = Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0xff, 0x10, 0x80]);
+  const artifact = bytes.toString('base64');
+  const plan = await submitTerraform(fixture('update'), {
+    artifact,
+    sourceRevision: 'a1b2c3d',
+    basedOnDeploymentSequence: 0,
+  });
+  expect(plan).toMatchObject({
+    artifact,
+    artifactHash: createHash('sha256').update(bytes).digest('hex'),
+    sourceRevision: 'a1b2c3d',
+    basedOnDeploymentSequence: 0,
+  });
+  expect(await read(plan.id)).toMatchObject({ artifact, artifactHash: plan.artifactHash });
+});
+
+test.each([
+  [
+    'with an artifact that is not base64',
+    { artifact: 'not base64!', contentType: 'TERRAFORM_PLAN_JSON' },
+    /base64/,
+  ],
+  ['with an artifact cut short', { artifact: 'QUJ', contentType: 'TERRAFORM_PLAN_JSON' }, /base64/],
+  ['with an empty artifact', { artifact: '', contentType: 'TERRAFORM_PLAN_JSON' }, /artifact/],
+  [
+    'with an artifact over PLANFENCE_MAX_ARTIFACT_BYTES',
+    { artifact: Buffer.alloc(1025).toString('base64'), contentType: 'TERRAFORM_PLAN_JSON' },
+    /PLANFENCE_MAX_ARTIFACT_BYTES/,
+  ],
+  [
+    'with an artifact on a TEXT plan',
+    { artifact: 'QUJD', contentType: 'TEXT' },
+    /TERRAFORM_PLAN_JSON/,
+  ],
+  [
+    'with a sourceRevision of 256 characters',
+    { sourceRevision: 'x'.repeat(256) },
+    /sourceRevision/,
+  ],
+  [
+    'with a negative basedOnDeploymentSequence',
+    { basedOnDeploymentSequence: -1 },
+    /deployment sequence/,
+  ],
+])(
+  'a submit %s is refused with BAD_USER_INPUT',
+  async (_, extra: Record<string, unknown>, message) => {
+    const result = await submit({
+      content: extra.contentType === 'TERRAFORM_PLAN_JSON' ? fixture('update') : 'text',
+      ...extra,
+    });
+    expect(codeOf(result)).toBe('BAD_USER_INPUT');
+    expect(result.errors![0].message).toMatch(message);
+  },
+);
+
+test('exactly PLANFENCE_MAX_ARTIFACT_BYTES is accepted', async () => {
+  const plan = await submitTerraform(fixture('noop'), {
+    artifact: Buffer.alloc(1024, 7).toString('base64'),
+  });
+  expect(plan.artifactHash).toBe(createHash('sha256').update(Buffer.alloc(1024, 7)).digest('hex'));
+});
+
+test('R31: a retried submit replays the first plan; another artifact under the same key is refused', async () => {
+  const idempotencyKey = freshKey();
+  const content = fixture('delete');
+  const first = await submitTerraform(content, { idempotencyKey, artifact: 'QUJD' });
+  const again = await submitTerraform(content, { idempotencyKey, artifact: 'QUJD' });
+  expect(again.id).toBe(first.id);
+  const other = await submit({
+    content,
+    contentType: 'TERRAFORM_PLAN_JSON',
+    idempotencyKey,
+    artifact: 'QUJE',
+  });
+  expect(codeOf(other)).toBe('IDEMPOTENCY_KEY_REUSED');
+  const asText = await submit({ content, idempotencyKey, artifact: undefined });
+  expect(codeOf(asText)).toBe('IDEMPOTENCY_KEY_REUSED');
+});
+
+test('retention purges the artifact with the content; the summary and the hashes stay', async () => {
+  const retained = await startApp({ PLANFENCE_PLAN_RETENTION_DAYS: '1' });
+  try {
+    const w = new World(retained);
+    const a = await w.issue('a', 'AGENT');
+    await w.createEnvironment('old', 'MONOTONIC');
+    const g = await w.acquire(a, 'old');
+    const plan = ok(
+      await w.gql<{ submitPlan: TerraformPlan }>(
+        a,
+        `mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { ${FIELDS} } }`,
+        {
+          input: {
+            environment: 'old',
+            generation: g,
+            idempotencyKey: freshKey(),
+            content: fixture('replace'),
+            contentType: 'TERRAFORM_PLAN_JSON',
+            artifact: 'QUJD',
+          },
+        },
+      ),
+    ).submitPlan;
+    w.advance(2 * 86400);
+    await retained.app.get(RetentionService).purge();
+    const purged = ok(
+      await w.gql<{ plan: TerraformPlan }>(
+        w.admin,
+        `query($id: ID!) { plan(id: $id) { ${FIELDS} } }`,
+        {
+          id: plan.id,
+        },
+      ),
+    ).plan;
+    expect(purged).toMatchObject({
+      content: '',
+      artifact: null,
+      artifactHash: plan.artifactHash,
+      contentHash: plan.contentHash,
+      summary: plan.summary,
+    });
+  } finally {
+    await retained.close();
+  }
+});
