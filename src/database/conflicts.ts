@@ -1,0 +1,27 @@
+import { QueryFailedError } from 'typeorm';
+
+/** Thrown inside a write transaction to roll it back and run it again (a lost race, not a client error). */
+export class RetryTransaction extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'RetryTransaction';
+  }
+}
+
+/** How often a transaction that lost a race runs again. */
+export const MAX_ATTEMPTS = 8;
+
+/** Unique violations, serialization failures and deadlocks: the transaction lost a race and can run again. */
+export function isConflict(error: unknown): boolean {
+  if (error instanceof RetryTransaction) return true;
+  if (!(error instanceof QueryFailedError)) return false;
+  const driverError = (error as QueryFailedError & { driverError?: { code?: string } }).driverError;
+  const code = driverError?.code ?? '';
+  return [
+    '23505',
+    '40001',
+    '40P01',
+    'SQLITE_CONSTRAINT_PRIMARYKEY',
+    'SQLITE_CONSTRAINT_UNIQUE',
+  ].includes(code);
+}

@@ -1,0 +1,137 @@
+import { Logger } from '@nestjs/common';
+import type { DataSource, EntityManager } from 'typeorm';
+import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
+import { sqliteStatement } from './sql.js';
+import { StorageError, type StorageMonitor } from './storage.js';
+
+/** At most this many writes share one commit (bounds the wait of the first of them). */
+const GROUP_LIMIT = 256;
+
+interface WaitingWrite {
+  work: (manager: EntityManager) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * SQLite's group commit: the writes that arrive together are committed together, in one
+ * transaction with one savepoint per write, so each write's statements see the writes
+ * before it and a write that throws rolls back to its own savepoint only; one COMMIT (one
+ * fsync at synchronous=FULL) then makes all of them durable at once, and only then is any
+ * of them answered. If the transaction as a whole fails, every write in it fails.
+ */
+export class GroupCommit {
+  private readonly logger = new Logger('Database');
+  /** Writes waiting for the next group commit, and whether one is scheduled. */
+  private readonly waiting: WaitingWrite[] = [];
+  private groupScheduled = false;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly storage: StorageMonitor,
+    /** Transactions committed, and the writes they carried. */
+    private readonly commits: { transactions: number; writes: number },
+    /** Callbacks to run once the transaction of a manager has committed. */
+    private readonly committed: WeakMap<EntityManager, (() => void)[]>,
+    /** Runs work alone on the one connection. */
+    private readonly exclusive: (work: () => Promise<void>) => Promise<void>,
+  ) {}
+
+  write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      this.scheduleGroup();
+    });
+  }
+
+  private scheduleGroup(): void {
+    if (this.groupScheduled) return;
+    this.groupScheduled = true;
+    // After the requests that are ready now have had their turn to join the group.
+    setImmediate(() => void this.exclusive(() => this.commitGroup()));
+  }
+
+  private async commitGroup(): Promise<void> {
+    this.groupScheduled = false;
+    if (!this.waiting.length) return;
+    try {
+      await this.commitNextGroup();
+    } finally {
+      // Writes beyond the group's limit, or left waiting by a failed group.
+      if (this.waiting.length) this.scheduleGroup();
+    }
+  }
+
+  private async commitNextGroup(): Promise<void> {
+    const runner = this.dataSource.createQueryRunner();
+    const group: { write: WaitingWrite; outcome: { result: unknown } | { error: unknown } }[] = [];
+    const callbacks = new Map<WaitingWrite, (() => void)[]>();
+    let current: WaitingWrite | undefined;
+    try {
+      await runner.startTransaction();
+      while (this.waiting.length && group.length < GROUP_LIMIT) {
+        current = this.waiting.shift()!;
+        for (let attempt = 1; ; attempt++) {
+          const manager = this.dataSource.createEntityManager(runner);
+          const own: (() => void)[] = [];
+          this.committed.set(manager, own);
+          sqliteStatement(manager, 'SAVEPOINT write')!.run();
+          try {
+            const result = await current.work(manager);
+            sqliteStatement(manager, 'RELEASE write')!.run();
+            callbacks.set(current, own);
+            group.push({ write: current, outcome: { result } });
+            break;
+          } catch (error) {
+            try {
+              sqliteStatement(manager, 'ROLLBACK TO write')!.run();
+              sqliteStatement(manager, 'RELEASE write')!.run();
+            } catch {
+              // SQLite ended the whole transaction (as it may on a full disk): the write's own error says why.
+              throw error;
+            }
+            if (isConflict(error) && attempt < MAX_ATTEMPTS) continue;
+            group.push({ write: current, outcome: { error } });
+            break;
+          }
+        }
+        current = undefined;
+      }
+      await runner.commitTransaction();
+    } catch (error) {
+      await runner.rollbackTransaction().catch(() => {
+        // SQLite already ended the transaction (as it does on I/O errors): reset TypeORM's view of it.
+        Object.assign(runner, { isTransactionActive: false, transactionDepth: 0 });
+      });
+      this.logger.error(
+        `group of ${group.length + (current ? 1 : 0)} writes rolled back: ${(error as Error).message}`,
+      );
+      for (const { write } of group) write.reject(error);
+      current?.reject(error);
+      return;
+    }
+    // Committed to a file that was deleted or replaced meanwhile: not durable, not acknowledged.
+    const lost = this.storage.lost();
+    if (lost) {
+      for (const { write } of group) write.reject(new StorageError(lost));
+      return;
+    }
+    this.commits.transactions++;
+    this.commits.writes += group.filter(({ outcome }) => 'result' in outcome).length;
+    // In commit order, before the next transaction starts.
+    for (const { write, outcome } of group) {
+      if ('error' in outcome) {
+        write.reject(outcome.error);
+        continue;
+      }
+      for (const callback of callbacks.get(write) ?? []) {
+        try {
+          callback();
+        } catch (error) {
+          this.logger.error(`after-commit callback failed: ${(error as Error).message}`);
+        }
+      }
+      write.resolve(outcome.result);
+    }
+  }
+}

@@ -1,0 +1,126 @@
+import { type EntityManager, QueryFailedError } from 'typeorm';
+
+/**
+ * Statements with named `:parameters`, bound once per text and, on SQLite, prepared once on
+ * the driver's connection: the helpers every conditional statement of the service runs through.
+ */
+
+/** A statement's text with positional placeholders, and the parameter name of each position. */
+interface Bound {
+  text: string;
+  names: string[];
+}
+
+const boundStatements = { sqlite: new Map<string, Bound>(), postgres: new Map<string, Bound>() };
+
+/**
+ * Turns named `:parameters` into the driver's placeholders, once per statement text, and
+ * binds every value (numbers too, which TypeORM's own escaping would write into the text
+ * and so make a new statement to prepare for every timestamp).
+ */
+function bind(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown>,
+): [string, unknown[]] {
+  const postgres = manager.connection.options.type === 'postgres';
+  const cache = postgres ? boundStatements.postgres : boundStatements.sqlite;
+  let bound = cache.get(sql);
+  if (!bound) {
+    const names: string[] = [];
+    const text = sql.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, (_, name: string) => {
+      if (!postgres) {
+        names.push(name);
+        return '?';
+      }
+      // PostgreSQL numbers its placeholders: a name used twice is one parameter.
+      const at = names.indexOf(name);
+      return `$${at >= 0 ? at + 1 : names.push(name)}`;
+    });
+    bound = { text, names };
+    cache.set(sql, bound);
+  }
+  const values = bound.names.map((name) => {
+    const value = parameters[name];
+    if (value === undefined) throw new Error(`statement parameter :${name} has no value`);
+    return typeof value === 'boolean' && !postgres ? Number(value) : value;
+  });
+  return [bound.text, values];
+}
+
+type SqliteConnection = import('better-sqlite3').Database;
+type SqliteStatement = import('better-sqlite3').Statement;
+
+/** Prepared statements per SQLite connection, by text (a service has one connection; tests have many). */
+const prepared = new WeakMap<SqliteConnection, Map<string, SqliteStatement>>();
+
+/**
+ * On SQLite, the statement prepared once on the driver's one connection, to run directly:
+ * inside the transaction TypeORM began on that connection, without the query runner's
+ * asynchronous layers around a synchronous driver. Null on PostgreSQL.
+ */
+export function sqliteStatement(manager: EntityManager, text: string): SqliteStatement | null {
+  if (manager.connection.options.type !== 'better-sqlite3') return null;
+  const connection = (
+    manager.connection.driver as unknown as { databaseConnection: SqliteConnection }
+  ).databaseConnection;
+  let statements = prepared.get(connection);
+  if (!statements) prepared.set(connection, (statements = new Map<string, SqliteStatement>()));
+  let statement = statements.get(text);
+  if (!statement) statements.set(text, (statement = connection.prepare(text)));
+  return statement;
+}
+
+function runSqlite<T>(query: string, values: unknown[], run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    throw new QueryFailedError(query, values, error as Error);
+  }
+}
+
+/** Runs a conditional statement (named `:parameters`); the affected-row count is the decision. */
+export async function execute(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown> = {},
+): Promise<number> {
+  if (!manager.queryRunner) throw new Error('execute() needs a transaction manager');
+  const [query, values] = bind(manager, sql, parameters);
+  const statement = sqliteStatement(manager, query);
+  if (statement) return runSqlite(query, values, () => statement.run(...values).changes);
+  const result = await manager.queryRunner.query(query, values, true);
+  return result.affected ?? 0;
+}
+
+/** Runs a query (named `:parameters`) and returns its rows. */
+export async function select<R>(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown> = {},
+): Promise<R[]> {
+  const [query, values] = bind(manager, sql, parameters);
+  const statement = sqliteStatement(manager, query);
+  if (statement) return runSqlite(query, values, () => statement.all(...values) as R[]);
+  return manager.query<R[]>(query, values);
+}
+
+/** Rows of an `UPDATE ... RETURNING`: PostgreSQL's driver answers it with [rows, affected]. */
+export async function updateReturning<R>(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown>,
+): Promise<R[]> {
+  const result = await select<unknown>(manager, sql, parameters);
+  return (Array.isArray(result[0]) ? result[0] : result) as R[];
+}
+
+/**
+ * The integers of the JSON array parameter `:name` as a subquery: one statement text
+ * whatever the ids (statements are prepared and cached by their text).
+ */
+export function integerList(dialect: 'sqlite' | 'postgres', name: string): string {
+  return dialect === 'postgres'
+    ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
+    : `SELECT value FROM json_each(:${name})`;
+}
