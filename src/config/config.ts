@@ -169,6 +169,8 @@ export interface HttpConfig {
   bodyLimit: number;
   /** Open connections at once; further ones are dropped on accept. */
   maxConnections: number;
+  /** Open connections at once from one client address; further ones are dropped on accept. */
+  maxConnectionsPerAddress: number;
   /** SIGTERM/SIGINT: in-flight requests get this long, then every connection is closed. */
   shutdownTimeoutMs: number;
 }
@@ -324,6 +326,7 @@ function http(env: Env, maxPlanBytes: number): HttpConfig {
     keepAliveTimeoutMs: integer(env, 'PLANFENCE_HTTP_KEEP_ALIVE_SECONDS', 5, 1, 3600) * 1000,
     bodyLimit: integer(env, 'PLANFENCE_MAX_BODY_BYTES', defaultBody, 1024, 1024 * 1024 * 1024),
     maxConnections: integer(env, 'PLANFENCE_MAX_CONNECTIONS', 1024, 1, 1_000_000),
+    maxConnectionsPerAddress: integer(env, 'PLANFENCE_MAX_CONNECTIONS_PER_IP', 256, 1, 1_000_000),
     shutdownTimeoutMs: integer(env, 'PLANFENCE_SHUTDOWN_TIMEOUT_SECONDS', 10, 1, 3600) * 1000,
   };
 }
@@ -405,8 +408,7 @@ function identity(env: Env): IdentityConfig {
     oidc,
     jwksTimeoutMs: integer(env, 'PLANFENCE_OIDC_JWKS_TIMEOUT_MS', 5000, 100, 60_000),
     jwksCooldownMs: integer(env, 'PLANFENCE_OIDC_JWKS_COOLDOWN_SECONDS', 30, 0, 3600) * 1000,
-    fetchFailureCacheMs:
-      integer(env, 'PLANFENCE_OIDC_FAILURE_CACHE_SECONDS', 10, 0, 3600) * 1000,
+    fetchFailureCacheMs: integer(env, 'PLANFENCE_OIDC_FAILURE_CACHE_SECONDS', 10, 0, 3600) * 1000,
     exchangesPerMinute: integer(env, 'PLANFENCE_OIDC_EXCHANGES_PER_MINUTE', 60, 1, 1_000_000),
     clockToleranceSeconds: integer(env, 'PLANFENCE_OIDC_CLOCK_TOLERANCE_SECONDS', 5, 0, 300),
     maxTokenSeconds: integer(env, 'PLANFENCE_OIDC_MAX_TOKEN_SECONDS', 3600, 60, 3600),
