@@ -45,8 +45,10 @@ export interface WebhooksConfig {
   maxAgeMs: number;
   /** One request's time-out. */
   timeoutMs: number;
-  /** Requests in flight at once (each to a different (webhook, environment) line). */
+  /** Requests in flight at once (each to a different (webhook, environment) line), slow ones aside. */
   concurrency: number;
+  /** A request in flight longer than this no longer holds a concurrency slot (at most 8 × concurrency in flight). */
+  slowAfterMs: number;
   /** Back-off before retry n: random(0, min(max, base · 2^(n-1))). */
   backoffBaseMs: number;
   backoffMaxMs: number;
@@ -387,6 +389,7 @@ function webhooks(env: Env): WebhooksConfig {
     maxAgeMs: integer(env, 'PLANFENCE_WEBHOOK_MAX_AGE_SECONDS', 86400, 1, 30 * 86400) * 1000,
     timeoutMs: integer(env, 'PLANFENCE_WEBHOOK_TIMEOUT_MS', 5000, 100, 300_000),
     concurrency: integer(env, 'PLANFENCE_WEBHOOK_CONCURRENCY', 8, 1, 256),
+    slowAfterMs: integer(env, 'PLANFENCE_WEBHOOK_SLOW_AFTER_MS', 2000, 10, 300_000),
     backoffBaseMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_BASE_MS', 1000, 1, 3_600_000),
     backoffMaxMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_MAX_MS', 300_000, 1, 86_400_000),
     pollMs: integer(env, 'PLANFENCE_WEBHOOK_POLL_MS', 1000, 10, 3_600_000),
