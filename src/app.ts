@@ -15,6 +15,7 @@ import {
   installRequestLimits,
   limitResponseSize,
 } from './limits/request-limits.js';
+import { limitConnectionsPerAddress } from './limits/connection-limits.js';
 import { MetricsService } from './metrics/metrics.service.js';
 import { Database, select } from './database/database.js';
 
@@ -111,6 +112,7 @@ export async function createApp(
     unpagedRowCounter(app.get(Database)),
   );
   app.getHttpServer().maxConnections = http.maxConnections;
+  limitConnectionsPerAddress(app.getHttpServer(), http.maxConnectionsPerAddress);
   return app;
 }
 

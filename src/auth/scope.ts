@@ -5,12 +5,29 @@
 export const ENVIRONMENT_PATTERN = /^[a-z0-9*][a-z0-9._*-]{0,62}$/;
 export const MAX_ENVIRONMENT_PATTERNS = 20;
 
+/**
+ * Whether `name` matches `pattern`, in time linear in their lengths (no regular expression,
+ * no backtracking): the text before the first `*` must start the name, the text after the
+ * last must end it, and each part between is taken at its leftmost place after the
+ * previous one (leftmost is always right when `*` is the only wildcard).
+ */
 export function matchesPattern(name: string, pattern: string): boolean {
-  const expression = pattern
-    .split('*')
-    .map((part) => part.replace(/[.+?^${}()|[\]\\-]/g, '\\$&'))
-    .join('.*');
-  return new RegExp(`^${expression}$`).test(name);
+  const parts = pattern.split('*');
+  if (parts.length === 1) return name === pattern;
+  const first = parts[0];
+  const last = parts[parts.length - 1];
+  if (first.length + last.length > name.length) return false;
+  if (!name.startsWith(first) || !name.endsWith(last)) return false;
+  let at = first.length;
+  const end = name.length - last.length;
+  for (let i = 1; i < parts.length - 1; i++) {
+    const part = parts[i];
+    if (!part) continue;
+    const found = name.indexOf(part, at);
+    if (found < 0 || found + part.length > end) return false;
+    at = found + part.length;
+  }
+  return true;
 }
 
 /** Whether a principal limited to `patterns` (null: unlimited) may act on `environment`. */

@@ -47,8 +47,10 @@ export interface WebhooksConfig {
   maxAgeMs: number;
   /** One request's time-out. */
   timeoutMs: number;
-  /** Requests in flight at once (each to a different (webhook, environment) line). */
+  /** Requests in flight at once (each to a different (webhook, environment) line), slow ones aside. */
   concurrency: number;
+  /** A request in flight longer than this no longer holds a concurrency slot (at most 8 × concurrency in flight). */
+  slowAfterMs: number;
   /** Back-off before retry n: random(0, min(max, base · 2^(n-1))). */
   backoffBaseMs: number;
   backoffMaxMs: number;
@@ -171,6 +173,8 @@ export interface HttpConfig {
   bodyLimit: number;
   /** Open connections at once; further ones are dropped on accept. */
   maxConnections: number;
+  /** Open connections at once from one client address; further ones are dropped on accept. */
+  maxConnectionsPerAddress: number;
   /** SIGTERM/SIGINT: in-flight requests get this long, then every connection is closed. */
   shutdownTimeoutMs: number;
 }
@@ -338,6 +342,7 @@ function http(env: Env, maxPlanBytes: number, maxArtifactBytes: number): HttpCon
     keepAliveTimeoutMs: integer(env, 'PLANFENCE_HTTP_KEEP_ALIVE_SECONDS', 5, 1, 3600) * 1000,
     bodyLimit: integer(env, 'PLANFENCE_MAX_BODY_BYTES', defaultBody, 1024, 1024 * 1024 * 1024),
     maxConnections: integer(env, 'PLANFENCE_MAX_CONNECTIONS', 1024, 1, 1_000_000),
+    maxConnectionsPerAddress: integer(env, 'PLANFENCE_MAX_CONNECTIONS_PER_IP', 256, 1, 1_000_000),
     shutdownTimeoutMs: integer(env, 'PLANFENCE_SHUTDOWN_TIMEOUT_SECONDS', 10, 1, 3600) * 1000,
   };
 }
@@ -406,6 +411,7 @@ function webhooks(env: Env): WebhooksConfig {
     maxAgeMs: integer(env, 'PLANFENCE_WEBHOOK_MAX_AGE_SECONDS', 86400, 1, 30 * 86400) * 1000,
     timeoutMs: integer(env, 'PLANFENCE_WEBHOOK_TIMEOUT_MS', 5000, 100, 300_000),
     concurrency: integer(env, 'PLANFENCE_WEBHOOK_CONCURRENCY', 8, 1, 256),
+    slowAfterMs: integer(env, 'PLANFENCE_WEBHOOK_SLOW_AFTER_MS', 2000, 10, 300_000),
     backoffBaseMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_BASE_MS', 1000, 1, 3_600_000),
     backoffMaxMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_MAX_MS', 300_000, 1, 86_400_000),
     pollMs: integer(env, 'PLANFENCE_WEBHOOK_POLL_MS', 1000, 10, 3_600_000),

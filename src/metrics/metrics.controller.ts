@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Controller, Get, Header, Headers, Inject, Res } from '@nestjs/common';
+import { Controller, Get, Header, Headers, Inject, Logger, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
@@ -18,6 +18,11 @@ export class MetricsController {
     this.expected = config.limits.metricsToken
       ? digest(`Bearer ${config.limits.metricsToken}`)
       : null;
+    if (!this.expected) {
+      new Logger('Metrics').warn(
+        '/metrics is open to anyone who can reach this port; set PLANFENCE_METRICS_TOKEN to require a bearer token',
+      );
+    }
   }
 
   /** Prometheus text format; with PLANFENCE_METRICS_TOKEN set, only for `Authorization: Bearer <it>` (else 401). */

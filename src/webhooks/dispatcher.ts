@@ -31,8 +31,15 @@ const MAX_FAN_OUT_BATCHES = 20;
 /** A commit that recorded events wakes the dispatcher this much later (bursts share one look). */
 const WAKE_AFTER_COMMIT_MS = 5;
 
+/** Requests in flight at once, slow ones included, as a multiple of the concurrency. */
+const MAX_IN_FLIGHT_FACTOR = 8;
+
 /** At most this much of a receiver's answer is read (and then dropped). */
 const MAX_RESPONSE_BYTES = 4096;
+
+/** Requests in flight (live claims) of delivery `d`'s webhook, on every instance. */
+const IN_FLIGHT_OF_WEBHOOK = `(SELECT COUNT(*) FROM webhook_deliveries c
+   WHERE c.webhook_id = d.webhook_id AND c.status = 'PENDING' AND c.claimed_until >= :now)`;
 
 /** One claimed attempt: the delivery, its webhook and its event. */
 interface Attempt {
@@ -122,6 +129,13 @@ function reasonOf(error: unknown, timeoutMs: number): string {
  * until the one before it was delivered or given up (FAILED). Lines proceed in parallel up
  * to the configured concurrency.
  *
+ * Fairness: a request in flight longer than `slowAfterMs` (a receiver that is slow or
+ * never answers) stops holding one of the `concurrency` slots, so new heads are claimed
+ * beside it, up to 8 × concurrency requests in flight; one webhook never has more than
+ * `concurrency` of them; and among due heads, those of the webhooks with the fewest
+ * requests in flight are claimed first, then by id. So webhooks that hang cost their own
+ * lines time, not the other webhooks'.
+ *
  * An attempt is claimed by one conditional UPDATE (claimed_by = this instance, until the
  * request's time-out plus a margin, attempts + 1); on PostgreSQL the candidate rows are
  * locked with FOR UPDATE SKIP LOCKED, so instances never claim the same attempt, and a
@@ -135,6 +149,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   readonly instanceId = randomUUID();
   private readonly config: WebhooksConfig;
   private readonly inFlight = new Map<number, Promise<void>>();
+  /** When each request in flight started (performance.now()). */
+  private readonly startedAt = new Map<number, number>();
+  private slowTimer: NodeJS.Timeout | undefined;
   private running: Promise<void> | null = null;
   private again = false;
   private stopping = false;
@@ -227,6 +244,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     this.stopping = true;
     clearInterval(this.timer);
     clearTimeout(this.soon);
+    clearTimeout(this.slowTimer);
     this.unsubscribe?.();
     await this.running;
     await Promise.allSettled([...this.inFlight.values()]);
@@ -300,10 +318,22 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     }
   }
 
+  /** Slots free now: requests in flight longer than `slowAfterMs` hold none, within the overall cap. */
+  private freeSlots(): number {
+    const now = performance.now();
+    let holding = 0;
+    for (const started of this.startedAt.values())
+      if (now - started < this.config.slowAfterMs) holding++;
+    return Math.min(
+      this.config.concurrency - holding,
+      this.config.concurrency * MAX_IN_FLIGHT_FACTOR - this.inFlight.size,
+    );
+  }
+
   /** Claims as many due heads of lines as there are free slots and starts their requests. */
   private async fill(): Promise<void> {
     await this.fanOut();
-    const free = this.config.concurrency - this.inFlight.size;
+    const free = this.freeSlots();
     // A shutdown that began while this look was under way: no new request.
     if (free <= 0 || this.stopping) return;
     // A read first: a poll that finds nothing due writes nothing.
@@ -324,9 +354,19 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
         )
         .finally(() => {
           this.inFlight.delete(attempt.id);
+          this.startedAt.delete(attempt.id);
           this.wake();
         });
       this.inFlight.set(attempt.id, done);
+      this.startedAt.set(attempt.id, performance.now());
+    }
+    // Once these turn slow, their slots are free for other lines: look again then.
+    if (attempts.length && !this.slowTimer) {
+      this.slowTimer = setTimeout(() => {
+        this.slowTimer = undefined;
+        this.wake();
+      }, this.config.slowAfterMs + 1);
+      this.slowTimer.unref();
     }
   }
 
@@ -342,7 +382,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
          WHERE id IN (
            SELECT d.id FROM webhook_deliveries d
            WHERE ${this.claimable()}
-           ORDER BY d.id
+             AND ${IN_FLIGHT_OF_WEBHOOK} < :perWebhook
+           ORDER BY ${IN_FLIGHT_OF_WEBHOOK}, d.id
            LIMIT :limit
            ${lock})
          RETURNING id`,
@@ -351,6 +392,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
           until: now + this.config.timeoutMs + CLAIM_MARGIN_MS,
           now,
           limit,
+          perWebhook: this.config.concurrency,
           inFlight: this.inFlightIds(),
         },
       );

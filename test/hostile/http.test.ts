@@ -5,6 +5,8 @@
  */
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { ADMIN_TOKEN as SERVICE_ADMIN_TOKEN, ServiceProcess } from '../fault/service.js';
 import { ADMIN_TOKEN, scratchDir, startApp, type TestApp } from '../support/app.js';
 
@@ -184,4 +186,70 @@ test('SIGTERM answers the request in flight, closes a hanging upload at the dead
     await service.crash();
     dir.cleanup();
   }
+});
+
+test('connections beyond PLANFENCE_MAX_CONNECTIONS_PER_IP from one address are dropped; another address is served', async () => {
+  const capped = await startApp({ PLANFENCE_MAX_CONNECTIONS_PER_IP: '3' });
+  try {
+    const held = await Promise.all([1, 2, 3].map(() => rawConnection(capped.url)));
+    for (const c of held) {
+      c.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+      while (!c.received().includes('\r\n\r\n')) await new Promise((r) => setTimeout(r, 10));
+    }
+    const extra = await rawConnection(capped.url);
+    extra.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    await extra.closed;
+    expect(extra.received()).toBe('');
+
+    // Another client (another loopback address) is not counted with the first.
+    const other = connect({
+      port: portOf(capped.url),
+      host: '127.0.0.1',
+      localAddress: '127.0.0.2',
+    });
+    let answer = '';
+    other.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    await once(other, 'connect');
+    other.write('GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    await once(other, 'close');
+    expect(answer).toMatch(/^HTTP\/1\.1 200/);
+
+    // Once one of the first client's connections goes, it may open another.
+    held[0].socket.destroy();
+    await held[0].closed;
+    let status = 0;
+    while (status !== 200) {
+      status = await fetch(`${capped.url}/health`).then(
+        (r) => r.status,
+        () => 0,
+      );
+    }
+    for (const c of held) c.socket.destroy();
+  } finally {
+    await capped.close();
+  }
+});
+
+test('/metrics without PLANFENCE_METRICS_TOKEN is open, and the start says so in a warning', async () => {
+  const warnings = async (env: Record<string, string>) => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(...chunk.toString().split('\n').filter(Boolean));
+        done();
+      },
+    });
+    const started = await startApp(env, undefined, pino({ level: 'warn' }, sink));
+    const status = (await fetch(`${started.url}/metrics`)).status;
+    await started.close();
+    return { status, lines: lines.map((l) => (JSON.parse(l) as { msg: string }).msg) };
+  };
+  const open = await warnings({});
+  expect(open.status).toBe(200);
+  expect(
+    open.lines.some((l) => l.includes('/metrics') && l.includes('PLANFENCE_METRICS_TOKEN')),
+  ).toBe(true);
+  const closed = await warnings({ PLANFENCE_METRICS_TOKEN: 'metrics-token-0123456789' });
+  expect(closed.status).toBe(401);
+  expect(closed.lines.some((l) => l.includes('/metrics'))).toBe(false);
 });

@@ -5,6 +5,8 @@
  * and a replay is priced like a query, with the real number of events it would send
  * (BAD_USER_INPUT limit: cost beyond PLANFENCE_MAX_QUERY_COST).
  */
+import { once } from 'node:events';
+import WebSocket from 'ws';
 import { RawSocket, type Frame } from '../support/raw-socket.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { codeOf, ok, World } from '../support/world.js';
@@ -116,4 +118,55 @@ test('a replay is priced with the events it would send: content of many plans is
     id: plans[3].id,
     content: 'plan 3',
   });
+});
+
+test('a replay to a client that does not read holds its slot; when the client leaves, the slot is free again', async () => {
+  const world = await service({ PLANFENCE_WS_MAX_REPLAYS_PER_PRINCIPAL: '1' });
+  await world.createEnvironment('prod', 'MONOTONIC', false);
+  const agent = await world.issue('agent', 'AGENT');
+  const viewer = await world.issue('reader', 'VIEWER');
+  const generation = await world.acquire(agent, 'prod', 600);
+  const first = await world.submitOk(agent, 'prod', generation, 'first');
+  // 100 plans of 200 KiB: 20 MB, more than the socket buffers of a client that stops reading.
+  for (let i = 0; i < 100; i++) {
+    await world.submitOk(agent, 'prod', generation, `${i} ${'x'.repeat(200 * 1024)}`);
+  }
+
+  const stalled = new WebSocket(
+    `${world.app.url.replace('http', 'ws')}/graphql`,
+    'graphql-transport-ws',
+  );
+  await once(stalled, 'open');
+  stalled.send(
+    JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${viewer}` } }),
+  );
+  const [ack] = (await once(stalled, 'message')) as [Buffer];
+  expect(JSON.parse(ack.toString()).type).toBe('connection_ack');
+  stalled.send(
+    JSON.stringify({
+      id: 'big',
+      type: 'subscribe',
+      payload: { query: PLANS('id content'), variables: { e: 'prod', after: first.id } },
+    }),
+  );
+  // The first event arrives, then the client stops reading.
+  await once(stalled, 'message');
+  (stalled as unknown as { _socket: { pause(): void } })._socket.pause();
+
+  const other = await RawSocket.admitted(world.app, viewer);
+  other.subscribe('second', PLANS('id'), { e: 'prod', after: first.id });
+  const refused = await firstAnswer(other, 'second');
+  expect(refused.type).toBe('error');
+  expect(refused.payload[0].extensions.code).toBe('RATE_LIMITED');
+
+  stalled.terminate();
+  await once(stalled, 'close');
+  // The stalled replay ends with its socket and gives its slot back.
+  for (let i = 0; ; i++) {
+    other.subscribe(`again-${i}`, PLANS('id'), { e: 'prod', after: first.id });
+    const answer = await firstAnswer(other, `again-${i}`);
+    if (answer.type === 'next') break;
+    expect(answer.payload[0].extensions.code).toBe('RATE_LIMITED');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 });
