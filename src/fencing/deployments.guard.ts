@@ -23,7 +23,6 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import { EventsService } from '../events/events.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Outbox } from '../outbox/outbox.service.js';
-import { Plan } from '../plans/plan.entity.js';
 
 /** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
 const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
@@ -255,8 +254,12 @@ export class DeploymentsGuard {
         { currentPlanId: env.currentPlanId },
       );
     }
-    const plan = await findOne(m, Plan, { id: p.planId });
-    const basedOn = plan?.basedOnDeploymentSequence;
+    const [plan] = await select<{ basedOn: number | string | null }>(
+      m,
+      'SELECT based_on_deployment_sequence AS "basedOn" FROM plans WHERE id = :planId',
+      p,
+    );
+    const basedOn = plan?.basedOn != null ? Number(plan.basedOn) : null;
     if (basedOn != null && basedOn !== env.deploymentSequence) {
       return new DeploymentError(
         'PRECONDITION_FAILED',
