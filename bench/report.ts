@@ -315,7 +315,23 @@ export function report(rows: Row[], machine: Machine): string {
       hooksUp.background.ok >= 0.95,
     );
   }
-  const measured = summaries.filter((s) => s.peakRssMb != null);
+  const tfText = find('11 ', 10, 'FULL', 'submit 1 MiB as TEXT');
+  const tfJson = find(
+    '11 ',
+    10,
+    'FULL',
+    'submit 1 MiB as TERRAFORM_PLAN_JSON (validated, summarised)',
+  );
+  if (tfText?.cpuMsPerRequest && tfJson?.cpuMsPerRequest) {
+    const times = tfJson.cpuMsPerRequest / tfText.cpuMsPerRequest;
+    target(
+      'A 1 MiB Terraform plan costs ≤ 3× the CPU of a 1 MiB TEXT plan (parse, summary, twice the bytes stored)',
+      `${fixed(tfJson.cpuMsPerRequest, 1)} vs ${fixed(tfText.cpuMsPerRequest, 1)} ms per submit (${fixed(times, 2)}×)`,
+      times <= 3,
+    );
+  }
+  // Scenario 11 keeps ten 1 MiB requests in flight on purpose: its memory is not the service's at rest.
+  const measured = summaries.filter((s) => s.peakRssMb != null && !s.scenario.startsWith('11 '));
   if (measured.length) {
     const worst = measured.reduce((a, b) => (b.peakRssMb! > a.peakRssMb! ? b : a));
     const over = measured.filter((s) => s.peakRssMb! > 200);

@@ -52,11 +52,12 @@ import { seedHistory } from './seed.js';
 import { Receiver } from '../test/support/receiver.js';
 import { addWebhooks, refusingUrl, runWithWebhooks } from './webhooks.js';
 import { runStorageFloor } from './storage-floor.js';
+import { BIG_PLANS, bigSubmits, health } from './terraform.js';
 
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 5);
 const runs = option(argv, 'runs', 3);
-const ALL = '0,1,2,3,4,5,6,7,8,9,10';
+const ALL = '0,1,2,3,4,5,6,7,8,9,10,11';
 const only = new Set((textOption(argv, 'only') ?? ALL).split(',').map(Number));
 const numbers = (text: string) => text.split(',').map(Number);
 const mainCounts = numbers(textOption(argv, 'connections') ?? '1,10,50');
@@ -162,7 +163,7 @@ async function main(): Promise<void> {
             runId,
             workDir,
             ...extra,
-            ...(entry ? { env: { PLANFENCE_SERVICE_ENTRY: entry } } : {}),
+            env: { ...extra.env, ...(entry ? { PLANFENCE_SERVICE_ENTRY: entry } : {}) },
           }),
       });
   };
@@ -410,6 +411,38 @@ async function main(): Promise<void> {
                 workDir,
               }),
           });
+    },
+    11: () => {
+      for (const connections of secondaryCounts) {
+        const row = { scenario: '11 Terraform plans', durability: 'FULL' as const, connections };
+        http({ ...row, variant: 'submit 1 MiB as TEXT' }, publishTemplate, bigSubmits('TEXT'), {
+          env: BIG_PLANS,
+        });
+        http(
+          { ...row, variant: 'submit 1 MiB as TERRAFORM_PLAN_JSON (validated, summarised)' },
+          publishTemplate,
+          bigSubmits('TERRAFORM_PLAN_JSON'),
+          { env: BIG_PLANS },
+        );
+        http({ ...row, variant: 'GET /health alone' }, publishTemplate, health);
+        for (const contentType of ['TEXT', 'TERRAFORM_PLAN_JSON'] as const)
+          http(
+            {
+              ...row,
+              variant: `GET /health while ${connections} connections submit 1 MiB ${contentType} plans`,
+            },
+            publishTemplate,
+            health,
+            {
+              env: BIG_PLANS,
+              background: {
+                requests: bigSubmits(contentType),
+                connections,
+                unit: `1 MiB ${contentType} submits`,
+              },
+            },
+          );
+      }
     },
   };
   for (const [number, add] of Object.entries(scenarios)) if (only.has(Number(number))) add();

@@ -9,7 +9,8 @@ let reviewer: string;
 let generation: number;
 
 beforeAll(async () => {
-  app = await startApp({ PLANFENCE_MAX_PLAN_BYTES: '1000' });
+  // The transport's body limit follows both limits: small ones keep it small.
+  app = await startApp({ PLANFENCE_MAX_PLAN_BYTES: '1000', PLANFENCE_MAX_ARTIFACT_BYTES: '1000' });
   world = new World(app);
   agent = await world.issue('agent', 'AGENT');
   reviewer = await world.issue('reviewer', 'REVIEWER');

@@ -23,7 +23,6 @@ import { EventsService } from '../events/events.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Outbox } from '../outbox/outbox.service.js';
 import { DeploymentId } from '../common/ids.js';
-import { Plan } from '../plans/plan.entity.js';
 
 /** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
 const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
@@ -256,8 +255,12 @@ export class DeploymentsGuard {
         { currentPlanId: env.currentPlanId },
       );
     }
-    const plan = await findOne(m, Plan, { id: p.planId });
-    const basedOn = plan?.basedOnDeploymentSequence;
+    const [plan] = await select<{ basedOn: number | string | null }>(
+      m,
+      'SELECT based_on_deployment_sequence AS "basedOn" FROM plans WHERE id = :planId',
+      p,
+    );
+    const basedOn = plan?.basedOn != null ? Number(plan.basedOn) : null;
     if (basedOn != null && basedOn !== env.deploymentSequence) {
       return new DeploymentError(
         'PRECONDITION_FAILED',

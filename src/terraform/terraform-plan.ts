@@ -223,24 +223,43 @@ function masked(value: unknown, marks: unknown, secrets: Set<string>): string | 
 
 /**
  * Terraform's sensitivity marks mirror the value: `true` marks the whole value; an object or
- * array marks its members, position by position; anything else marks nothing.
+ * array marks its members, position by position; anything else marks nothing. Copies only
+ * what changes: an unmarked value without sensitive strings is returned as it is.
  */
 function mask(value: unknown, marks: unknown, secrets: Set<string>): unknown {
   if (marks === true) return SENSITIVE;
-  if (typeof value === 'string') return secrets.has(value) ? SENSITIVE : value;
+  if (typeof value === 'string') return secrets.size && secrets.has(value) ? SENSITIVE : value;
+  if (typeof value !== 'object' || value === null) return value;
+  const marked = typeof marks === 'object' && marks !== null;
+  if (!marked && secrets.size === 0) return value;
   if (Array.isArray(value)) {
-    const itemMarks = Array.isArray(marks) ? marks : [];
-    return value.map((item, i) => mask(item, itemMarks[i], secrets));
+    const itemMarks = Array.isArray(marks) ? marks : null;
+    let copy: unknown[] | null = null;
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      const masked = mask(item, itemMarks?.[i], secrets);
+      if (masked !== item) (copy ??= value.slice())[i] = masked;
+    }
+    return copy ?? value;
   }
-  if (isObject(value)) {
-    const keyMarks = isObject(marks) ? marks : {};
-    // fromEntries defines own properties: a "__proto__" key stays a key.
-    return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [
-        key,
-        mask(item, Object.hasOwn(keyMarks, key) ? keyMarks[key] : undefined, secrets),
-      ]),
+  const keyMarks = isObject(marks) ? marks : null;
+  let copy: Record<string, unknown> | null = null;
+  for (const key of Object.keys(value)) {
+    const item = (value as Record<string, unknown>)[key];
+    const masked = mask(
+      item,
+      keyMarks && Object.hasOwn(keyMarks, key) ? keyMarks[key] : undefined,
+      secrets,
     );
+    if (masked === item) continue;
+    // defineProperty: a "__proto__" key stays an own key of the copy.
+    copy ??= { ...value };
+    Object.defineProperty(copy, key, {
+      value: masked,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
-  return value;
+  return copy ?? value;
 }
