@@ -12,6 +12,7 @@ import type { Counter } from 'prom-client';
 import { map, type Observable } from 'rxjs';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
+import type { Via } from '../audit/via.js';
 import { Clock } from '../common/clock.js';
 import { Database } from '../database/database.js';
 import { exists } from '../database/rows.js';
@@ -59,6 +60,9 @@ export function authenticateOnce(
   return request.authentication;
 }
 
+/** A resolver method, whose metadata says who may call it. */
+export type Handler = (...args: never[]) => unknown;
+
 /** `startDeployment` → `START_DEPLOYMENT` (an audit action, at most 32 characters). */
 function actionOf(handler: string): string {
   return handler
@@ -68,51 +72,55 @@ function actionOf(handler: string): string {
 }
 
 /**
- * Every GraphQL operation needs a bearer token unless `@Public`; `@Roles` narrows who may
- * call it (DESIGN §5). A token limited to environments (R26) may act only on those: this
- * guard is the one place that checks it, for every query, mutation and subscription,
- * reading the environment from the operation's arguments (scope.ts). Outside them →
- * FORBIDDEN, recorded in the environment's audit log when the environment exists (R27).
+ * The checks every door applies to an operation, with its resolver's metadata as the one
+ * statement of who may call it: `@Roles` (ADMIN may always; none: every role; `@Roles()`:
+ * ADMIN only) and the environments a limited token may act on (R26), read from the
+ * operation's arguments (scope.ts). Outside them → FORBIDDEN, recorded in the environment's
+ * audit log when the environment exists (R27). GraphQL reaches them through the AuthGuard,
+ * MCP tools through src/mcp/ with the GraphQL operation each tool stands for.
  */
 @Injectable()
-export class AuthGuard implements CanActivate {
-  private readonly logger = new Logger(AuthGuard.name);
+export class Access {
+  private readonly logger = new Logger(Access.name);
 
   constructor(
-    private readonly auth: AuthService,
     private readonly reflector: Reflector,
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly modules: ModuleRef,
-    metrics: MetricsService,
-  ) {
-    this.lookups = authentications(metrics.registry);
+  ) {}
+
+  /** The roles besides ADMIN that may call a resolver method; undefined: every role. */
+  rolesOf(handler: Handler): Role[] | undefined {
+    return this.reflector.get<Role[] | undefined>(ROLES_KEY, handler);
   }
 
-  private readonly lookups: Counter<'outcome'>;
+  /** Whether `role` may call the resolver method `handler`. */
+  mayCall(role: Role, handler: Handler): boolean {
+    const allowed = this.rolesOf(handler);
+    return !allowed || role === Role.ADMIN || allowed.includes(role);
+  }
 
-  async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (context.getType<string>() !== 'graphql') return true;
-    if (this.reflector.get<boolean | undefined>(PUBLIC_KEY, context.getHandler())) return true;
-    const principal = await authenticateOnce(this.auth, gqlRequest(context), this.lookups);
-    const allowed = this.reflector.get<Role[] | undefined>(ROLES_KEY, context.getHandler());
-    const role = principal.role;
-    if (allowed && role !== Role.ADMIN && !allowed.includes(role)) {
-      throw new AuthError('FORBIDDEN', `role ${role} may not call ${context.getHandler().name}`);
+  checkRole(principal: Principal, handler: Handler): void {
+    if (!this.mayCall(principal.role, handler)) {
+      throw new AuthError('FORBIDDEN', `role ${principal.role} may not call ${handler.name}`);
     }
-    if (Array.isArray(principal.environments)) await this.checkScope(context, principal);
-    return true;
   }
 
-  private async checkScope(context: ExecutionContext, principal: Principal): Promise<void> {
-    const handler = context.getHandler().name;
-    const args = GqlExecutionContext.create(context).getArgs<Record<string, unknown>>();
+  /** FORBIDDEN (audited) when the operation `handler` with `args` names an environment outside the token's. */
+  async checkScope(
+    principal: Principal,
+    handler: string,
+    args: Record<string, unknown>,
+    via: Via,
+  ): Promise<void> {
+    if (!Array.isArray(principal.environments)) return;
     const outside = environmentsOfOperation(handler, args).find(
       (environment) => !allowsEnvironment(principal.environments, environment),
     );
     if (outside === undefined) return;
-    const message = `this token may act only on environments matching ${principal.environments!.join(', ')}; not on "${outside}"`;
-    await this.audit(principal, handler, outside, message).catch((error: unknown) =>
+    const message = `this token may act only on environments matching ${principal.environments.join(', ')}; not on "${outside}"`;
+    await this.audit(principal, handler, outside, message, via).catch((error: unknown) =>
       this.logger.warn(`could not audit a refusal on ${outside}: ${(error as Error).message}`),
     );
     throw new AuthError('FORBIDDEN', message);
@@ -123,6 +131,7 @@ export class AuthGuard implements CanActivate {
     handler: string,
     environment: string,
     detail: string,
+    via: Via,
   ): Promise<void> {
     const audit = this.modules.get(AuditService, { strict: false });
     await this.db.write(async (m) => {
@@ -134,8 +143,37 @@ export class AuthGuard implements CanActivate {
         outcome: AuditOutcome.REJECTED,
         code: 'FORBIDDEN',
         detail,
+        via,
       });
     });
+  }
+}
+
+/**
+ * Every GraphQL operation needs a bearer token unless `@Public`; then the Access checks
+ * (role, environments) for every query, mutation and subscription.
+ */
+@Injectable()
+export class AuthGuard implements CanActivate {
+  constructor(
+    private readonly auth: AuthService,
+    private readonly reflector: Reflector,
+    private readonly access: Access,
+    metrics: MetricsService,
+  ) {
+    this.lookups = authentications(metrics.registry);
+  }
+
+  private readonly lookups: Counter<'outcome'>;
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType<string>() !== 'graphql') return true;
+    if (this.reflector.get<boolean | undefined>(PUBLIC_KEY, context.getHandler())) return true;
+    const principal = await authenticateOnce(this.auth, gqlRequest(context), this.lookups);
+    this.access.checkRole(principal, context.getHandler() as Handler);
+    const args = GqlExecutionContext.create(context).getArgs<Record<string, unknown>>();
+    await this.access.checkScope(principal, context.getHandler().name, args, 'graphql');
+    return true;
   }
 }
 

@@ -59,6 +59,7 @@ const FIELDS: Record<EventKind, string[]> = {
     'outcome',
     'code',
     'detail',
+    'via',
   ],
   deployment: [
     'id',
