@@ -9,6 +9,7 @@ import { allowsEnvironment } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
 import { isDomainError } from '../common/errors.js';
 import { sha256 } from '../common/hash.js';
+import { type AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import { DeploymentsResolver } from '../deployments/deployments.resolver.js';
 import { DeploymentsService } from '../deployments/deployments.service.js';
@@ -19,6 +20,7 @@ import {
 } from '../deployments/dto/deployment.input.js';
 import { EnvironmentsResolver } from '../environments/environments.resolver.js';
 import { EnvironmentsService } from '../environments/environments.service.js';
+import type { EventKind } from '../events/event-wire.js';
 import { EventsService } from '../events/events.service.js';
 import {
   AcquireLeaseInput,
@@ -129,17 +131,22 @@ const deploymentOut = (d: Deployment) => ({
 });
 
 /**
- * Wakes a waiting tool when anything is recorded in one environment (every decision writes
- * an audit event, on any instance): a reason to read again, never a decision.
+ * Wakes a waiting tool when something that matters is recorded in one environment (every
+ * decision writes an audit event, on any instance): a reason to read or try again, never a
+ * decision.
  */
 class EnvironmentSignal {
   private seen = 0;
   private wake: (() => void) | null = null;
   private readonly stop: () => void;
 
-  constructor(events: EventsService, environment: string) {
-    this.stop = events.onDelivered((_kind, object) => {
-      if (object.environment !== environment) return;
+  constructor(
+    events: EventsService,
+    environment: string,
+    matters: (kind: EventKind, object: Plan | AuditEvent | Deployment) => boolean = () => true,
+  ) {
+    this.stop = events.onDelivered((kind, object) => {
+      if (object.environment !== environment || !matters(kind, object)) return;
       this.seen++;
       this.wake?.();
     });
@@ -278,7 +285,15 @@ export class McpTools {
     };
     if (waitSeconds === 0) return this.acquireOnce(principal, raw);
     const deadline = performance.now() + waitSeconds * 1000;
-    const wake = new EnvironmentSignal(this.events, args.environment);
+    // A release frees the lease (expiry is the timer); the waiter's own refusals do not.
+    const wake = new EnvironmentSignal(
+      this.events,
+      args.environment,
+      (kind, object) =>
+        kind === 'audit' &&
+        (object as AuditEvent).action === 'RELEASE_LEASE' &&
+        (object as AuditEvent).outcome === AuditOutcome.ACCEPTED,
+    );
     try {
       for (;;) {
         const since = wake.count;
