@@ -4,9 +4,12 @@
  */
 import { execFile } from 'node:child_process';
 import { request } from 'node:http';
+import { fileURLToPath } from 'node:url';
 import { startApp, type TestApp } from './support/app.js';
 import { BIN, connectMcp, type Door, type McpAgent, refusalOf } from './support/mcp.js';
 import { ok, World } from './support/world.js';
+
+const EXAMPLE = fileURLToPath(new URL('../dist/examples/mcp-agent.js', import.meta.url));
 
 let app: TestApp;
 let world: World;
@@ -461,6 +464,34 @@ describe('rate limits over MCP', () => {
     } finally {
       await agent.close();
     }
+  });
+});
+
+describe('examples/mcp-agent.ts', () => {
+  let live: TestApp;
+  afterAll(async () => {
+    await live?.close();
+  });
+
+  test('the scripted agent is paused past its lease and gets the fenced refusal', async () => {
+    // The service's own clock: the example really waits past its 2-second lease.
+    live = await startApp({}, null);
+    const w = new World(live);
+    await w.createEnvironment('prod', 'MONOTONIC');
+    const env = {
+      ...process.env,
+      PLANFENCE_URL: live.url,
+      PLANFENCE_TOKEN: await w.issue('example-a', 'AGENT'),
+      PLANFENCE_TOKEN_B: await w.issue('example-b', 'AGENT'),
+    };
+    const stdout = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [EXAMPLE], { env }, (error, out, err) =>
+        error ? reject(new Error(`${error.message}\n${err}`)) : resolve(out),
+      ),
+    );
+    expect(stdout).toContain("A's submit_plan: isError=true");
+    expect(stdout).toContain('"code":"STALE_GENERATION","generation":1,"fence":2');
+    expect(stdout).toContain('take a new lease and plan again');
   });
 });
 
