@@ -449,8 +449,11 @@ describe('rate limits over MCP', () => {
     await limited?.close();
   });
 
-  test('RATE_LIMITED carries retryAfterSeconds in the tool result', async () => {
-    limited = await startApp({ PLANFENCE_RATE_LEASES_PER_MINUTE: '1' });
+  test('RATE_LIMITED carries retryAfterSeconds in the tool result; content over the limit is PAYLOAD_TOO_LARGE', async () => {
+    limited = await startApp({
+      PLANFENCE_RATE_LEASES_PER_MINUTE: '1',
+      PLANFENCE_MAX_PLAN_BYTES: '100',
+    });
     const w = new World(limited);
     await w.createEnvironment('rl', 'MONOTONIC');
     const token = await w.issue('rl-agent', 'AGENT');
@@ -461,6 +464,16 @@ describe('rate limits over MCP', () => {
       expect(refused).toMatchObject({ code: 'RATE_LIMITED' });
       expect(refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
       expect(refused.text).toContain(`wait ${String(refused.retryAfterSeconds)} seconds`);
+      // Plan content above PLANFENCE_MAX_PLAN_BYTES: refused, nothing stored.
+      const tooLarge = refusalOf(
+        await agent.call('submit_plan', {
+          environment: 'rl',
+          generation: 1,
+          content: 'x'.repeat(101),
+        }),
+      );
+      expect(tooLarge).toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+      expect(ok(await w.gql(token, '{ plans(environment: "rl") { id } }')).plans).toEqual([]);
     } finally {
       await agent.close();
     }
