@@ -109,7 +109,7 @@ export class McpController {
         );
       return;
     }
-    const server = mcpServerFor(principal, this.tools);
+    const server = mcpServerFor(principal, this.tools, (code) => (logged.outcome = code));
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,

@@ -13,11 +13,15 @@ another agent has moved on: your plan is obsolete; read the current plan (get_pl
 and plan again. Never retry a fenced submit with the old generation.`;
 
 /** One MCP server for one principal: the tools its role may call (R29), nothing else. */
-export function mcpServerFor(principal: Principal, tools: McpTools): McpServer {
+export function mcpServerFor(
+  principal: Principal,
+  tools: McpTools,
+  refused?: (code: string) => void,
+): McpServer {
   const server = new McpServer(SERVER_INFO, {
     capabilities: { tools: {} },
     instructions: INSTRUCTIONS,
   });
-  tools.register(server, principal);
+  tools.register(server, principal, refused);
   return server;
 }

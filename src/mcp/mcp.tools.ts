@@ -205,7 +205,12 @@ export class McpTools {
   }
 
   /** Registers on `server` the tools `principal` may call; each result is its output, or a refusal (R30). */
-  register(server: McpServer, principal: Principal): void {
+  register(
+    server: McpServer,
+    principal: Principal,
+    /** Hears the code of each refusal (the request's log line). */
+    refused: (code: string) => void = () => undefined,
+  ): void {
     for (const spec of this.visibleTo(principal)) {
       server.registerTool(
         spec.name,
@@ -224,7 +229,9 @@ export class McpTools {
               content: [{ type: 'text', text: JSON.stringify(output) }],
             };
           } catch (error) {
-            return refusal(error);
+            const result = refusal(error);
+            refused((result.structuredContent as { code: string }).code);
+            return result;
           }
         },
       );
