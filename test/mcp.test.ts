@@ -524,6 +524,19 @@ describe('planfence mcp (stdio)', () => {
     expect(stderr).toMatch(/ADMIN tokens are refused on MCP/);
   });
 
+  test('no service at the URL: exits 8 with a message', async () => {
+    const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [BIN, 'mcp', '--url', 'http://127.0.0.1:1', '--token', tokens.viewer],
+        (error, _stdout, err) =>
+          resolve({ code: error ? Number(error.code ?? 1) : 0, stderr: err }),
+      );
+    });
+    expect(code).toBe(8);
+    expect(stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:1\/mcp/);
+  });
+
   test('a bad token: exits with a message', async () => {
     const { code, stderr } = await run('pf_not_a_token');
     expect(code).toBe(3);
