@@ -351,6 +351,7 @@ describe('POST /mcp', () => {
   });
 
   test('DNS rebinding: a foreign Host or Origin is refused before any tool runs', async () => {
+    let challenge: string | undefined;
     const post = (headers: Record<string, string>) =>
       new Promise<number>((resolve, reject) => {
         const { port } = new URL(app.url);
@@ -369,6 +370,7 @@ describe('POST /mcp', () => {
           },
           (res) => {
             res.resume();
+            challenge = res.headers['www-authenticate'];
             resolve(res.statusCode ?? 0);
           },
         );
@@ -380,6 +382,11 @@ describe('POST /mcp', () => {
     expect(await post({ host, origin: 'http://evil.example' })).toBe(403);
     expect(await post({ host, origin: app.url })).toBe(200);
     expect(await post({ host: `localhost:${new URL(app.url).port}` })).toBe(200);
+    // A challenge never names a foreign host.
+    expect(await post({ host: 'evil.example:80', authorization: '' })).toBe(401);
+    expect(challenge).toBe(
+      `Bearer resource_metadata="${app.url}/.well-known/oauth-protected-resource"`,
+    );
   });
 
   test('submit_plan without a key: a repeated call gets the same plan back; audit events say via mcp', async () => {

@@ -43,9 +43,14 @@ export class McpController {
     this.lookups = authentications(metrics.registry);
   }
 
-  /** The service's address as the client sees it: PLANFENCE_PUBLIC_URL, else this request's. */
+  /**
+   * The service's address as the client sees it: PLANFENCE_PUBLIC_URL, else this request's
+   * Host when it is an allowed one (a foreign Host is never echoed into a challenge).
+   */
   private base(req: FastifyRequest): string {
-    return this.config.mcp.publicUrl ?? `${req.protocol}://${req.host}`;
+    if (this.config.mcp.publicUrl) return this.config.mcp.publicUrl;
+    const allowed = this.allowedHosts();
+    return `${req.protocol}://${allowed.includes(req.host) ? req.host : allowed[0]}`;
   }
 
   private port(): number | null {
