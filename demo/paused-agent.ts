@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentProcess } from '../test/fault/agent-process.js';
 import { deployersAct } from './deployers-act.js';
+import { mcpAct } from './mcp-act.js';
 import { ADMIN_TOKEN, ServiceProcess } from '../test/fault/service.js';
 
 type Mode = 'MONOTONIC' | 'STRICT';
@@ -233,7 +234,8 @@ async function main(): Promise<number> {
       : '\nEvery outcome is the one DESIGN.md promises.',
   );
   const deployments = await deployersAct(service, dir, say);
-  return wrong.length || deployments ? 1 : 0;
+  const overMcp = await mcpAct(service, say);
+  return wrong.length || deployments || overMcp ? 1 : 0;
 }
 
 main()

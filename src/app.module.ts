@@ -20,6 +20,7 @@ import { DashboardController } from './dashboard/dashboard.controller.js';
 import { HealthController } from './health/health.controller.js';
 import { IdentityModule } from './identity/identity.module.js';
 import { LeasesModule } from './leases/leases.module.js';
+import { McpModule } from './mcp/mcp.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { OutboxModule } from './outbox/outbox.module.js';
 import { PlansModule } from './plans/plans.module.js';
@@ -83,6 +84,7 @@ export class AppModule {
         DeploymentsModule,
         IdentityModule,
         WebhooksModule,
+        McpModule,
       ],
       controllers: [HealthController, DashboardController],
       providers: [{ provide: APP_FILTER, useClass: PassThroughGqlFilter }],

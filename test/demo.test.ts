@@ -21,5 +21,9 @@ test('the paused-agent demo plays every scenario and observes the §4 table', as
   expect(stdout).toContain('Every outcome is the one DESIGN.md promises.');
   expect(stdout).toMatch(/shop#1 reads UNKNOWN/);
   expect(stdout).toContain('Every deployment outcome is the one DESIGN.md promises.');
+  expect(stdout).toMatch(
+    /submit_plan answers isError=true: STALE_GENERATION: .*take a new lease and plan again/,
+  );
+  expect(stdout).toContain('Over MCP too, the stale agent is fenced and told what to do next.');
   expect(code).toBe(0);
 }, 120_000);

@@ -5,6 +5,11 @@
  * pointer, freeze, every plan's status, approvals and pending rules) must be the same.
  * Principals carry groups; environments carry approval rules and a proposal TTL, and can
  * be frozen. FC_RUNS sets the number of runs.
+ *
+ * The AGENT a1 sends each of its lease and submit commands through one of two doors, picked
+ * per command: GraphQL, or MCP (the service's POST /mcp, with the SDK's client); the model
+ * knows nothing of doors, so both must give the same outcomes (R28). a2 is an ADMIN, which
+ * MCP refuses: its commands always go through GraphQL.
  */
 import fc from 'fast-check';
 import {
@@ -17,6 +22,7 @@ import {
 import { Database } from '../src/database/database.js';
 import { startApp, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
+import { connectMcp, type McpAgent, refusalOf } from './support/mcp.js';
 
 const RUNS = Number(process.env.FC_RUNS ?? 200);
 const TTL_HOURS = 1;
@@ -47,11 +53,33 @@ const RULE_SETS: Rule[][] = [
 ];
 const GROUP_SETS: string[][] = [[], ['platform'], ['security'], ['platform', 'security']];
 
+/** a1's MCP client (HTTP). */
+let a1Mcp: McpAgent;
+
 beforeAll(async () => {
   app = await startApp({ PLANFENCE_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) });
   world = new World(app);
   for (const { name, role } of PRINCIPALS) tokens[name] = await world.issue(name, role);
+  a1Mcp = await connectMcp(app.url, tokens.a1, 'http');
 });
+
+type Door = 'graphql' | 'mcp';
+const door = fc.constantFrom<Door>('graphql', 'mcp');
+
+/** Whether this command of agent `a` goes through MCP (only a1 can: a2 is an ADMIN). */
+function overMcp(a: Agent, picked: Door): boolean {
+  const mcp = a === 'a1' && picked === 'mcp';
+  if (mcp) outcomes.set('commands over mcp', (outcomes.get('commands over mcp') ?? 0) + 1);
+  return mcp;
+}
+
+/** A tool call's outcome as the model states it: OK (with the plan id for submits) or the code. */
+async function mcpOutcome(name: string, args: Record<string, unknown>): Promise<string> {
+  const result = await a1Mcp.call(name, args);
+  if (result.isError) return refusalOf(result).code;
+  const plan = (result.structuredContent as { plan?: { id: string } }).plan;
+  return plan ? `OK ${plan.id}` : 'OK';
+}
 
 async function setGroups(name: string, groups: string[]) {
   return world.gql(
@@ -60,7 +88,10 @@ async function setGroups(name: string, groups: string[]) {
     { n: name, g: groups },
   );
 }
-afterAll(() => app.close());
+afterAll(async () => {
+  await a1Mcp.close();
+  await app.close();
+});
 
 let runs = 0;
 /** How often each kind of command ended with each code, over all runs. */
@@ -231,10 +262,12 @@ const createEnvironment = fc
 
 const commands = [
   createEnvironment,
-  fc.record({ a: agent, i: envIndex, ttl }).map(({ a, i, ttl }) =>
-    command(`${a} acquires e${i} for ${ttl}s`, async (s) => ({
+  fc.record({ a: agent, i: envIndex, ttl, door }).map(({ a, i, ttl, door }) =>
+    command(`${a} acquires e${i} for ${ttl}s over ${door}`, async (s) => ({
       expected: s.model.acquire(a, s.names[i], ttl),
-      actual: codeOf(await world.acquireRaw(tokens[a], s.names[i], ttl)),
+      actual: overMcp(a, door)
+        ? await mcpOutcome('acquire_lease', { environment: s.names[i], ttlSeconds: ttl })
+        : codeOf(await world.acquireRaw(tokens[a], s.names[i], ttl)),
     })),
   ),
   fc.constantFrom(500, 5_000, 31_000, 60_000, 60_000, TTL_HOURS * 3600_000 + 1).map((ms) =>
@@ -251,20 +284,33 @@ const commands = [
       pick: fc.constantFrom<'own' | 'other' | 'forged'>('own', 'other', 'forged'),
       ttl,
       release: fc.boolean(),
+      door,
     })
-    .map(({ a, i, pick, ttl, release }) =>
-      command(`${a} ${release ? 'releases' : 'renews'} e${i} (${pick} generation)`, async (s) => {
-        const g = generationFor(s, a, s.names[i], pick);
-        return release
-          ? {
-              expected: s.model.release(a, s.names[i], g),
-              actual: codeOf(await world.release(tokens[a], s.names[i], g)),
-            }
-          : {
-              expected: s.model.renew(a, s.names[i], g, ttl),
-              actual: codeOf(await world.renew(tokens[a], s.names[i], g, ttl)),
-            };
-      }),
+    .map(({ a, i, pick, ttl, release, door }) =>
+      command(
+        `${a} ${release ? 'releases' : 'renews'} e${i} (${pick} generation) over ${door}`,
+        async (s) => {
+          const g = generationFor(s, a, s.names[i], pick);
+          const mcp = overMcp(a, door);
+          return release
+            ? {
+                expected: s.model.release(a, s.names[i], g),
+                actual: mcp
+                  ? await mcpOutcome('release_lease', { environment: s.names[i], generation: g })
+                  : codeOf(await world.release(tokens[a], s.names[i], g)),
+              }
+            : {
+                expected: s.model.renew(a, s.names[i], g, ttl),
+                actual: mcp
+                  ? await mcpOutcome('renew_lease', {
+                      environment: s.names[i],
+                      generation: g,
+                      ttlSeconds: ttl,
+                    })
+                  : codeOf(await world.renew(tokens[a], s.names[i], g, ttl)),
+              };
+        },
+      ),
     ),
   fc
     .record({
@@ -279,10 +325,11 @@ const commands = [
       ),
       key: fc.constantFrom('fresh', 'fresh', 'repeat', 'altered'),
       basedOn: fc.constantFrom('none', 'none', 'current', 'stale'),
+      door,
     })
-    .map(({ a, i, pick, key, basedOn }) =>
+    .map(({ a, i, pick, key, basedOn, door }) =>
       command(
-        `${a} submits to e${i} (${pick} generation, ${key} key, based on ${basedOn})`,
+        `${a} submits to e${i} (${pick} generation, ${key} key, based on ${basedOn}) over ${door}`,
         async (s) => {
           const last = s.lastSubmit.get(a);
           let input: SubmitInput;
@@ -308,6 +355,17 @@ const commands = [
           }
           s.lastSubmit.set(a, input);
           const expected = s.model.submit(a, input);
+          const expectedText = 'planId' in expected ? `OK ${expected.planId}` : expected.code;
+          if (overMcp(a, door)) {
+            const actual = await mcpOutcome('submit_plan', {
+              environment: input.environment,
+              generation: input.generation,
+              content: input.content,
+              idempotencyKey: input.idempotencyKey,
+              ...(input.basedOnPlanId ? { basedOnPlanId: input.basedOnPlanId } : {}),
+            });
+            return { expected: expectedText, actual };
+          }
           const real = await world.submit(
             tokens[a],
             input.environment,
@@ -318,7 +376,6 @@ const commands = [
               ...(input.basedOnPlanId ? { basedOnPlanId: input.basedOnPlanId } : {}),
             },
           );
-          const expectedText = 'planId' in expected ? `OK ${expected.planId}` : expected.code;
           const actualText =
             codeOf(real) === 'OK' ? `OK ${real.data!.submitPlan.id}` : codeOf(real);
           return { expected: expectedText, actual: actualText };
@@ -551,6 +608,7 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
       'freezes OK',
       'unfreezes OK',
       'regroups OK',
+      'commands over mcp',
     ]) {
       expect(outcomes.get(reached)).toBeGreaterThan(0);
     }

@@ -1,6 +1,7 @@
 import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
+import type { Via } from './via.js';
 
 export enum AuditOutcome {
   ACCEPTED = 'ACCEPTED',
@@ -56,4 +57,11 @@ export class AuditEvent {
   @Field(() => String, { nullable: true })
   @Column({ type: 'text', nullable: true })
   detail: string | null;
+
+  @Field(() => String, {
+    nullable: true,
+    description: 'The door the request came through: graphql or mcp.',
+  })
+  @Column({ type: 'varchar', length: 16, nullable: true })
+  via: Via | null;
 }

@@ -6,6 +6,7 @@ import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { AuditEvent, AuditOutcome } from './audit-event.entity.js';
 import { exists, insertRow } from '../database/rows.js';
+import type { Via } from './via.js';
 
 export interface AuditEntry {
   environment: string;
@@ -16,6 +17,8 @@ export interface AuditEntry {
   outcome: AuditOutcome;
   code?: string | null;
   detail?: string | null;
+  /** The door of the request that caused it; null for the service's own decisions. */
+  via?: Via | null;
 }
 
 @Injectable()
@@ -37,6 +40,7 @@ export class AuditService {
       outcome: entry.outcome,
       code: entry.code ?? null,
       detail: entry.detail ?? null,
+      via: entry.via ?? null,
     });
     event.id = (await insertRow(m, AuditEvent, event))!;
     await this.events.auditEventRecorded(m, event);

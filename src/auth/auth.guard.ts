@@ -12,6 +12,7 @@ import type { Counter } from 'prom-client';
 import { map, type Observable } from 'rxjs';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
+import type { Via } from '../audit/via.js';
 import { Clock } from '../common/clock.js';
 import { Database } from '../database/database.js';
 import { exists } from '../database/rows.js';
@@ -66,6 +67,9 @@ export function authenticateOnce(
   return request.authentication;
 }
 
+/** A resolver method, whose metadata says who may call it. */
+export type Handler = (...args: never[]) => unknown;
+
 /** `startDeployment` → `START_DEPLOYMENT` (an audit action, at most 32 characters). */
 function actionOf(handler: string): string {
   return handler
@@ -75,79 +79,83 @@ function actionOf(handler: string): string {
 }
 
 /**
- * Every GraphQL operation needs a bearer token unless `@Public`; `@Roles` narrows who may
- * call it (docs/design.md §5). A token limited to environments (R26) may act only on those: this
- * guard is the one place that checks it, for every query, mutation and subscription,
- * reading the environment from the operation's arguments (scope.ts). Outside them →
- * FORBIDDEN, recorded in the environment's audit log when the environment exists (R27).
+ * The checks every door applies to an operation, with its resolver's metadata as the one
+ * statement of who may call it: `@Roles` (ADMIN may always; none: every role; `@Roles()`:
+ * ADMIN only) and the environments a limited token may act on (R26), read from the
+ * operation's arguments (scope.ts). Outside them → FORBIDDEN, recorded in the environment's
+ * audit log when the environment exists (R27). GraphQL reaches them through the AuthGuard,
+ * MCP tools through src/mcp/ with the GraphQL operation each tool stands for.
+ *
+ * `request` is the one object a request's charges are kept on (its GraphQL context, or a
+ * tool call's own): a refused call counts against its principal's request rate like an
+ * accepted one, once per request, and its audit rows are bounded (QuotasService).
  */
 @Injectable()
-export class AuthGuard implements CanActivate {
-  private readonly logger = new Logger(AuthGuard.name);
+export class Access {
+  private readonly logger = new Logger(Access.name);
 
   constructor(
-    private readonly auth: AuthService,
     private readonly reflector: Reflector,
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly modules: ModuleRef,
-    metrics: MetricsService,
-  ) {
-    this.lookups = authentications(metrics.registry);
+  ) {}
+
+  /** The roles besides ADMIN that may call a resolver method; undefined: every role. */
+  rolesOf(handler: Handler): Role[] | undefined {
+    return this.reflector.get<Role[] | undefined>(ROLES_KEY, handler);
   }
 
-  private readonly lookups: Counter<'outcome'>;
+  /** Whether `role` may call the resolver method `handler`. */
+  mayCall(role: Role, handler: Handler): boolean {
+    const allowed = this.rolesOf(handler);
+    return !allowed || role === Role.ADMIN || allowed.includes(role);
+  }
 
-  async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (context.getType<string>() !== 'graphql') return true;
-    if (this.reflector.get<boolean | undefined>(PUBLIC_KEY, context.getHandler())) return true;
-    const principal = await authenticateOnce(this.auth, gqlRequest(context), this.lookups);
-    const allowed = this.reflector.get<Role[] | undefined>(ROLES_KEY, context.getHandler());
-    const role = principal.role;
-    if (allowed && role !== Role.ADMIN && !allowed.includes(role)) {
-      this.charge(context, principal);
-      throw new AuthError('FORBIDDEN', `role ${role} may not call ${context.getHandler().name}`);
+  checkRole(principal: Principal, handler: Handler, request: object): void {
+    if (!this.mayCall(principal.role, handler)) {
+      this.quotas.chargeRefusal(request, principal.name);
+      throw new AuthError('FORBIDDEN', `role ${principal.role} may not call ${handler.name}`);
     }
-    if (Array.isArray(principal.environments)) {
-      if (this.reflector.get<boolean | undefined>(UNSCOPED_KEY, context.getHandler())) {
-        this.charge(context, principal);
-        throw new AuthError(
-          'FORBIDDEN',
-          `a token limited to environments may not call ${context.getHandler().name}: tokens, principals and webhooks are not addressed by environment; use an unlimited ADMIN token`,
-        );
-      }
-      await this.checkScope(context, principal);
-    }
-    return true;
   }
 
-  /**
-   * A refused call counts against its principal's request rate like an accepted one (once
-   * per request); when that is used up, the refusal is RATE_LIMITED instead, and nothing is
-   * recorded.
-   */
-  private charge(context: ExecutionContext, principal: Principal): void {
-    const gql = GqlExecutionContext.create(context).getContext<object>();
-    this.modules.get(QuotasService, { strict: false }).chargeRefusal(gql, principal.name);
+  /** Token, principal and webhook operations are not addressed by environment: a limited token may not call them. */
+  checkUnscoped(principal: Principal, handler: Handler, request: object): void {
+    if (!Array.isArray(principal.environments)) return;
+    if (!this.reflector.get<boolean | undefined>(UNSCOPED_KEY, handler)) return;
+    this.quotas.chargeRefusal(request, principal.name);
+    throw new AuthError(
+      'FORBIDDEN',
+      `a token limited to environments may not call ${handler.name}: tokens, principals and webhooks are not addressed by environment; use an unlimited ADMIN token`,
+    );
   }
 
-  private async checkScope(context: ExecutionContext, principal: Principal): Promise<void> {
-    const handler = context.getHandler().name;
-    const args = GqlExecutionContext.create(context).getArgs<Record<string, unknown>>();
+  /** FORBIDDEN (audited) when the operation `handler` with `args` names an environment outside the token's. */
+  async checkScope(
+    principal: Principal,
+    handler: string,
+    args: Record<string, unknown>,
+    via: Via,
+    request: object,
+  ): Promise<void> {
+    if (!Array.isArray(principal.environments)) return;
     const outside = environmentsOfOperation(handler, args).find(
       (environment) => !allowsEnvironment(principal.environments, environment),
     );
     if (outside === undefined) return;
-    this.charge(context, principal);
-    const message = `this token may act only on environments matching ${principal.environments!.join(', ')}; not on "${outside}"`;
+    this.quotas.chargeRefusal(request, principal.name);
+    const message = `this token may act only on environments matching ${principal.environments.join(', ')}; not on "${outside}"`;
     // At most one audit row per refused request, and a bounded number per principal.
-    const gql = GqlExecutionContext.create(context).getContext<object>();
-    if (this.modules.get(QuotasService, { strict: false }).mayAuditRefusal(gql, principal.name)) {
-      await this.audit(principal, handler, outside, message).catch((error: unknown) =>
+    if (this.quotas.mayAuditRefusal(request, principal.name)) {
+      await this.audit(principal, handler, outside, message, via).catch((error: unknown) =>
         this.logger.warn(`could not audit a refusal on ${outside}: ${(error as Error).message}`),
       );
     }
     throw new AuthError('FORBIDDEN', message);
+  }
+
+  private get quotas(): QuotasService {
+    return this.modules.get(QuotasService, { strict: false });
   }
 
   private async audit(
@@ -155,6 +163,7 @@ export class AuthGuard implements CanActivate {
     handler: string,
     environment: string,
     detail: string,
+    via: Via,
   ): Promise<void> {
     const audit = this.modules.get(AuditService, { strict: false });
     await this.db.write(async (m) => {
@@ -166,8 +175,41 @@ export class AuthGuard implements CanActivate {
         outcome: AuditOutcome.REJECTED,
         code: 'FORBIDDEN',
         detail,
+        via,
       });
     });
+  }
+}
+
+/**
+ * Every GraphQL operation needs a bearer token unless `@Public`; then the Access checks
+ * (role, environments) for every query, mutation and subscription.
+ */
+@Injectable()
+export class AuthGuard implements CanActivate {
+  constructor(
+    private readonly auth: AuthService,
+    private readonly reflector: Reflector,
+    private readonly access: Access,
+    metrics: MetricsService,
+  ) {
+    this.lookups = authentications(metrics.registry);
+  }
+
+  private readonly lookups: Counter<'outcome'>;
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType<string>() !== 'graphql') return true;
+    if (this.reflector.get<boolean | undefined>(PUBLIC_KEY, context.getHandler())) return true;
+    const principal = await authenticateOnce(this.auth, gqlRequest(context), this.lookups);
+    const gql = GqlExecutionContext.create(context);
+    const request = gql.getContext<object>();
+    const handler = context.getHandler() as Handler;
+    this.access.checkRole(principal, handler, request);
+    this.access.checkUnscoped(principal, handler, request);
+    const args = gql.getArgs<Record<string, unknown>>();
+    await this.access.checkScope(principal, handler.name, args, 'graphql', request);
+    return true;
   }
 }
 

@@ -21,6 +21,7 @@ import { audit, current } from './commands/reads.js';
 import { issueToken, revokeToken } from './commands/tokens.js';
 import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
+import { mcp } from './commands/mcp.js';
 
 const HELP = `planfence — guard the publication of deployment plans
 
@@ -53,6 +54,7 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   audit ENV [--first N]
   deploy start|apply|heartbeat|finish|reconcile|show|list ...   see planfence deploy --help
   login --oidc-token-file PATH | --github-actions   a short-lived token for a CI job (planfence login --help)
+  mcp                                   the agent tools over MCP on stdio (planfence mcp --help, docs/mcp.md)
 
 Options:
   --url URL       the service (default: $PLANFENCE_URL, else http://127.0.0.1:4000)
@@ -122,6 +124,7 @@ export async function run(
 ): Promise<number> {
   if (argv[0] === 'deploy') return deploy(argv.slice(1), out);
   if (argv[0] === 'login') return login(argv.slice(1), out);
+  if (argv[0] === 'mcp') return mcp(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -41,10 +41,19 @@ export function truncate(value: string | undefined, max: number): string | undef
   return `${value.slice(0, max)}…(${value.length} chars)`;
 }
 
-/** The operation of a GraphQL body: its operationName, else its first root field. */
+/**
+ * The operation of a GraphQL body: its operationName, else its first root field; of an MCP
+ * message (POST /mcp): its method, and the tool it calls.
+ */
 function operationOf(request: FastifyRequest): string | undefined {
-  const body = request.body as { operationName?: unknown; query?: unknown } | undefined;
+  const body = request.body as
+    | { operationName?: unknown; query?: unknown; method?: unknown; params?: { name?: unknown } }
+    | undefined;
   if (!body || typeof body !== 'object') return undefined;
+  if (typeof body.method === 'string')
+    return typeof body.params?.name === 'string'
+      ? `${body.method} ${body.params.name}`
+      : body.method;
   if (typeof body.operationName === 'string' && body.operationName) return body.operationName;
   // Only the start of the text: the regular expression must not scan a hostile document.
   return typeof body.query === 'string'

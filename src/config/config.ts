@@ -37,6 +37,18 @@ export interface Config {
   webhooks: WebhooksConfig;
   /** Subscription catch-up (docs/subscriptions.md). */
   subscriptions: SubscriptionsConfig;
+  /** The MCP endpoint (docs/mcp.md). */
+  mcp: McpConfig;
+}
+
+/** The MCP endpoint, POST /mcp (DESIGN §14, docs/mcp.md). */
+export interface McpConfig {
+  /** The service's address as clients reach it (PLANFENCE_PUBLIC_URL); null: from each request's Host. */
+  publicUrl: string | null;
+  /** Host header values accepted on /mcp; null: loopback names with the listening port, and the public URL's host. */
+  allowedHosts: string[] | null;
+  /** Origin header values accepted on /mcp (requests without Origin pass); null: the service's own origins. */
+  allowedOrigins: string[] | null;
 }
 
 /** Webhook delivery: retries, time-outs, parallelism (docs/design.md R23, docs/webhooks.md). */
@@ -402,6 +414,37 @@ export function loadConfig(env: Env = process.env): Config {
       ),
       maxReplaysPerPrincipal: integer(env, 'PLANFENCE_WS_MAX_REPLAYS_PER_PRINCIPAL', 4, 1, 10_000),
     },
+    mcp: mcp(env),
+  };
+}
+
+function list(env: Env, name: string): string[] | null {
+  const raw = env[name]?.trim();
+  if (!raw) return null;
+  return raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+}
+
+function mcp(env: Env): McpConfig {
+  const raw = env.PLANFENCE_PUBLIC_URL?.trim();
+  let publicUrl: string | null = null;
+  if (raw) {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new ConfigError('PLANFENCE_PUBLIC_URL', `must be an http(s) URL (got "${raw}")`);
+    }
+    if (!['http:', 'https:'].includes(url.protocol) || url.search || url.hash)
+      throw new ConfigError('PLANFENCE_PUBLIC_URL', `must be an http(s) URL (got "${raw}")`);
+    publicUrl = url.href.replace(/\/+$/, '');
+  }
+  return {
+    publicUrl,
+    allowedHosts: list(env, 'PLANFENCE_MCP_ALLOWED_HOSTS'),
+    allowedOrigins: list(env, 'PLANFENCE_MCP_ALLOWED_ORIGINS'),
   };
 }
 

@@ -13,6 +13,7 @@ import { Deployments1764700000000 } from '../../migrations/1764700000000-deploym
 import { ScopedTokens1764800000000 } from '../../migrations/1764800000000-scoped-tokens.js';
 import { OutboxWebhooks1764900000000 } from '../../migrations/1764900000000-outbox-webhooks.js';
 import { TerraformPlans1765000000000 } from '../../migrations/1765000000000-terraform-plans.js';
+import { AuditVia1765100000000 } from '../../migrations/1765100000000-audit-via.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -37,6 +38,7 @@ export const migrations = [
   ScopedTokens1764800000000,
   OutboxWebhooks1764900000000,
   TerraformPlans1765000000000,
+  AuditVia1765100000000,
 ];
 
 /**

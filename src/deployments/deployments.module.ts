@@ -7,5 +7,6 @@ import { EnvironmentDeploymentsResolver } from './environment-deployments.resolv
 @Module({
   imports: [FencingModule],
   providers: [DeploymentsService, DeploymentsResolver, EnvironmentDeploymentsResolver],
+  exports: [DeploymentsService],
 })
 export class DeploymentsModule {}

@@ -65,6 +65,7 @@ const FIELDS: Record<EventKind, string[]> = {
     'outcome',
     'code',
     'detail',
+    'via',
   ],
   deployment: [
     'id',

@@ -122,7 +122,24 @@ export class EventsService {
     return row?.value ?? null;
   }
 
+  /**
+   * Hears every event this instance delivers to its subscribers (every instance's, after
+   * their commits), until the returned function is called. For waits inside the service
+   * (an MCP tool waiting for a decision): a wake-up, never a decision.
+   */
+  onDelivered(
+    listener: (kind: EventKind, object: Plan | AuditEvent | Deployment) => void,
+  ): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private readonly listeners = new Set<
+    (kind: EventKind, object: Plan | AuditEvent | Deployment) => void
+  >();
+
   private deliver(kind: EventKind, object: Plan | AuditEvent | Deployment): void {
+    for (const listener of this.listeners) listener(kind, object);
     switch (kind) {
       case 'plan':
         return this.publish(planPublishedTopic(object.environment), { planPublished: object });

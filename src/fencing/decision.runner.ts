@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
+import { currentVia, type Via } from '../audit/via.js';
 import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database } from '../database/database.js';
@@ -21,6 +22,8 @@ export interface Decision {
   actor: string;
   generation?: number | null;
   planId?: string | null;
+  /** The request's door; taken from the caller's context when the decision starts. */
+  via?: Via | null;
 }
 
 /** What the audit log keeps of an accepted decision. */
@@ -45,10 +48,11 @@ export class DecisionRunner {
   ) {}
 
   async decide<T>(
-    decision: Decision,
+    request: Decision,
     work: (m: EntityManager, now: number) => Promise<T>,
     summarize: (result: T) => Summary = () => ({}),
   ): Promise<T> {
+    const decision = { ...request, via: request.via ?? currentVia() };
     const startedAt = performance.now();
     return this.settle(
       decision,
@@ -79,7 +83,7 @@ export class DecisionRunner {
    * back from what `remember` kept) without a second effect or audit event.
    */
   async decideOnce<T>(
-    decision: Decision,
+    request: Decision,
     call: IdempotentCall | null,
     work: (m: EntityManager, now: number) => Promise<T>,
     result: {
@@ -88,6 +92,7 @@ export class DecisionRunner {
       replay: (m: EntityManager, remembered: RememberedOutcome) => Promise<T> | null;
     },
   ): Promise<T> {
+    const decision = { ...request, via: request.via ?? currentVia() };
     const startedAt = performance.now();
     const outcome = await this.db.write(async (m): Promise<Outcome<T>> => {
       if (!call) return this.attempt(m, decision, work, result.summarize);

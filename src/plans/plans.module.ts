@@ -4,5 +4,9 @@ import { FencingModule } from '../fencing/fencing.module.js';
 import { PlansResolver } from './plans.resolver.js';
 import { PlansService } from './plans.service.js';
 
-@Module({ imports: [FencingModule, EnvironmentsModule], providers: [PlansService, PlansResolver] })
+@Module({
+  imports: [FencingModule, EnvironmentsModule],
+  providers: [PlansService, PlansResolver],
+  exports: [PlansService],
+})
 export class PlansModule {}

@@ -2,16 +2,14 @@ import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/com
 import { GqlExecutionContext } from '@nestjs/graphql';
 import type { GraphQLResolveInfo } from 'graphql';
 import type { Principal } from '../auth/principal.entity.js';
-import { type Charge, QuotasService } from './quotas.service.js';
+import { QuotasService } from './quotas.service.js';
 
 const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);
 
 /**
- * Charges each GraphQL root field against the caller's limits before its resolver runs:
- * the first field of a request also pays for the request; every mutation field is a write
- * (aliases of one mutation count one each); every acquireLease is a lease; a submitPlan's
- * content is charged to its environment's hourly bytes, whether or not it is then accepted.
- * Once a request is refused, the rest of its fields are refused with it.
+ * Charges each GraphQL root field against the caller's limits before its resolver runs
+ * (QuotasService.chargesFor; aliases of one mutation count one each). Once a request is
+ * refused, the rest of its fields are refused with it.
  *
  * Registered after the AuthGuard (QuotasModule is imported after AuthModule), so the
  * principal is known and unauthenticated or forbidden calls have already been turned away.
@@ -29,28 +27,19 @@ export class QuotaGuard implements CanActivate {
     const principal = ctx.req?.principal;
     if (!principal) return true;
 
-    const charges: Charge[] = [];
     const request = this.quotas.requestState(ctx);
     if (request.refused) throw request.refused;
-    if (!request.charged) {
-      request.charged = true;
-      charges.push({ buckets: this.quotas.requests, key: principal.name, cost: 1 });
-    }
-    if (info.parentType.name === 'Mutation') {
-      charges.push({ buckets: this.quotas.writes, key: principal.name, cost: 1 });
-      if (info.fieldName === 'acquireLease')
-        charges.push({ buckets: this.quotas.leases, key: principal.name, cost: 1 });
-      if (info.fieldName === 'submitPlan') {
-        const input = gql.getArgs<{ input?: { environment?: unknown; content?: unknown } }>().input;
-        if (typeof input?.environment === 'string' && typeof input.content === 'string') {
-          charges.push({
-            buckets: this.quotas.planBytes,
-            key: input.environment,
-            cost: Buffer.byteLength(input.content, 'utf8'),
-          });
-        }
-      }
-    }
+    const first = !request.charged;
+    request.charged = true;
+    const charges = this.quotas.chargesFor(
+      principal.name,
+      {
+        root: info.parentType.name,
+        name: info.fieldName,
+        input: gql.getArgs<{ input?: { environment?: unknown; content?: unknown } }>().input,
+      },
+      first,
+    );
     try {
       this.quotas.admit(charges);
     } catch (error) {

@@ -107,6 +107,38 @@ export class QuotasService {
   }
 
   /**
+   * What one root field costs (every door charges the same): the first field of a request
+   * also pays for the request; every mutation field is a write; every acquireLease is a
+   * lease; a submitPlan's content is charged to its environment's hourly bytes, whether or
+   * not it is then accepted.
+   */
+  chargesFor(
+    principal: string,
+    field: { root: string; name: string; input?: { environment?: unknown; content?: unknown } },
+    firstOfRequest: boolean,
+  ): Charge[] {
+    const charges: Charge[] = [];
+    if (firstOfRequest) charges.push({ buckets: this.requests, key: principal, cost: 1 });
+    if (field.root !== 'Mutation') return charges;
+    charges.push({ buckets: this.writes, key: principal, cost: 1 });
+    if (field.name === 'acquireLease')
+      charges.push({ buckets: this.leases, key: principal, cost: 1 });
+    const input = field.input;
+    if (
+      field.name === 'submitPlan' &&
+      typeof input?.environment === 'string' &&
+      typeof input.content === 'string'
+    ) {
+      charges.push({
+        buckets: this.planBytes,
+        key: input.environment,
+        cost: Buffer.byteLength(input.content, 'utf8'),
+      });
+    }
+    return charges;
+  }
+
+  /**
    * Takes every charge, or none: when one does not fit, nothing is taken and the call is
    * RATE_LIMITED with the wait after which all of them fit (whole seconds, at least 1).
    */

@@ -1,0 +1,162 @@
+import { Controller, Delete, Get, Inject, Post, Req, Res } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { authenticateOnce } from '../auth/auth.guard.js';
+import { AuthError } from '../auth/auth.errors.js';
+import { AuthService } from '../auth/auth.service.js';
+import { Role } from '../auth/principal.entity.js';
+import type { LoggedRequest } from '../common/logging.js';
+import { CONFIG } from '../config/config.module.js';
+import type { Config } from '../config/config.js';
+import { authentications } from '../limits/limit-metrics.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { mcpServerFor } from './mcp.server.js';
+import { McpTools } from './mcp.tools.js';
+
+const METADATA_PATH = '/.well-known/oauth-protected-resource';
+
+/** A JSON-RPC error answer outside any request (the transport's own shape). */
+function rpcError(code: number, message: string) {
+  return { jsonrpc: '2.0', error: { code, message }, id: null };
+}
+
+/**
+ * The MCP endpoint (DESIGN §14): `POST /mcp`, Streamable HTTP in stateless mode (each POST
+ * is answered on its own; no session), authenticated with the planfence bearer token. The
+ * SDK's transport speaks the protocol and checks Host and Origin (DNS rebinding); the tools
+ * are McpTools, built per request for the caller's role.
+ */
+@Controller()
+export class McpController {
+  private readonly lookups;
+
+  constructor(
+    private readonly auth: AuthService,
+    private readonly tools: McpTools,
+    private readonly adapterHost: HttpAdapterHost,
+    @Inject(CONFIG) private readonly config: Config,
+    metrics: MetricsService,
+  ) {
+    this.lookups = authentications(metrics.registry);
+  }
+
+  /**
+   * The service's address as the client sees it: PLANFENCE_PUBLIC_URL, else this request's
+   * Host when it is an allowed one (a foreign Host is never echoed into a challenge).
+   */
+  private base(req: FastifyRequest): string {
+    if (this.config.mcp.publicUrl) return this.config.mcp.publicUrl;
+    const allowed = this.allowedHosts();
+    return `${req.protocol}://${allowed.includes(req.host) ? req.host : allowed[0]}`;
+  }
+
+  private port(): number | null {
+    const server = this.adapterHost.httpAdapter.getHttpServer() as Server;
+    const address = server.address() as AddressInfo | null;
+    return address && typeof address === 'object' ? address.port : null;
+  }
+
+  /** Host values a request to /mcp may carry: configured, or the loopback names on the listening port and the public URL's host. */
+  private allowedHosts(): string[] {
+    const configured = this.config.mcp.allowedHosts;
+    if (configured) return configured;
+    const port = this.port();
+    const hosts = ['127.0.0.1', 'localhost', '[::1]'].map((name) => `${name}:${port}`);
+    if (!['0.0.0.0', '::', '127.0.0.1', 'localhost'].includes(this.config.host))
+      hosts.push(
+        `${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${port}`,
+      );
+    if (this.config.mcp.publicUrl) hosts.push(new URL(this.config.mcp.publicUrl).host);
+    return hosts;
+  }
+
+  /** Origin values a browser request may carry (requests without Origin, as agents send them, pass). */
+  private allowedOrigins(): string[] {
+    const configured = this.config.mcp.allowedOrigins;
+    if (configured) return configured;
+    const origins = this.allowedHosts().map((host) => `http://${host}`);
+    if (this.config.mcp.publicUrl) origins.push(new URL(this.config.mcp.publicUrl).origin);
+    return origins;
+  }
+
+  @Post('mcp')
+  async post(@Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    const logged = req as FastifyRequest & LoggedRequest;
+    let principal;
+    try {
+      principal = await authenticateOnce(this.auth, req, this.lookups);
+    } catch (error) {
+      if (!(error instanceof AuthError)) throw error;
+      // RFC 9728 §5.1: where to learn how to get a token for this resource.
+      const given = Boolean(req.headers.authorization);
+      logged.outcome = 'UNAUTHENTICATED';
+      await reply
+        .code(401)
+        .header(
+          'www-authenticate',
+          `Bearer resource_metadata="${this.base(req)}${METADATA_PATH}"${given ? ', error="invalid_token"' : ''}`,
+        )
+        .send(rpcError(-32001, error.message));
+      return;
+    }
+    if (principal.role === Role.ADMIN) {
+      logged.outcome = 'FORBIDDEN';
+      await reply
+        .code(403)
+        .send(
+          rpcError(
+            -32001,
+            'ADMIN tokens are refused on MCP: give the agent a token of its own role (AGENT, DEPLOYER, REVIEWER or VIEWER)',
+          ),
+        );
+      return;
+    }
+    const server = mcpServerFor(principal, this.tools, (code) => (logged.outcome = code));
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+      enableDnsRebindingProtection: true,
+      allowedHosts: this.allowedHosts(),
+      allowedOrigins: this.allowedOrigins(),
+    });
+    reply.hijack();
+    // The headers Fastify's hooks set (security headers) go out with the transport's answer.
+    for (const [name, value] of Object.entries(reply.getHeaders()))
+      if (value !== undefined) reply.raw.setHeader(name, value);
+    reply.raw.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req.raw, reply.raw, req.body);
+  }
+
+  /** Stateless: no server-initiated stream (GET) and no session to end (DELETE). */
+  @Get('mcp')
+  async get(@Res() reply: FastifyReply): Promise<void> {
+    await this.notAllowed(reply);
+  }
+
+  @Delete('mcp')
+  async delete(@Res() reply: FastifyReply): Promise<void> {
+    await this.notAllowed(reply);
+  }
+
+  private async notAllowed(reply: FastifyReply): Promise<void> {
+    await reply.code(405).header('allow', 'POST').send(rpcError(-32000, 'Method not allowed.'));
+  }
+
+  /** RFC 9728: the protected resource's metadata (at the root, and under the resource's path). */
+  @Get(['.well-known/oauth-protected-resource', '.well-known/oauth-protected-resource/mcp'])
+  metadata(@Req() req: FastifyRequest): Record<string, unknown> {
+    const base = this.base(req);
+    return {
+      resource: `${base}/mcp`,
+      resource_name: 'planfence',
+      bearer_methods_supported: ['header'],
+    };
+  }
+}

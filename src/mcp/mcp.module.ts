@@ -1,0 +1,26 @@
+import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module.js';
+import { DeploymentsModule } from '../deployments/deployments.module.js';
+import { EnvironmentsModule } from '../environments/environments.module.js';
+import { LeasesModule } from '../leases/leases.module.js';
+import { PlansModule } from '../plans/plans.module.js';
+import { QuotasModule } from '../quotas/quotas.module.js';
+import { McpController } from './mcp.controller.js';
+import { McpGate } from './mcp.gate.js';
+import { McpTools } from './mcp.tools.js';
+
+/** Agents over MCP (DESIGN §14): POST /mcp and its tools. */
+@Module({
+  imports: [
+    AuthModule,
+    QuotasModule,
+    EnvironmentsModule,
+    LeasesModule,
+    PlansModule,
+    DeploymentsModule,
+  ],
+  controllers: [McpController],
+  providers: [McpGate, McpTools],
+  exports: [McpTools],
+})
+export class McpModule {}

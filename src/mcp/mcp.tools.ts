@@ -1,0 +1,783 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable, type Type } from '@nestjs/common';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { Handler } from '../auth/auth.guard.js';
+import { type Principal, Role } from '../auth/principal.entity.js';
+import { allowsEnvironment } from '../auth/scope.js';
+import { Clock } from '../common/clock.js';
+import { isDomainError } from '../common/errors.js';
+import { sha256 } from '../common/hash.js';
+import { type AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
+import type { Deployment } from '../deployments/deployment.entity.js';
+import { DeploymentsResolver } from '../deployments/deployments.resolver.js';
+import { DeploymentsService } from '../deployments/deployments.service.js';
+import {
+  FinishDeploymentInput,
+  HeartbeatDeploymentInput,
+  StartDeploymentInput,
+} from '../deployments/dto/deployment.input.js';
+import { EnvironmentsResolver } from '../environments/environments.resolver.js';
+import { EnvironmentsService } from '../environments/environments.service.js';
+import type { EventKind } from '../events/event-wire.js';
+import { EventsService } from '../events/events.service.js';
+import {
+  AcquireLeaseInput,
+  ReleaseLeaseInput,
+  RenewLeaseInput,
+} from '../leases/dto/lease.inputs.js';
+import type { Lease } from '../leases/lease.model.js';
+import { LeasesResolver } from '../leases/leases.resolver.js';
+import { LeasesService } from '../leases/leases.service.js';
+import { SubmitPlanInput } from '../plans/dto/plan.inputs.js';
+import { type Plan, PlanStatus } from '../plans/plan.entity.js';
+import { PlansResolver } from '../plans/plans.resolver.js';
+import { PlansService } from '../plans/plans.service.js';
+import { LeaseWaitInput, WaitForDecisionInput } from './dto/tool.inputs.js';
+import { McpError } from './mcp.errors.js';
+import { McpGate, type Operation } from './mcp.gate.js';
+import { refusal } from './refusals.js';
+
+/** get_plan returns at most this much of a plan's content (`contentTruncated` says when cut). */
+export const MAX_TOOL_CONTENT_BYTES = 64 * 1024;
+
+const iso = z.string().describe('ISO 8601 time, by the service clock');
+const approvalRule = z.object({
+  group: z.string().nullable().describe('null: any reviewer'),
+  count: z.number().int().describe('approvals still needed'),
+});
+/** Plan policies (DESIGN §16) are not stored yet: always []. */
+const policyResult = z.object({}).passthrough();
+const leaseView = {
+  environment: z.string(),
+  generation: z.number().int().describe('the fencing token: pass it to every write'),
+  holder: z.string(),
+  expiresAt: iso,
+};
+const deploymentView = z.object({
+  id: z.string().describe('<environment>#<sequence>'),
+  sequence: z
+    .number()
+    .int()
+    .describe('the deployment fencing token for the system that applies the plan'),
+  status: z.enum(['IN_PROGRESS', 'SUCCEEDED', 'FAILED', 'UNKNOWN']),
+  heartbeatExpiresAt: iso,
+});
+const planStatus = z.enum([
+  'PROPOSED',
+  'PUBLISHED',
+  'SUPERSEDED',
+  'OBSOLETE',
+  'REJECTED',
+  'EXPIRED',
+]);
+
+const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
+const DEPLOY: ToolAnnotations = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  openWorldHint: false,
+};
+
+/** A resolver's method, for the metadata that says who may call it (never called from here). */
+function method<T>(type: Type<T>, name: keyof T & string): Handler {
+  return Reflect.get(type.prototype as object, name);
+}
+
+/** What a tool is: its MCP face and the GraphQL operation whose rules it follows. */
+interface ToolSpec {
+  name: string;
+  title: string;
+  description: string;
+  /** The resolver method this tool stands for: its `@Roles` decide who sees and may call it. */
+  standsFor: Handler;
+  annotations: ToolAnnotations;
+  inputSchema: z.ZodRawShape;
+  outputSchema: z.ZodRawShape;
+  /** Takes the arguments its input schema produced (method syntax: each tool narrows them). */
+  run(principal: Principal, args: object, signal: AbortSignal): Promise<Record<string, unknown>>;
+}
+
+function planIdEnvironment(planId: string): string {
+  const at = planId.lastIndexOf('@');
+  return at > 0 ? planId.slice(0, at) : planId;
+}
+
+/** The first `max` bytes of `text` in UTF-8, never cutting a character in two. */
+function cut(text: string, max: number): { text: string; truncated: boolean } {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= max) return { text, truncated: false };
+  let end = max;
+  // Back up over continuation bytes (10xxxxxx) to the start of the cut character.
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
+  return { text: bytes.subarray(0, end).toString('utf8'), truncated: true };
+}
+
+const leaseOut = (lease: Lease) => ({
+  environment: lease.environment,
+  generation: lease.generation,
+  holder: lease.holder,
+  expiresAt: lease.expiresAt.toISOString(),
+});
+
+const deploymentOut = (d: Deployment) => ({
+  deployment: {
+    id: d.id,
+    sequence: d.sequence,
+    status: d.status,
+    heartbeatExpiresAt: d.heartbeatExpiresAt.toISOString(),
+  },
+});
+
+/**
+ * Wakes a waiting tool when something that matters is recorded in one environment (every
+ * decision writes an audit event, on any instance): a reason to read or try again, never a
+ * decision.
+ */
+class EnvironmentSignal {
+  private seen = 0;
+  private wake: (() => void) | null = null;
+  private readonly stop: () => void;
+
+  constructor(
+    events: EventsService,
+    environment: string,
+    matters: (kind: EventKind, object: Plan | AuditEvent | Deployment) => boolean = () => true,
+  ) {
+    this.stop = events.onDelivered((kind, object) => {
+      if (object.environment !== environment || !matters(kind, object)) return;
+      this.seen++;
+      this.wake?.();
+    });
+  }
+
+  get count(): number {
+    return this.seen;
+  }
+
+  /** Resolves after `ms`, on the first event after `since` events, or when `signal` aborts. */
+  wait(since: number, ms: number, signal: AbortSignal): Promise<void> {
+    if (this.seen !== since || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.wake = null;
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, ms));
+      signal.addEventListener('abort', done);
+      this.wake = done;
+    });
+  }
+
+  close(): void {
+    this.stop();
+    this.wake?.();
+  }
+}
+
+/**
+ * The MCP tools (DESIGN §14). Each one stands for a GraphQL operation and calls the same
+ * service method its resolver calls, through McpGate (R28); none decides anything itself.
+ */
+@Injectable()
+export class McpTools {
+  readonly specs: ToolSpec[];
+
+  constructor(
+    private readonly gate: McpGate,
+    private readonly environments: EnvironmentsService,
+    private readonly plans: PlansService,
+    private readonly leases: LeasesService,
+    private readonly deployments: DeploymentsService,
+    private readonly events: EventsService,
+    private readonly clock: Clock,
+  ) {
+    this.specs = this.define();
+  }
+
+  /** R29: the tools `principal` may call (none for ADMIN: agents run with least privilege). */
+  visibleTo(principal: Principal): ToolSpec[] {
+    if (principal.role === Role.ADMIN) return [];
+    return this.specs.filter((spec) => this.gate.mayCall(principal, spec.standsFor));
+  }
+
+  /** Registers on `server` the tools `principal` may call; each result is its output, or a refusal (R30). */
+  register(
+    server: McpServer,
+    principal: Principal,
+    /** Hears the code of each refusal (the request's log line). */
+    refused: (code: string) => void = () => undefined,
+  ): void {
+    for (const spec of this.visibleTo(principal)) {
+      server.registerTool(
+        spec.name,
+        {
+          title: spec.title,
+          description: spec.description,
+          inputSchema: spec.inputSchema,
+          outputSchema: spec.outputSchema,
+          annotations: { title: spec.title, ...spec.annotations },
+        },
+        async (args: Record<string, unknown>, extra): Promise<CallToolResult> => {
+          try {
+            const output = await spec.run(principal, args, extra.signal);
+            return {
+              structuredContent: output,
+              content: [{ type: 'text', text: JSON.stringify(output) }],
+            };
+          } catch (error) {
+            const result = refusal(error);
+            refused((result.structuredContent as { code: string }).code);
+            return result;
+          }
+        },
+      );
+    }
+  }
+
+  private pass<T>(principal: Principal, operation: Operation, work: () => Promise<T>): Promise<T> {
+    return this.gate.pass(principal, operation, work);
+  }
+
+  private async planOut(plan: Plan) {
+    const content = cut(plan.content, MAX_TOOL_CONTENT_BYTES);
+    return {
+      id: plan.id,
+      environment: plan.environment,
+      generation: plan.generation,
+      sequence: plan.sequence,
+      status: await this.plans.status(plan),
+      title: plan.title,
+      contentType: null,
+      contentHash: plan.contentHash,
+      summary: null,
+      pendingApprovalRules: await this.plans.pendingApprovalRules(plan),
+      policyResults: [],
+      content: content.text,
+      contentTruncated: content.truncated,
+    };
+  }
+
+  private acquireOnce(principal: Principal, raw: Record<string, unknown>): Promise<Lease> {
+    return this.pass(
+      principal,
+      { handler: method(LeasesResolver, 'acquireLease'), root: 'Mutation', args: { input: raw } },
+      async () => this.leases.acquire(principal, await this.gate.valid(AcquireLeaseInput, raw)),
+    );
+  }
+
+  /**
+   * acquire_lease with `waitSeconds` > 0. Until the lease queue (DESIGN §17) exists, waiting
+   * means: on LEASE_HELD, acquire again when the holder's lease expires or something happens
+   * in the environment (a release), until `waitSeconds` have passed; each attempt is a full
+   * acquireLease (checked, charged and audited), and the last refusal is the answer.
+   */
+  private async acquire(
+    principal: Principal,
+    args: { environment: string; ttlSeconds: number; instance?: string; waitSeconds: number },
+    signal: AbortSignal,
+  ): Promise<Lease> {
+    const { waitSeconds } = await this.gate.valid(
+      LeaseWaitInput,
+      { waitSeconds: args.waitSeconds },
+      'waitSeconds',
+    );
+    const raw = {
+      environment: args.environment,
+      ttlSeconds: args.ttlSeconds,
+      instance: args.instance ?? null,
+    };
+    if (waitSeconds === 0) return this.acquireOnce(principal, raw);
+    const deadline = performance.now() + waitSeconds * 1000;
+    // A release frees the lease (expiry is the timer); the waiter's own refusals do not.
+    const wake = new EnvironmentSignal(
+      this.events,
+      args.environment,
+      (kind, object) =>
+        kind === 'audit' &&
+        (object as AuditEvent).action === 'RELEASE_LEASE' &&
+        (object as AuditEvent).outcome === AuditOutcome.ACCEPTED,
+    );
+    try {
+      for (;;) {
+        const since = wake.count;
+        try {
+          return await this.acquireOnce(principal, raw);
+        } catch (error) {
+          const left = deadline - performance.now();
+          if (!isDomainError(error) || error.code !== 'LEASE_HELD' || left <= 0 || signal.aborted)
+            throw error;
+          const expiresAt = Date.parse(String(error.details.expiresAt));
+          const untilExpiry = Number.isFinite(expiresAt)
+            ? expiresAt - (await this.clock.now())
+            : left;
+          await wake.wait(since, Math.min(left, Math.max(50, untilExpiry + 20)), signal);
+        }
+      }
+    } finally {
+      wake.close();
+    }
+  }
+
+  /** wait_for_decision: reads the plan again whenever its environment records something, at its expiry, and at the time-out. */
+  private async waitForDecision(
+    principal: Principal,
+    args: { planId: string; timeoutSeconds: number },
+    signal: AbortSignal,
+  ) {
+    return this.pass(
+      principal,
+      { handler: method(PlansResolver, 'plan'), root: 'Query', args: { id: args.planId } },
+      async () => {
+        const input = await this.gate.valid(WaitForDecisionInput, args, 'arguments');
+        const deadline = performance.now() + input.timeoutSeconds * 1000;
+        const wake = new EnvironmentSignal(this.events, planIdEnvironment(input.planId));
+        try {
+          for (;;) {
+            const since = wake.count;
+            const plan = await this.plans.find(input.planId);
+            if (!plan) throw new McpError('NOT_FOUND', `plan ${input.planId} does not exist`);
+            const status = await this.plans.status(plan);
+            const left = deadline - performance.now();
+            if (status !== PlanStatus.PROPOSED || left <= 0 || signal.aborted) {
+              return { plan: { id: plan.id, status }, decided: status !== PlanStatus.PROPOSED };
+            }
+            const untilExpiry = plan.expiresAt
+              ? plan.expiresAt.getTime() - (await this.clock.now()) + 20
+              : left;
+            await wake.wait(since, Math.min(left, Math.max(50, untilExpiry)), signal);
+          }
+        } finally {
+          wake.close();
+        }
+      },
+    );
+  }
+
+  /** A key from what makes two submits the same (R9 then replays the first outcome). */
+  static derivedKey(
+    principal: string,
+    environment: string,
+    generation: number,
+    content: string,
+    title: string | null,
+  ): string {
+    return `mcp-${sha256(JSON.stringify([principal, environment, generation, sha256(content), title]))}`;
+  }
+
+  private define(): ToolSpec[] {
+    return [
+      {
+        name: 'list_environments',
+        title: 'List environments',
+        description:
+          'The environments this token may see: fencing mode, freeze, published plan, and the live lease (holder, generation, expiry).',
+        standsFor: method(EnvironmentsResolver, 'environments'),
+        annotations: READ,
+        inputSchema: {},
+        outputSchema: {
+          environments: z.array(
+            z.object({
+              name: z.string(),
+              mode: z.enum(['MONOTONIC', 'STRICT']),
+              frozen: z.boolean(),
+              currentPlanId: z.string().nullable(),
+              lease: z
+                .object({ holder: z.string(), generation: z.number().int(), expiresAt: iso })
+                .nullable(),
+              queueLength: z.number().int().describe('agents waiting for the lease'),
+            }),
+          ),
+        },
+        run: (principal) =>
+          this.pass(
+            principal,
+            { handler: method(EnvironmentsResolver, 'environments'), root: 'Query', args: {} },
+            async () => {
+              const all = await this.environments.list();
+              const visible = all.filter((env) =>
+                allowsEnvironment(principal.environments, env.name),
+              );
+              return {
+                environments: await Promise.all(
+                  visible.map(async (env) => {
+                    const lease = await this.environments.lease(env);
+                    return {
+                      name: env.name,
+                      mode: env.mode,
+                      frozen: env.frozenAt != null,
+                      currentPlanId: env.currentPlanId,
+                      lease: lease && {
+                        holder: lease.holder,
+                        generation: lease.generation,
+                        expiresAt: lease.expiresAt.toISOString(),
+                      },
+                      queueLength: 0,
+                    };
+                  }),
+                ),
+              };
+            },
+          ),
+      },
+      {
+        name: 'get_plan',
+        title: 'Read a plan',
+        description: `One plan by planId (<environment>@<generation>.<sequence>), or the published plan of an environment. Content is cut at ${MAX_TOOL_CONTENT_BYTES / 1024} KiB (contentTruncated). plan is null when there is none.`,
+        standsFor: method(PlansResolver, 'plan'),
+        annotations: READ,
+        inputSchema: {
+          planId: z.string().optional().describe('<environment>@<generation>.<sequence>'),
+          environment: z.string().optional().describe("read this environment's published plan"),
+        },
+        outputSchema: {
+          plan: z
+            .object({
+              id: z.string(),
+              environment: z.string(),
+              generation: z.number().int(),
+              sequence: z.number().int(),
+              status: planStatus,
+              title: z.string().nullable(),
+              contentType: z.enum(['TEXT', 'TERRAFORM_PLAN_JSON']).nullable(),
+              contentHash: z.string().describe('SHA-256 of the content'),
+              summary: z.object({}).passthrough().nullable(),
+              pendingApprovalRules: z.array(approvalRule),
+              policyResults: z.array(policyResult),
+              content: z.string(),
+              contentTruncated: z.boolean(),
+            })
+            .nullable(),
+        },
+        run: async (principal, args: { planId?: string; environment?: string }) => {
+          if (args.planId !== undefined) {
+            const plan = await this.pass(
+              principal,
+              { handler: method(PlansResolver, 'plan'), root: 'Query', args: { id: args.planId } },
+              () => this.plans.find(args.planId!),
+            );
+            return { plan: plan && (await this.planOut(plan)) };
+          }
+          if (args.environment === undefined)
+            throw new McpError('BAD_USER_INPUT', 'get_plan needs planId or environment');
+          const plan = await this.pass(
+            principal,
+            {
+              handler: method(EnvironmentsResolver, 'currentPlan'),
+              root: 'Query',
+              args: { environment: args.environment },
+            },
+            () => this.environments.currentPlan(args.environment!),
+          );
+          return { plan: plan && (await this.planOut(plan)) };
+        },
+      },
+      {
+        name: 'acquire_lease',
+        title: 'Acquire the lease',
+        description:
+          'Takes the lease on an environment and returns a new generation (the fencing token). Carry it to every submit_plan; it never changes when renewing. waitSeconds > 0 waits for a lease another agent holds.',
+        standsFor: method(LeasesResolver, 'acquireLease'),
+        annotations: {
+          readOnlyHint: false,
+          destructiveHint: false,
+          idempotentHint: false,
+          openWorldHint: false,
+        },
+        inputSchema: {
+          environment: z.string(),
+          ttlSeconds: z.number().int().default(30).describe('1..3600'),
+          instance: z
+            .string()
+            .optional()
+            .describe('label of this worker; the holder becomes principal/instance'),
+          waitSeconds: z
+            .number()
+            .int()
+            .default(0)
+            .describe('0..300: how long to wait while another holder has the lease'),
+        },
+        outputSchema: leaseView,
+        run: async (
+          principal,
+          args: { environment: string; ttlSeconds: number; instance?: string; waitSeconds: number },
+          signal,
+        ) => leaseOut(await this.acquire(principal, args, signal)),
+      },
+      {
+        name: 'renew_lease',
+        title: 'Renew the lease',
+        description:
+          'Extends the lease of the generation you hold; the generation stays the same. LEASE_NOT_HELD once it expired or was taken.',
+        standsFor: method(LeasesResolver, 'renewLease'),
+        annotations: {
+          readOnlyHint: false,
+          destructiveHint: false,
+          idempotentHint: true,
+          openWorldHint: false,
+        },
+        inputSchema: {
+          environment: z.string(),
+          generation: z.number().int(),
+          ttlSeconds: z.number().int().default(30).describe('1..3600'),
+        },
+        outputSchema: leaseView,
+        run: (principal, args: { environment: string; generation: number; ttlSeconds: number }) =>
+          this.pass(
+            principal,
+            {
+              handler: method(LeasesResolver, 'renewLease'),
+              root: 'Mutation',
+              args: { input: args },
+            },
+            async () =>
+              leaseOut(
+                await this.leases.renew(principal, await this.gate.valid(RenewLeaseInput, args)),
+              ),
+          ),
+      },
+      {
+        name: 'release_lease',
+        title: 'Release the lease',
+        description:
+          'Gives the lease back when the work is done, so that the next agent need not wait for it to expire.',
+        standsFor: method(LeasesResolver, 'releaseLease'),
+        annotations: {
+          readOnlyHint: false,
+          destructiveHint: false,
+          idempotentHint: false,
+          openWorldHint: false,
+        },
+        inputSchema: { environment: z.string(), generation: z.number().int() },
+        outputSchema: { released: z.boolean() },
+        run: (principal, args: { environment: string; generation: number }) =>
+          this.pass(
+            principal,
+            {
+              handler: method(LeasesResolver, 'releaseLease'),
+              root: 'Mutation',
+              args: { input: args },
+            },
+            async () => ({
+              released: await this.leases.release(
+                principal,
+                await this.gate.valid(ReleaseLeaseInput, args),
+              ),
+            }),
+          ),
+      },
+      {
+        name: 'submit_plan',
+        title: 'Submit a plan',
+        description:
+          'Proposes a plan made under your generation. A human reviews and publishes it elsewhere; no tool approves. Refused with STALE_GENERATION when a newer generation has written. Repeating the same call returns the same plan.',
+        standsFor: method(PlansResolver, 'submitPlan'),
+        annotations: {
+          readOnlyHint: false,
+          destructiveHint: false,
+          idempotentHint: true,
+          openWorldHint: false,
+        },
+        inputSchema: {
+          environment: z.string(),
+          generation: z.number().int().describe('the generation acquire_lease returned'),
+          content: z.string().describe('the plan'),
+          title: z.string().optional(),
+          contentType: z.enum(['TEXT', 'TERRAFORM_PLAN_JSON']).default('TEXT'),
+          basedOnPlanId: z
+            .string()
+            .optional()
+            .describe('publish only while this is still the published plan'),
+          basedOnDeploymentSequence: z.number().int().optional(),
+          idempotencyKey: z
+            .string()
+            .optional()
+            .describe('default: derived from the call, so a repeated call returns the same plan'),
+        },
+        outputSchema: {
+          plan: z.object({
+            id: z.string(),
+            status: planStatus,
+            contentHash: z.string(),
+            pendingApprovalRules: z.array(approvalRule),
+            policyResults: z.array(policyResult),
+          }),
+        },
+        run: (
+          principal,
+          args: {
+            environment: string;
+            generation: number;
+            content: string;
+            title?: string;
+            basedOnPlanId?: string;
+            idempotencyKey?: string;
+          },
+        ) => {
+          const input = {
+            environment: args.environment,
+            generation: args.generation,
+            content: args.content,
+            title: args.title ?? null,
+            basedOnPlanId: args.basedOnPlanId ?? null,
+            idempotencyKey:
+              args.idempotencyKey ??
+              McpTools.derivedKey(
+                principal.name,
+                args.environment,
+                args.generation,
+                args.content,
+                args.title ?? null,
+              ),
+          };
+          return this.pass(
+            principal,
+            { handler: method(PlansResolver, 'submitPlan'), root: 'Mutation', args: { input } },
+            async () => {
+              const plan = await this.plans.submit(
+                principal,
+                await this.gate.valid(SubmitPlanInput, input),
+              );
+              return {
+                plan: {
+                  id: plan.id,
+                  status: await this.plans.status(plan),
+                  contentHash: plan.contentHash,
+                  pendingApprovalRules: await this.plans.pendingApprovalRules(plan),
+                  policyResults: [],
+                },
+              };
+            },
+          );
+        },
+      },
+      {
+        name: 'wait_for_decision',
+        title: 'Wait for a decision',
+        description:
+          'Waits until a plan is no longer PROPOSED (published, rejected, obsolete, expired) or timeoutSeconds pass; decided says which.',
+        standsFor: method(PlansResolver, 'plan'),
+        annotations: READ,
+        inputSchema: {
+          planId: z.string(),
+          timeoutSeconds: z.number().int().default(60).describe('1..120'),
+        },
+        outputSchema: {
+          plan: z.object({ id: z.string(), status: planStatus }),
+          decided: z.boolean().describe('false: still PROPOSED at the time-out'),
+        },
+        run: (principal, args: { planId: string; timeoutSeconds: number }, signal) =>
+          this.waitForDecision(principal, args, signal),
+      },
+      {
+        name: 'start_deployment',
+        title: 'Start a deployment',
+        description:
+          "Starts deploying an environment's published plan; returns the deployment and its sequence (the fencing token for the system that applies it). Keep it alive with heartbeat_deployment, end it with finish_deployment.",
+        standsFor: method(DeploymentsResolver, 'startDeployment'),
+        annotations: DEPLOY,
+        inputSchema: {
+          planId: z.string().describe("must be the environment's published plan"),
+          heartbeatSeconds: z.number().int().default(60).describe('5..3600'),
+          idempotencyKey: z.string().optional(),
+        },
+        outputSchema: { deployment: deploymentView },
+        run: (
+          principal,
+          args: { planId: string; heartbeatSeconds: number; idempotencyKey?: string },
+        ) => {
+          const input = {
+            environment: planIdEnvironment(args.planId),
+            planId: args.planId,
+            heartbeatSeconds: args.heartbeatSeconds,
+            idempotencyKey: args.idempotencyKey ?? `mcp-${randomUUID()}`,
+          };
+          return this.pass(
+            principal,
+            {
+              handler: method(DeploymentsResolver, 'startDeployment'),
+              root: 'Mutation',
+              args: { input },
+            },
+            async () =>
+              deploymentOut(
+                await this.deployments.start(
+                  principal,
+                  await this.gate.valid(StartDeploymentInput, input),
+                ),
+              ),
+          );
+        },
+      },
+      {
+        name: 'heartbeat_deployment',
+        title: 'Heartbeat a deployment',
+        description:
+          'Keeps your deployment alive; without heartbeats it reads UNKNOWN and a reviewer must reconcile it.',
+        standsFor: method(DeploymentsResolver, 'heartbeatDeployment'),
+        annotations: DEPLOY,
+        inputSchema: {
+          deploymentId: z.string().describe('<environment>#<sequence>'),
+          heartbeatSeconds: z.number().int().default(60).describe('5..3600'),
+        },
+        outputSchema: { deployment: deploymentView },
+        run: (principal, args: { deploymentId: string; heartbeatSeconds: number }) =>
+          this.pass(
+            principal,
+            {
+              handler: method(DeploymentsResolver, 'heartbeatDeployment'),
+              root: 'Mutation',
+              args: { input: args },
+            },
+            async () =>
+              deploymentOut(
+                await this.deployments.heartbeat(
+                  principal,
+                  await this.gate.valid(HeartbeatDeploymentInput, args),
+                ),
+              ),
+          ),
+      },
+      {
+        name: 'finish_deployment',
+        title: 'Finish a deployment',
+        description:
+          'Reports the outcome of your deployment, SUCCEEDED or FAILED, with an optional detail.',
+        standsFor: method(DeploymentsResolver, 'finishDeployment'),
+        annotations: DEPLOY,
+        inputSchema: {
+          deploymentId: z.string().describe('<environment>#<sequence>'),
+          outcome: z.enum(['SUCCEEDED', 'FAILED']),
+          detail: z.string().optional().describe('up to 4096 characters'),
+        },
+        outputSchema: { deployment: deploymentView },
+        run: (principal, args: { deploymentId: string; outcome: string; detail?: string }) => {
+          const input = {
+            deploymentId: args.deploymentId,
+            outcome: args.outcome,
+            detail: args.detail ?? null,
+            idempotencyKey: null,
+          };
+          return this.pass(
+            principal,
+            {
+              handler: method(DeploymentsResolver, 'finishDeployment'),
+              root: 'Mutation',
+              args: { input },
+            },
+            async () =>
+              deploymentOut(
+                await this.deployments.finish(
+                  principal,
+                  await this.gate.valid(FinishDeploymentInput, input),
+                ),
+              ),
+          );
+        },
+      },
+    ];
+  }
+}

@@ -1,0 +1,552 @@
+/**
+ * DESIGN §14 (R28–R30): AI agents over MCP, with the SDK's own client, over both doors —
+ * the service's POST /mcp (Streamable HTTP, stateless) and `planfence mcp` (stdio).
+ */
+import { execFile } from 'node:child_process';
+import { request } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { startApp, type TestApp } from './support/app.js';
+import { BIN, connectMcp, type Door, type McpAgent, refusalOf } from './support/mcp.js';
+import { ok, World } from './support/world.js';
+
+const EXAMPLE = fileURLToPath(new URL('../dist/examples/mcp-agent.js', import.meta.url));
+
+let app: TestApp;
+let world: World;
+const tokens: Record<string, string> = {};
+const agents: McpAgent[] = [];
+
+const READS = ['get_plan', 'list_environments', 'wait_for_decision'];
+const AGENT_TOOLS = ['acquire_lease', 'release_lease', 'renew_lease', 'submit_plan'];
+const DEPLOYER_TOOLS = ['finish_deployment', 'heartbeat_deployment', 'start_deployment'];
+
+beforeAll(async () => {
+  app = await startApp();
+  world = new World(app);
+  for (const [name, role] of [
+    ['agent-a', 'AGENT'],
+    ['agent-b', 'AGENT'],
+    ['reviewer', 'REVIEWER'],
+    ['deployer', 'DEPLOYER'],
+    ['viewer', 'VIEWER'],
+  ] as const)
+    tokens[name] = await world.issue(name, role);
+  tokens.scoped = ok(
+    await world.gql<{ issueToken: { token: string } }>(
+      world.admin,
+      'mutation { issueToken(name: "staging-agent", role: AGENT, environments: ["staging-*"]) { token } }',
+    ),
+  ).issueToken.token;
+});
+
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((agent) => agent.close()));
+});
+
+afterAll(async () => {
+  await app.close();
+});
+
+async function connect(token: string, door: Door): Promise<McpAgent> {
+  const agent = await connectMcp(app.url, token, door);
+  agents.push(agent);
+  return agent;
+}
+
+let environments = 0;
+async function freshEnvironment(
+  mode: 'MONOTONIC' | 'STRICT' = 'MONOTONIC',
+  prefix = 'mcp',
+): Promise<string> {
+  const name = `${prefix}-${++environments}`;
+  await world.createEnvironment(name, mode);
+  return name;
+}
+
+describe.each<Door>(['http', 'stdio'])('over %s', (door) => {
+  test('initialize: the server names itself and tells the model how to behave', async () => {
+    const agent = await connect(tokens['agent-a'], door);
+    expect(agent.client.getServerVersion()?.name).toBe('planfence');
+    expect(agent.client.getServerCapabilities()?.tools).toBeDefined();
+    expect(agent.client.getInstructions()).toContain('STALE_GENERATION');
+  });
+
+  test('tools/list shows each role only what it may call, and nobody an approving tool', async () => {
+    const seen: Record<string, string[]> = {};
+    for (const name of ['agent-a', 'deployer', 'viewer', 'reviewer', 'scoped'])
+      seen[name] = await (await connect(tokens[name], door)).tools();
+    expect(seen['agent-a']).toEqual([...AGENT_TOOLS, ...READS].sort());
+    expect(seen.scoped).toEqual([...AGENT_TOOLS, ...READS].sort());
+    expect(seen.deployer).toEqual([...DEPLOYER_TOOLS, ...READS].sort());
+    expect(seen.viewer).toEqual(READS);
+    // A REVIEWER's token sees no tool that writes: reviewing happens elsewhere, by a human.
+    expect(seen.reviewer).toEqual(READS);
+    const everything = Object.values(seen).flat();
+    for (const forbidden of [
+      /approve/,
+      /reject/,
+      /reconcile/,
+      /freeze/,
+      /polic/,
+      /token/,
+      /webhook/,
+    ])
+      expect(everything.filter((name) => forbidden.test(name))).toEqual([]);
+  });
+
+  test('annotations: reads are read-only, submit_plan idempotent and not destructive, deployments destructive', async () => {
+    const agent = await connect(tokens['agent-a'], door);
+    const deployer = await connect(tokens.deployer, door);
+    const tools = [
+      ...(await agent.client.listTools()).tools,
+      ...(await deployer.client.listTools()).tools,
+    ];
+    const of = (name: string) => tools.find((tool) => tool.name === name)!;
+    for (const name of READS)
+      expect(of(name).annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
+    expect(of('submit_plan').annotations).toMatchObject({
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    });
+    for (const name of DEPLOYER_TOOLS)
+      expect(of(name).annotations).toMatchObject({ destructiveHint: true, openWorldHint: false });
+    for (const tool of tools) {
+      expect(tool.inputSchema.type).toBe('object');
+      expect(tool.outputSchema?.type).toBe('object');
+    }
+  });
+
+  test('every tool on its happy path; the output matches its schema', async () => {
+    const env = await freshEnvironment();
+    const agent = await connect(tokens['agent-a'], door);
+    const deployer = await connect(tokens.deployer, door);
+
+    const listed = await agent.ok('list_environments');
+    expect(listed.environments).toContainEqual({
+      name: env,
+      mode: 'MONOTONIC',
+      frozen: false,
+      currentPlanId: null,
+      lease: null,
+      queueLength: 0,
+    });
+
+    const lease = await agent.ok('acquire_lease', {
+      environment: env,
+      ttlSeconds: 60,
+      instance: 'w1',
+    });
+    expect(lease).toMatchObject({ environment: env, generation: 1, holder: 'agent-a/w1' });
+    expect(Date.parse(lease.expiresAt)).toBe((await app.clock.now()) + 60_000);
+    const renewed = await agent.ok('renew_lease', {
+      environment: env,
+      generation: 1,
+      ttlSeconds: 120,
+    });
+    expect(renewed).toMatchObject({
+      generation: 1,
+      expiresAt: new Date((await app.clock.now()) + 120_000).toISOString(),
+    });
+
+    const submitted = await agent.ok('submit_plan', {
+      environment: env,
+      generation: 1,
+      content: 'scale web to 4',
+      title: 'resize web',
+    });
+    expect(submitted.plan).toMatchObject({
+      id: `${env}@1.1`,
+      status: 'PROPOSED',
+      pendingApprovalRules: [{ group: null, count: 1 }],
+      policyResults: [],
+    });
+    expect(submitted.plan.contentHash).toMatch(/^[0-9a-f]{64}$/);
+
+    const read = await agent.ok('get_plan', { planId: `${env}@1.1` });
+    expect(read.plan).toMatchObject({
+      id: `${env}@1.1`,
+      environment: env,
+      generation: 1,
+      sequence: 1,
+      status: 'PROPOSED',
+      title: 'resize web',
+      content: 'scale web to 4',
+      contentTruncated: false,
+      contentHash: submitted.plan.contentHash,
+    });
+    expect(await agent.ok('get_plan', { environment: env })).toEqual({ plan: null });
+
+    // wait_for_decision returns when a reviewer publishes (elsewhere: over GraphQL).
+    const waiting = agent.ok('wait_for_decision', { planId: `${env}@1.1`, timeoutSeconds: 120 });
+    ok(await world.approve(tokens.reviewer, `${env}@1.1`));
+    expect(await waiting).toEqual({
+      plan: { id: `${env}@1.1`, status: 'PUBLISHED' },
+      decided: true,
+    });
+    expect((await agent.ok('get_plan', { environment: env })).plan).toMatchObject({
+      id: `${env}@1.1`,
+      status: 'PUBLISHED',
+    });
+
+    expect(await agent.ok('release_lease', { environment: env, generation: 1 })).toEqual({
+      released: true,
+    });
+
+    const started = await deployer.ok('start_deployment', {
+      planId: `${env}@1.1`,
+      heartbeatSeconds: 30,
+    });
+    expect(started.deployment).toEqual({
+      id: `${env}#1`,
+      sequence: 1,
+      status: 'IN_PROGRESS',
+      heartbeatExpiresAt: new Date((await app.clock.now()) + 30_000).toISOString(),
+    });
+    expect(
+      (
+        await deployer.ok('heartbeat_deployment', {
+          deploymentId: `${env}#1`,
+          heartbeatSeconds: 60,
+        })
+      ).deployment,
+    ).toMatchObject({ id: `${env}#1`, status: 'IN_PROGRESS' });
+    expect(
+      (
+        await deployer.ok('finish_deployment', {
+          deploymentId: `${env}#1`,
+          outcome: 'SUCCEEDED',
+          detail: 'applied',
+        })
+      ).deployment,
+    ).toMatchObject({ id: `${env}#1`, sequence: 1, status: 'SUCCEEDED' });
+  });
+
+  test('wait_for_decision answers decided: false at its time-out while the plan is still PROPOSED', async () => {
+    const env = await freshEnvironment();
+    const generation = await world.acquire(tokens['agent-a'], env);
+    ok(await world.submit(tokens['agent-a'], env, generation, 'wait for me'));
+    const viewer = await connect(tokens.viewer, door);
+    expect(
+      await viewer.ok('wait_for_decision', { planId: `${env}@1.1`, timeoutSeconds: 1 }),
+    ).toEqual({
+      plan: { id: `${env}@1.1`, status: 'PROPOSED' },
+      decided: false,
+    });
+  });
+
+  test('the paused agent: A submits after B published and gets STALE_GENERATION with what to do next', async () => {
+    const env = await freshEnvironment();
+    const a = await connect(tokens['agent-a'], door);
+    const b = await connect(tokens['agent-b'], door);
+    const leaseA = await a.ok('acquire_lease', { environment: env, ttlSeconds: 2 });
+    expect(leaseA.generation).toBe(1);
+    // A pauses past its lease; B takes the next generation and publishes.
+    world.advance(3);
+    const leaseB = await b.ok('acquire_lease', { environment: env, ttlSeconds: 60 });
+    expect(leaseB.generation).toBe(2);
+    const planB = await b.ok('submit_plan', {
+      environment: env,
+      generation: 2,
+      content: 'scale web to 4',
+    });
+    ok(await world.approve(tokens.reviewer, planB.plan.id));
+
+    const late = await a.call('submit_plan', {
+      environment: env,
+      generation: 1,
+      content: 'scale web to 2',
+    });
+    expect(late.isError).toBe(true);
+    expect(late.structuredContent).toEqual({ code: 'STALE_GENERATION', generation: 1, fence: 2 });
+    expect(refusalOf(late).text).toContain(
+      'read the current plan with get_plan, take a new lease and plan again',
+    );
+    // Nothing of A's was stored; the published plan is still B's.
+    expect((await a.ok('get_plan', { environment: env })).plan.id).toBe(`${env}@2.1`);
+    const refusals = (await world.auditEvents(env)).filter((e) => e.outcome === 'REJECTED');
+    expect(refusals).toMatchObject([
+      { action: 'SUBMIT_PLAN', code: 'STALE_GENERATION', actor: 'agent-a' },
+    ]);
+  });
+
+  test('a scoped token neither sees nor touches another environment', async () => {
+    const mine = await freshEnvironment('MONOTONIC', 'staging');
+    const theirs = await freshEnvironment('MONOTONIC', 'prod');
+    const generation = await world.acquire(tokens['agent-b'], theirs);
+    ok(await world.submit(tokens['agent-b'], theirs, generation, 'prod plan'));
+    const scoped = await connect(tokens.scoped, door);
+    const names = (await scoped.ok('list_environments')).environments.map(
+      (e: { name: string }) => e.name,
+    );
+    expect(names).toContain(mine);
+    expect(names.every((name: string) => name.startsWith('staging-'))).toBe(true);
+    for (const [tool, args] of [
+      ['get_plan', { planId: `${theirs}@1.1` }],
+      ['get_plan', { environment: theirs }],
+      ['wait_for_decision', { planId: `${theirs}@1.1`, timeoutSeconds: 1 }],
+      ['acquire_lease', { environment: theirs }],
+      ['submit_plan', { environment: theirs, generation: 1, content: 'x' }],
+    ] as const) {
+      expect(refusalOf(await scoped.call(tool, args))).toMatchObject({ code: 'FORBIDDEN' });
+    }
+    expect((await scoped.ok('acquire_lease', { environment: mine })).generation).toBe(1);
+    // R27: refusals on an environment are audited there, and say they came through MCP.
+    const events = ok(
+      await world.gql<{ auditEvents: { code: string | null; via: string | null }[] }>(
+        world.admin,
+        'query($e: String!) { auditEvents(environment: $e, first: 50) { code via } }',
+        { e: theirs },
+      ),
+    ).auditEvents.filter((e) => e.code === 'FORBIDDEN');
+    expect(events).toEqual(Array(5).fill({ code: 'FORBIDDEN', via: 'mcp' }));
+  });
+});
+
+describe('POST /mcp', () => {
+  test('no or bad token: 401 naming the protected resource metadata (RFC 9728), which answers', async () => {
+    for (const authorization of [undefined, 'Bearer pf_not_a_token']) {
+      const response = await fetch(`${app.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...(authorization ? { authorization } : {}),
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+      expect(response.status).toBe(401);
+      const challenge = response.headers.get('www-authenticate')!;
+      expect(challenge).toMatch(
+        new RegExp(`^Bearer resource_metadata="${app.url}/.well-known/oauth-protected-resource"`),
+      );
+    }
+    for (const path of [
+      '/.well-known/oauth-protected-resource',
+      '/.well-known/oauth-protected-resource/mcp',
+    ]) {
+      const metadata = await fetch(`${app.url}${path}`);
+      expect(metadata.status).toBe(200);
+      expect(await metadata.json()).toMatchObject({
+        resource: `${app.url}/mcp`,
+        bearer_methods_supported: ['header'],
+      });
+    }
+  });
+
+  test('an ADMIN token is refused: agents run with least privilege', async () => {
+    await expect(connectMcp(app.url, world.admin, 'http')).rejects.toThrow(
+      /ADMIN tokens are refused/,
+    );
+  });
+
+  test('stateless: GET and DELETE are 405', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const response = await fetch(`${app.url}/mcp`, {
+        method,
+        headers: { authorization: `Bearer ${tokens.viewer}` },
+      });
+      expect(response.status).toBe(405);
+    }
+  });
+
+  test('DNS rebinding: a foreign Host or Origin is refused before any tool runs', async () => {
+    let challenge: string | undefined;
+    const post = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const { port } = new URL(app.url);
+        const req = request(
+          {
+            host: '127.0.0.1',
+            port,
+            path: '/mcp',
+            method: 'POST',
+            headers: {
+              'content-type': 'application/json',
+              accept: 'application/json, text/event-stream',
+              authorization: `Bearer ${tokens.viewer}`,
+              ...headers,
+            },
+          },
+          (res) => {
+            res.resume();
+            challenge = res.headers['www-authenticate'];
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+      });
+    const { host } = new URL(app.url);
+    expect(await post({ host: 'evil.example:80' })).toBe(403);
+    expect(await post({ host, origin: 'http://evil.example' })).toBe(403);
+    expect(await post({ host, origin: app.url })).toBe(200);
+    expect(await post({ host: `localhost:${new URL(app.url).port}` })).toBe(200);
+    // A challenge never names a foreign host.
+    expect(await post({ host: 'evil.example:80', authorization: '' })).toBe(401);
+    expect(challenge).toBe(
+      `Bearer resource_metadata="${app.url}/.well-known/oauth-protected-resource"`,
+    );
+  });
+
+  test('submit_plan without a key: a repeated call gets the same plan back; audit events say via mcp', async () => {
+    const env = await freshEnvironment();
+    const agent = await connect(tokens['agent-a'], 'http');
+    const { generation } = await agent.ok('acquire_lease', { environment: env });
+    const call = { environment: env, generation, content: 'same plan', title: 'same' };
+    const first = await agent.ok('submit_plan', call);
+    const again = await agent.ok('submit_plan', call);
+    expect(again).toEqual(first);
+    // A different title is a different call: a new plan.
+    expect((await agent.ok('submit_plan', { ...call, title: 'other' })).plan.id).toBe(`${env}@1.2`);
+    // GraphQL's own calls say graphql.
+    ok(await world.approve(tokens.reviewer, `${env}@1.2`));
+    const events = ok(
+      await world.gql<{ auditEvents: { action: string; via: string | null }[] }>(
+        world.admin,
+        'query($e: String!) { auditEvents(environment: $e, first: 50) { action via } }',
+        { e: env },
+      ),
+    ).auditEvents.reverse();
+    expect(events).toEqual([
+      { action: 'CREATE_ENVIRONMENT', via: 'graphql' },
+      { action: 'ACQUIRE_LEASE', via: 'mcp' },
+      { action: 'SUBMIT_PLAN', via: 'mcp' },
+      { action: 'SUBMIT_PLAN', via: 'mcp' },
+      { action: 'APPROVE_PLAN', via: 'graphql' },
+    ]);
+  });
+
+  test('limits apply: bad input is BAD_USER_INPUT, as over GraphQL', async () => {
+    const env = await freshEnvironment();
+    const agent = await connect(tokens['agent-a'], 'http');
+    for (const [tool, args] of [
+      ['acquire_lease', { environment: env, ttlSeconds: 0 }],
+      ['acquire_lease', { environment: env, waitSeconds: 301 }],
+      ['acquire_lease', { environment: 'Not A Name' }],
+      ['wait_for_decision', { planId: `${env}@1.1`, timeoutSeconds: 121 }],
+      ['get_plan', {}],
+    ] as const) {
+      const refused = refusalOf(await agent.call(tool, args));
+      expect(refused).toMatchObject({ code: 'BAD_USER_INPUT' });
+      expect(refused.text).toMatch(/^BAD_USER_INPUT: .+\. The input breaks a documented limit/);
+    }
+  });
+
+  test('acquire_lease with waitSeconds gets the lease once its holder releases it', async () => {
+    const env = await freshEnvironment();
+    const a = await connect(tokens['agent-a'], 'http');
+    const b = await connect(tokens['agent-b'], 'http');
+    const held = await a.ok('acquire_lease', { environment: env, ttlSeconds: 600 });
+    const waiting = b.ok('acquire_lease', { environment: env, waitSeconds: 60 });
+    // B's first attempt is refused and audited before A lets go.
+    const refusedOnce = async () =>
+      (await world.auditEvents(env)).some((e) => e.code === 'LEASE_HELD');
+    for (let i = 0; i < 1200 && !(await refusedOnce()); i++)
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(await refusedOnce()).toBe(true);
+    await a.ok('release_lease', { environment: env, generation: held.generation });
+    expect(await waiting).toMatchObject({ environment: env, generation: 2, holder: 'agent-b' });
+  });
+});
+
+describe('rate limits over MCP', () => {
+  let limited: TestApp;
+  afterAll(async () => {
+    await limited?.close();
+  });
+
+  test('RATE_LIMITED carries retryAfterSeconds in the tool result; content over the limit is PAYLOAD_TOO_LARGE', async () => {
+    limited = await startApp({
+      PLANFENCE_RATE_LEASES_PER_MINUTE: '1',
+      PLANFENCE_MAX_PLAN_BYTES: '100',
+    });
+    const w = new World(limited);
+    await w.createEnvironment('rl', 'MONOTONIC');
+    const token = await w.issue('rl-agent', 'AGENT');
+    const agent = await connectMcp(limited.url, token, 'http');
+    try {
+      await agent.ok('acquire_lease', { environment: 'rl' });
+      const refused = refusalOf(await agent.call('acquire_lease', { environment: 'rl' }));
+      expect(refused).toMatchObject({ code: 'RATE_LIMITED' });
+      expect(refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+      expect(refused.text).toContain(`wait ${String(refused.retryAfterSeconds)} seconds`);
+      // Plan content above PLANFENCE_MAX_PLAN_BYTES: refused, nothing stored.
+      const tooLarge = refusalOf(
+        await agent.call('submit_plan', {
+          environment: 'rl',
+          generation: 1,
+          content: 'x'.repeat(101),
+        }),
+      );
+      expect(tooLarge).toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+      expect(ok(await w.gql(token, '{ plans(environment: "rl") { id } }')).plans).toEqual([]);
+    } finally {
+      await agent.close();
+    }
+  });
+});
+
+describe('examples/mcp-agent.ts', () => {
+  let live: TestApp;
+  afterAll(async () => {
+    await live?.close();
+  });
+
+  test('the scripted agent is paused past its lease and gets the fenced refusal', async () => {
+    // The service's own clock: the example really waits past its 2-second lease.
+    live = await startApp({}, null);
+    const w = new World(live);
+    await w.createEnvironment('prod', 'MONOTONIC');
+    const env = {
+      ...process.env,
+      PLANFENCE_URL: live.url,
+      PLANFENCE_TOKEN: await w.issue('example-a', 'AGENT'),
+      PLANFENCE_TOKEN_B: await w.issue('example-b', 'AGENT'),
+    };
+    const stdout = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [EXAMPLE], { env }, (error, out, err) =>
+        error ? reject(new Error(`${error.message}\n${err}`)) : resolve(out),
+      ),
+    );
+    expect(stdout).toContain("A's submit_plan: isError=true");
+    expect(stdout).toContain('"code":"STALE_GENERATION","generation":1,"fence":2');
+    expect(stdout).toContain('take a new lease and plan again');
+  });
+});
+
+describe('planfence mcp (stdio)', () => {
+  const run = (token: string) =>
+    new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [BIN, 'mcp', '--url', app.url, '--token', token],
+        (error, _stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
+      );
+    });
+
+  test('an ADMIN token: exits with a message', async () => {
+    const { code, stderr } = await run(world.admin);
+    expect(code).toBe(3);
+    expect(stderr).toMatch(/ADMIN tokens are refused on MCP/);
+  });
+
+  test('no service at the URL: exits 8 with a message', async () => {
+    const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [BIN, 'mcp', '--url', 'http://127.0.0.1:1', '--token', tokens.viewer],
+        (error, _stdout, err) =>
+          resolve({ code: error ? Number(error.code ?? 1) : 0, stderr: err }),
+      );
+    });
+    expect(code).toBe(8);
+    expect(stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:1\/mcp/);
+  });
+
+  test('a bad token: exits with a message', async () => {
+    const { code, stderr } = await run('pf_not_a_token');
+    expect(code).toBe(3);
+    expect(stderr).toMatch(/refused this token/);
+  });
+});

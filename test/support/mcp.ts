@@ -1,0 +1,87 @@
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+
+/** The built `planfence` binary (`npm test` builds it first). */
+export const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+
+export type Door = 'http' | 'stdio';
+
+/** An agent that speaks MCP to the service with the SDK's own client. */
+export interface McpAgent {
+  client: Client;
+  tools(): Promise<string[]>;
+  /** Calls a tool; the SDK checks `structuredContent` against the tool's output schema. */
+  call(name: string, args?: Record<string, unknown>): Promise<CallToolResult>;
+  /** The structuredContent of a call that must succeed. */
+  ok<T = any>(name: string, args?: Record<string, unknown>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Connects over `door`: the service's POST /mcp, or `planfence mcp` started as a child process. */
+export async function connectMcp(url: string, token: string, door: Door): Promise<McpAgent> {
+  const client = new Client({ name: 'planfence-test-agent', version: '1.0.0' });
+  if (door === 'http') {
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
+  } else {
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [BIN, 'mcp', '--url', url, '--token', token],
+        stderr: 'pipe',
+      }),
+    );
+  }
+  const ajv = new AjvJsonSchemaValidator();
+  const listing = (await client.listTools()).tools;
+  const validators = new Map(
+    listing.map((tool) => [tool.name, tool.outputSchema && ajv.getValidator(tool.outputSchema)]),
+  );
+  const tools = () => Promise.resolve(listing.map((t) => t.name).sort());
+  /**
+   * tools/call through the client's request(): the SDK 1.x Client.callTool also checks a
+   * refusal's structuredContent against the output schema (typescript-sdk#1943), so the
+   * successful results are checked here, with the SDK's own validator.
+   */
+  const call = async (name: string, args: Record<string, unknown> = {}) => {
+    const result = await client.request(
+      { method: 'tools/call', params: { name, arguments: args } },
+      CallToolResultSchema,
+      { timeout: 150_000 },
+    );
+    const validate = validators.get(name);
+    if (!result.isError && validate) {
+      const verdict = validate(result.structuredContent);
+      if (!verdict.valid)
+        throw new Error(`${name}: output does not match its schema: ${verdict.errorMessage}`);
+    }
+    return result;
+  };
+  return {
+    client,
+    tools,
+    call,
+    async ok(name, args) {
+      const result = await call(name, args);
+      if (result.isError) throw new Error(`${name} refused: ${JSON.stringify(result)}`);
+      return result.structuredContent as any;
+    },
+    close: () => client.close(),
+  };
+}
+
+/** The refusal code of a tool result ('OK' when it is no refusal). */
+export function refusalOf(
+  result: CallToolResult,
+): { code: string; text: string } & Record<string, unknown> {
+  if (!result.isError) return { code: 'OK', text: '' };
+  const text = result.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
+  return { ...(result.structuredContent as { code: string }), text };
+}
