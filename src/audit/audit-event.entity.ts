@@ -1,7 +1,7 @@
 import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
-import type { Via } from './via.js';
+import type { Via } from '../common/via.js';
 
 export enum AuditOutcome {
   ACCEPTED = 'ACCEPTED',

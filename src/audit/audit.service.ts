@@ -6,7 +6,7 @@ import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { AuditEvent, AuditOutcome } from './audit-event.entity.js';
 import { exists, insertRow } from '../database/rows.js';
-import type { Via } from './via.js';
+import type { Via } from '../common/via.js';
 
 export interface AuditEntry {
   environment: string;

@@ -5,7 +5,7 @@ import {
   type NestInterceptor,
 } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { throughDoor } from './via.js';
+import { throughDoor } from '../common/via.js';
 
 /** Every GraphQL resolver runs as a request through the `graphql` door (AuditEvent.via). */
 @Injectable()

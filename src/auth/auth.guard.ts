@@ -12,7 +12,7 @@ import type { Counter } from 'prom-client';
 import { map, type Observable } from 'rxjs';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
-import type { Via } from '../audit/via.js';
+import type { Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
 import { Database } from '../database/database.js';
 import { exists } from '../database/rows.js';

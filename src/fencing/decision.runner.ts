@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
-import { currentVia, type Via } from '../audit/via.js';
+import { currentVia, type Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database } from '../database/database.js';

@@ -1,7 +1,7 @@
 import { Injectable, type Type } from '@nestjs/common';
 import { Access, type Handler } from '../auth/auth.guard.js';
 import type { Principal } from '../auth/principal.entity.js';
-import { throughDoor } from '../audit/via.js';
+import { throughDoor } from '../common/via.js';
 import { validationPipe } from '../common/validation.js';
 import { QuotasService } from '../quotas/quotas.service.js';
 
