@@ -251,9 +251,12 @@ export class McpTools {
       sequence: plan.sequence,
       status: await this.plans.status(plan),
       title: plan.title,
-      contentType: null,
+      contentType: plan.contentType,
       contentHash: plan.contentHash,
-      summary: null,
+      // The stored summary (JSON), read as GraphQL's Plan.summary reads it; null for TEXT.
+      summary: plan.summary
+        ? (JSON.parse(await (plan.summary as string | Promise<string>)) as Record<string, unknown>)
+        : null,
       pendingApprovalRules: await this.plans.pendingApprovalRules(plan),
       policyResults: [],
       content: content.text,
@@ -613,7 +616,9 @@ export class McpTools {
             generation: number;
             content: string;
             title?: string;
+            contentType?: 'TEXT' | 'TERRAFORM_PLAN_JSON';
             basedOnPlanId?: string;
+            basedOnDeploymentSequence?: number;
             idempotencyKey?: string;
           },
         ) => {
@@ -622,7 +627,9 @@ export class McpTools {
             generation: args.generation,
             content: args.content,
             title: args.title ?? null,
+            contentType: args.contentType ?? 'TEXT',
             basedOnPlanId: args.basedOnPlanId ?? null,
+            basedOnDeploymentSequence: args.basedOnDeploymentSequence ?? null,
             idempotencyKey:
               args.idempotencyKey ??
               McpTools.derivedKey(
