@@ -300,4 +300,4 @@ test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
     ])
       expect({ [reached]: (outcomes.get(reached) ?? 0) > 0 }).toEqual({ [reached]: true });
   for (const [kind, n] of outcomes) if (kind.endsWith('INTERNAL')) throw new Error(`${kind}: ${n}`);
-}, 600_000);
+}, 1_200_000);

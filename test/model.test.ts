@@ -612,4 +612,4 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
     ]) {
       expect(outcomes.get(reached)).toBeGreaterThan(0);
     }
-}, 600_000);
+}, 1_200_000);
