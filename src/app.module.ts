@@ -23,6 +23,7 @@ import { LeasesModule } from './leases/leases.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { OutboxModule } from './outbox/outbox.module.js';
 import { PlansModule } from './plans/plans.module.js';
+import { PoliciesModule } from './policies/policies.module.js';
 import { QuotasModule } from './quotas/quotas.module.js';
 import { RetentionModule } from './retention/retention.module.js';
 import { WebhooksModule } from './webhooks/webhooks.module.js';
@@ -76,6 +77,7 @@ export class AppModule {
         AuthModule,
         QuotasModule,
         AuditModule,
+        PoliciesModule,
         EnvironmentsModule,
         LeasesModule,
         PlansModule,

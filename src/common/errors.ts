@@ -26,6 +26,7 @@ export type ErrorCode =
   | 'IDEMPOTENCY_IN_PROGRESS'
   | 'STORAGE_UNAVAILABLE'
   | 'CURSOR_TOO_OLD'
+  | 'POLICY_DENIED'
   | 'INTERNAL';
 
 export type ErrorDetails = Record<string, string | number | null>;
@@ -54,11 +55,17 @@ export function extensionsOf(error: DomainError): Extensions {
       return { code, retryAfterSeconds: details.retryAfterSeconds ?? null };
     case 'CURSOR_TOO_OLD':
       return { code, replayLimit: details.replayLimit ?? null };
+    case 'POLICY_DENIED':
+      return { code, policy: details.policy ?? null, message: details.message ?? null };
+    case 'BAD_USER_INPUT':
+      // A plan policy that cannot be saved names itself and what is wrong (DESIGN §16).
+      return 'error' in details
+        ? { code, policy: details.policy ?? null, error: details.error }
+        : { code };
     case 'UNAUTHENTICATED':
     case 'FORBIDDEN':
     case 'SELF_APPROVAL':
     case 'ALREADY_APPROVED':
-    case 'BAD_USER_INPUT':
     case 'PAYLOAD_TOO_LARGE':
     case 'NOT_FOUND':
     case 'ALREADY_EXISTS':

@@ -35,6 +35,20 @@ export interface Config {
   webhooks: WebhooksConfig;
   /** Subscription catch-up (docs/subscriptions.md). */
   subscriptions: SubscriptionsConfig;
+  /** Plan policy evaluation (docs/policies.md). */
+  policies: PoliciesConfig;
+}
+
+/** Plan policies (DESIGN §16, docs/policies.md): the budgets of the worker threads that parse and evaluate them. */
+export interface PoliciesConfig {
+  /** One policy's evaluation; beyond it the policy failed (and so denies). */
+  policyBudgetMs: number;
+  /** All the policies of one plan together. */
+  planBudgetMs: number;
+  /** Parsing one expression when it is saved or tried. */
+  parseBudgetMs: number;
+  /** Worker threads (each evaluates one plan at a time). */
+  workers: number;
 }
 
 /** Webhook delivery: retries, time-outs, parallelism (DESIGN R23, docs/webhooks.md). */
@@ -352,6 +366,12 @@ export function loadConfig(env: Env = process.env): Config {
     webhooks: webhooks(env),
     subscriptions: {
       replayLimit: integer(env, 'PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT', 1000, 1, 100_000),
+    },
+    policies: {
+      policyBudgetMs: integer(env, 'PLANFENCE_POLICY_BUDGET_MS', 50, 1, 60_000),
+      planBudgetMs: integer(env, 'PLANFENCE_PLAN_POLICY_BUDGET_MS', 250, 1, 600_000),
+      parseBudgetMs: integer(env, 'PLANFENCE_POLICY_PARSE_BUDGET_MS', 1000, 1, 60_000),
+      workers: integer(env, 'PLANFENCE_POLICY_WORKERS', 1, 1, 64),
     },
   };
 }

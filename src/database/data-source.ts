@@ -12,6 +12,7 @@ import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
 import { Deployments1764700000000 } from '../../migrations/1764700000000-deployments.js';
 import { ScopedTokens1764800000000 } from '../../migrations/1764800000000-scoped-tokens.js';
 import { OutboxWebhooks1764900000000 } from '../../migrations/1764900000000-outbox-webhooks.js';
+import { PlanPolicies1765200000000 } from '../../migrations/1765200000000-plan-policies.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -35,6 +36,7 @@ export const migrations = [
   Deployments1764700000000,
   ScopedTokens1764800000000,
   OutboxWebhooks1764900000000,
+  PlanPolicies1765200000000,
 ];
 
 /**

@@ -8,10 +8,13 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
 import { Lease } from '../leases/lease.model.js';
 import { Plan, PlanStatus } from '../plans/plan.entity.js';
-import { FenceError } from './fence.errors.js';
+import { FenceError, PolicyVersionChanged } from './fence.errors.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import { APPROVALS_OF_RULE, snapshotOf } from '../plans/approvals.js';
+import type { PlanPolicy } from '../policies/plan-policy.model.js';
+import type { PolicyDecision } from '../policies/policy-decision.js';
+import { PolicyError } from '../policies/policy.errors.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
@@ -76,7 +79,8 @@ export class FenceService {
   /**
    * R15, R16: new rules apply to every later decision; a new TTL to plans submitted from
    * now on (a plan's expiresAt is fixed when it is submitted). `undefined` leaves a part as
-   * it is; a null TTL means proposals no longer expire.
+   * it is; a null TTL means proposals no longer expire. New plan policies (R34) replace the
+   * old ones and bump the policy version in the same statement.
    */
   async updatePolicy(
     m: EntityManager,
@@ -84,6 +88,7 @@ export class FenceService {
       environment: string;
       approvalRules?: readonly ApprovalRule[] | null;
       proposalTtlSeconds?: number | null;
+      planPolicies?: readonly PlanPolicy[] | null;
       now: number;
     },
   ): Promise<Environment> {
@@ -92,11 +97,12 @@ export class FenceService {
       m,
       `UPDATE environments SET proposal_ttl_seconds = ${
         p.proposalTtlSeconds !== undefined ? ':ttl' : 'proposal_ttl_seconds'
-      } WHERE name = :environment`,
+      }${p.planPolicies ? ', policy_version = policy_version + 1' : ''} WHERE name = :environment`,
       { environment: p.environment, ttl: p.proposalTtlSeconds ?? null },
     );
     if (!found) throw EnvironmentError.notFound(p.environment);
     if (p.approvalRules) await this.replaceRules(m, p.environment, p.approvalRules);
+    if (p.planPolicies) await this.replacePlanPolicies(m, p.environment, p.planPolicies);
     await this.expireProposals(m, p.now, p.environment);
     return this.environment(m, p.environment);
   }
@@ -171,6 +177,25 @@ export class FenceService {
         `INSERT INTO approval_rules (environment, position, group_name, required_count)
          VALUES (:environment, :position, :group, :count)`,
         { environment, position, group: rule.group, count: rule.count },
+      );
+    }
+  }
+
+  private async replacePlanPolicies(
+    m: EntityManager,
+    environment: string,
+    policies: readonly PlanPolicy[],
+  ): Promise<void> {
+    await execute(m, 'DELETE FROM plan_policies WHERE environment = :environment', {
+      environment,
+    });
+    for (const [position, policy] of policies.entries()) {
+      await execute(
+        m,
+        `INSERT INTO plan_policies (environment, position, name, expression, effect, message,
+           group_name, required_count)
+         VALUES (:environment, :position, :name, :expression, :effect, :message, :group, :count)`,
+        { environment, position, ...policy },
       );
     }
   }
@@ -257,6 +282,12 @@ export class FenceService {
    * also demands `basedOnPlanId` be current and the environment not frozen (R17), and the
    * plan is published in this transaction. A proposal gets its expiresAt from the
    * environment's proposalTtlSeconds (R16).
+   *
+   * R34, R35: `policy` was decided outside the transaction at policy version
+   * `policy.version`; the same statement demands that version still be the environment's
+   * (else PolicyVersionChanged: evaluate again). A denial writes nothing (POLICY_DENIED,
+   * after a statement that makes the same demand). Rules the plan's policies add are stored
+   * with it, and a plan that needs approvals is never published by its submit.
    */
   async admitPlan(
     m: EntityManager,
@@ -268,16 +299,28 @@ export class FenceService {
       contentHash: string;
       title: string | null;
       basedOnPlanId: string | null;
+      policy: PolicyDecision;
       now: number;
     },
   ): Promise<Plan> {
     const before = await this.environment(m, p.environment);
-    const publish = !before.requireApproval;
+    const params = { ...p, policyVersion: p.policy.version };
+    if (p.policy.denial) {
+      const current = await execute(
+        m,
+        `UPDATE environments SET fence = fence
+         WHERE name = :environment AND policy_version = :policyVersion`,
+        params,
+      );
+      if (!current) throw new PolicyVersionChanged(p.environment);
+      throw PolicyError.denied(p.policy.denial.policy, p.policy.denial.message);
+    }
+    const publish = !before.requireApproval && p.policy.rules.length === 0;
     const casOnPointer = publish && p.basedOnPlanId != null;
     const admitted = await execute(
       m,
       `UPDATE environments SET fence = :generation
-       WHERE name = :environment
+       WHERE name = :environment AND policy_version = :policyVersion
          AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
                      AND g.generation = :generation AND g.principal = :principal)
          AND ((mode = 'MONOTONIC' AND fence <= :generation)
@@ -285,9 +328,9 @@ export class FenceService {
                AND lease_principal = :principal AND lease_expires_at > :now))
          ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${publish ? 'AND frozen_at IS NULL' : ''}`,
-      p,
+      params,
     );
-    if (!admitted) throw await this.whySubmitRejected(m, p, publish, casOnPointer);
+    if (!admitted) throw await this.whySubmitRejected(m, params, publish, casOnPointer);
     await this.expireProposals(m, p.now, p.environment);
 
     const [{ next }] = await select<{ next: number | string }>(
@@ -320,7 +363,17 @@ export class FenceService {
         !publish && before.proposalTtlSeconds != null
           ? new Date(p.now + before.proposalTtlSeconds * 1000)
           : null,
+      policyVersion: p.policy.version,
+      policyResults: p.policy.results,
     });
+    for (const [position, rule] of p.policy.rules.entries()) {
+      await execute(
+        m,
+        `INSERT INTO plan_approval_rules (plan_id, position, group_name, required_count)
+         VALUES (:id, :position, :group, :count)`,
+        { id, position, group: rule.group, count: rule.count },
+      );
+    }
     if (publish) {
       const moved = await execute(
         m,
@@ -560,12 +613,14 @@ export class FenceService {
       principal: string;
       generation: number;
       basedOnPlanId: string | null;
+      policyVersion: number;
       now: number;
     },
     publish: boolean,
     casOnPointer: boolean,
   ): Promise<Error> {
     const env = await this.environment(m, p.environment);
+    if (env.policyVersion !== p.policyVersion) return new PolicyVersionChanged(env.name);
     const unknown = await this.unknownGeneration(m, p);
     if (unknown) return unknown;
     if (p.generation < env.fence) return this.stale(p.generation, env.fence, "the plan's");
@@ -689,10 +744,17 @@ const POINTER_MOVES_FORWARD = `(current_generation < :generation
 const REVIEWER_IN_RULE = `(CASE WHEN r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
   WHERE g.principal = :reviewer AND g.group_name = r.group_name) THEN 1 ELSE 0 END)`;
 
-/** R14: every rule of :environment is met by the approvals recorded for plan :id. */
+/**
+ * R14, R35: every rule of :environment, and every rule plan :id's policies added, is met by
+ * the approvals recorded for the plan.
+ */
 const RULES_MET = `NOT EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} < r.required_count)
+  AND NOT EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
   AND ${APPROVALS_OF_RULE} < r.required_count)`;
 
-/** Some rule of :environment stays unmet even with :reviewer's approval added: it would not complete them. */
-const RULE_SHORT_EVEN_WITH_REVIEWER = `EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
-  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count)`;
+/** Some rule of :environment or of plan :id stays unmet even with :reviewer's approval added: it would not complete them. */
+const RULE_SHORT_EVEN_WITH_REVIEWER = `(EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count)
+  OR EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
+  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count))`;
