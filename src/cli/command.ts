@@ -31,6 +31,8 @@ export const OPTIONS = {
   rule: { type: 'string', multiple: true },
   group: { type: 'string', multiple: true },
   'break-glass': { type: 'string' },
+  'policy-file': { type: 'string' },
+  'content-type': { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

@@ -1,6 +1,11 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import {
+  MessageChannel,
+  type MessagePort,
+  receiveMessageOnPort,
+  Worker,
+} from 'node:worker_threads';
 import { Counter } from 'prom-client';
 import { CONFIG } from '../config/config.module.js';
 import type { Config, PoliciesConfig } from '../config/config.js';
@@ -30,6 +35,8 @@ type Reply = {
 
 interface Slot {
   worker: Worker | null;
+  /** Where the worker's replies arrive. */
+  replies: MessagePort | null;
   ready: Promise<void> | null;
   /** The running job's handlers, while one runs. */
   onReply: ((reply: Reply) => void) | null;
@@ -61,6 +68,7 @@ export class PolicyEngine implements OnModuleDestroy {
     this.budgets = config.policies;
     this.slots = Array.from({ length: this.budgets.workers }, () => ({
       worker: null,
+      replies: null,
       ready: null,
       onReply: null,
       onStop: null,
@@ -89,7 +97,10 @@ export class PolicyEngine implements OnModuleDestroy {
     return this.withSlot(async (slot) => {
       const id = ++this.nextId;
       return new Promise<ParseOutcome>((resolve) => {
+        let answered = false;
         const timer = setTimeout(() => {
+          this.drain(slot);
+          if (answered) return;
           void this.stop(slot, 'parse budget');
           resolve({ error: `parsing took longer than ${this.budgets.parseBudgetMs} ms` });
         }, this.budgets.parseBudgetMs);
@@ -99,6 +110,7 @@ export class PolicyEngine implements OnModuleDestroy {
         };
         slot.onReply = (reply) => {
           if (reply.id !== id) return;
+          answered = true;
           clearTimeout(timer);
           resolve(reply.ast ? { ast: reply.ast } : { error: reply.error ?? 'unknown parse error' });
         };
@@ -128,7 +140,10 @@ export class PolicyEngine implements OnModuleDestroy {
       const outcome = await new Promise<EvaluationOutcome[]>((resolve) => {
         const planDeadline = performance.now() + planBudgetMs;
         let timer: NodeJS.Timeout | undefined;
+        let settled = false;
         const finish = (reason: string | null) => {
+          if (settled) return;
+          settled = true;
           clearTimeout(timer);
           for (let i = outcomes.length; i < expressions.length; i++) {
             outcomes.push({
@@ -145,6 +160,10 @@ export class PolicyEngine implements OnModuleDestroy {
           const planFirst = planDeadline <= policyDeadline;
           timer = setTimeout(
             () => {
+              // A stalled request thread can fire this after the worker answered: read first.
+              const progress = outcomes.length;
+              this.drain(slot);
+              if (settled || outcomes.length !== progress) return;
               void this.stop(slot, 'evaluation budget');
               finish(
                 planFirst
@@ -204,23 +223,36 @@ export class PolicyEngine implements OnModuleDestroy {
     }
   }
 
+  /** Handles the replies that have arrived but not been delivered yet. */
+  private drain(slot: Slot): void {
+    if (!slot.replies) return;
+    for (let m = receiveMessageOnPort(slot.replies); m; m = receiveMessageOnPort(slot.replies)) {
+      slot.onReply?.(m.message as Reply);
+    }
+  }
+
   private start(slot: Slot): Promise<void> {
     if (slot.ready) return slot.ready;
+    const { port1, port2 } = new MessageChannel();
     const worker = new Worker(`(${policyWorkerMain.toString()})()`, {
       eval: true,
       workerData: {
         celPath: resolveModule('@bufbuild/cel'),
         celExtPath: resolveModule('@bufbuild/cel/ext'),
+        replies: port2,
       },
+      transferList: [port2],
       // A runaway list or string ends this worker, not the service.
       resourceLimits: { maxOldGenerationSizeMb: 256 },
     });
     worker.unref();
+    port1.on('message', (reply: Reply) => slot.onReply?.(reply));
+    port1.unref();
     slot.worker = worker;
+    slot.replies = port1;
     slot.ready = new Promise<void>((resolve, reject) => {
-      worker.on('message', (reply: Reply & { ready?: boolean }) => {
+      worker.on('message', (reply: { ready?: boolean }) => {
         if (reply.ready) resolve();
-        else slot.onReply?.(reply);
       });
       worker.on('error', (error) => {
         this.logger.warn(`policy worker failed: ${error.message}`);
@@ -239,6 +271,8 @@ export class PolicyEngine implements OnModuleDestroy {
   private forget(slot: Slot, worker: Worker, reason: string): void {
     if (slot.worker !== worker) return;
     slot.worker = null;
+    slot.replies?.close();
+    slot.replies = null;
     slot.ready = null;
     slot.onStop?.(reason);
   }
@@ -247,6 +281,8 @@ export class PolicyEngine implements OnModuleDestroy {
     const worker = slot.worker;
     if (!worker) return;
     slot.worker = null;
+    slot.replies?.close();
+    slot.replies = null;
     slot.ready = null;
     if (!this.closed) this.replacements.inc();
     this.logger.debug(`policy worker terminated: ${reason}`);

@@ -16,8 +16,11 @@
 export function policyWorkerMain(): void {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const threads = require('node:worker_threads') as typeof import('node:worker_threads');
-  const { parentPort } = threads;
-  const workerData = threads.workerData as { celPath: string; celExtPath: string };
+  const workerData = threads.workerData as {
+    celPath: string;
+    celExtPath: string;
+    replies: import('node:worker_threads').MessagePort;
+  };
   const cel = require(workerData.celPath) as typeof import('@bufbuild/cel');
   const ext = require(workerData.celExtPath) as typeof import('@bufbuild/cel/ext');
   /* eslint-enable @typescript-eslint/no-require-imports */
@@ -33,8 +36,10 @@ export function policyWorkerMain(): void {
     return found;
   };
   const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
-  const port = parentPort!;
-  port.on(
+  // Requests arrive on parentPort; replies go to their own port, which the pool can drain
+  // synchronously (a reply that is already there never counts as a budget run out).
+  const port = workerData.replies;
+  threads.parentPort!.on(
     'message',
     (message: {
       id: number;
@@ -78,5 +83,5 @@ export function policyWorkerMain(): void {
       port.postMessage({ id: message.id, done: true });
     },
   );
-  port.postMessage({ ready: true });
+  threads.parentPort!.postMessage({ ready: true });
 }
