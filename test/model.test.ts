@@ -553,7 +553,6 @@ const weighted = [
   reject,
   policy,
   planPolicies,
-  planPolicies,
   freeze,
   freeze,
   regroup,
