@@ -84,7 +84,7 @@ async function refreshQueue() {
 const PLAN = `query($id: ID!, $e: String!) {
   plan(id: $id) { id environment generation status title content contentHash submittedBy submittedAt
     basedOnPlanId rejectionReason expiresAt approvals { approver at contentHash breakGlassReason }
-    pendingApprovalRules { group count } }
+    pendingApprovalRules { group count } policyResults { policy effect matched message } }
   environment(name: $e) { name approvalRules { group count } freeze { reason frozenBy }
     currentPlan { id title content } }
   plans(environment: $e, first: 1) { id status }
@@ -127,6 +127,27 @@ function drawDiff(published, proposed) {
   }
 }
 
+/**
+ * The plan's policy results (denied plans are never stored, so none shows here): warnings
+ * in amber, required approvals with what is still missing, the rest counted as passed.
+ */
+function drawPolicies(plan) {
+  const out = $('plan-policies');
+  out.replaceChildren();
+  const matched = plan.policyResults.filter((r) => r.matched);
+  for (const r of matched) {
+    if (r.effect === 'WARN') out.append(el('div', 'policy policy-warn', `⚠ ${r.policy}: ${r.message ?? ''}`));
+    if (r.effect === 'REQUIRE_APPROVAL') {
+      const progress = plan.status !== 'PROPOSED' ? '' : plan.pendingApprovalRules.length
+        ? ` — still missing ${rulesText(plan.pendingApprovalRules)}` : ' — met';
+      out.append(el('div', 'policy policy-approval', `${r.policy}: ${r.message ?? ''}${progress}`));
+    }
+  }
+  const passed = plan.policyResults.length - matched.length;
+  if (!plan.policyResults.length) out.append(el('span', 'policy', 'none'));
+  else if (passed) out.append(el('div', 'policy policy-passed', `${passed} passed`));
+}
+
 /** Why the plan on screen can no longer be acted on, or null. */
 function blockedReason() {
   const { plan, env, newest, baseId } = view;
@@ -153,6 +174,7 @@ function drawView() {
     (plan.approvals.length ? ` (${plan.approvals.map((a) => a.approver).join(', ')})` : '');
   $('plan-missing').textContent = plan.status === 'PROPOSED' ? rulesText(plan.pendingApprovalRules) : '—';
   $('plan-expires').textContent = plan.expiresAt ? new Date(plan.expiresAt).toLocaleString() : 'never';
+  drawPolicies(plan);
   $('plan-freeze').hidden = !env.freeze;
   if (env.freeze) $('plan-freeze').textContent = `${env.name} is frozen by ${env.freeze.frozenBy}: ${env.freeze.reason}`;
 

@@ -62,7 +62,7 @@ const POLICY_SETS: ModelPolicy[][] = [
     },
   ],
   [
-    { name: 'two-platform', effect: 'REQUIRE_APPROVAL', group: 'platform', count: 2, when: {} },
+    { name: 'platform', effect: 'REQUIRE_APPROVAL', group: 'platform', count: 1, when: {} },
     {
       name: 'any-two',
       effect: 'REQUIRE_APPROVAL',

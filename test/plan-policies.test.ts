@@ -396,6 +396,10 @@ test('several policies at once: results in order, the largest count per group wi
     { group: null, count: 2 },
     { group: 'security', count: 2 },
   ]);
+  const [accepted] = (await world.auditEvents(env)).filter((e) => e.action === 'SUBMIT_PLAN');
+  expect((accepted as { detail?: string }).detail).toBe(
+    'policy version 1; warned by hotfix-title; requires security:2, (any):2',
+  );
   const denied = await submit(env, generation, 'x'.repeat(200), 'iam on friday');
   expect(denied.errors![0].extensions).toMatchObject({
     code: 'POLICY_DENIED',
