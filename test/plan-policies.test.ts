@@ -151,6 +151,14 @@ describe('saving policies', () => {
     expect(audit.map((e) => e.outcome)).toEqual(['ACCEPTED', 'ACCEPTED', 'ACCEPTED']);
   });
 
+  test('an environment without policies decides as before: no results, nothing in the audit detail', async () => {
+    const { env, generation } = await environment([]);
+    const plan = ok(await submit(env, generation, 'a plan')).submitPlan;
+    expect(plan.policyResults).toEqual([]);
+    const [accepted] = await world.auditEvents(env);
+    expect(accepted).toMatchObject({ action: 'SUBMIT_PLAN', outcome: 'ACCEPTED', detail: null });
+  });
+
   test('only an ADMIN may change them', async () => {
     const { env } = await environment([]);
     expect(codeOf(await setPolicies(env, [DENY_BIG], reviewer))).toBe('FORBIDDEN');
@@ -281,6 +289,9 @@ describe('each effect', () => {
     expect(small.policyResults).toEqual([
       { policy: 'no-big-plans', effect: 'DENY', matched: false, message: null, error: null },
     ]);
+    const [accepted] = await world.auditEvents(env);
+    expect(accepted).toMatchObject({ action: 'SUBMIT_PLAN', outcome: 'ACCEPTED' });
+    expect((accepted as { detail?: string }).detail).toBe('policy version 1');
   });
 
   test('WARN is stored with the plan and shown with it', async () => {
@@ -365,8 +376,8 @@ describe('each effect', () => {
 test('several policies at once: results in order, the largest count per group wins, the first denial names itself', async () => {
   const policies: Policy[] = [
     { ...WARN_HOTFIX },
-    { ...SECURITY_TWO, name: 'iam-one', count: 1 },
     { ...SECURITY_TWO },
+    { ...SECURITY_TWO, name: 'iam-one', count: 1 },
     {
       name: 'any-two',
       expression: '"ci" in plan.submitterGroups',
@@ -386,8 +397,8 @@ test('several policies at once: results in order, the largest count per group wi
   const plan = ok(await submit(env, generation, 'small', 'iam hotfix')).submitPlan;
   expect(plan.policyResults.map((r) => [r.policy, r.matched])).toEqual([
     ['hotfix-title', true],
-    ['iam-one', true],
     ['security-review', true],
+    ['iam-one', true],
     ['any-two', true],
     ['no-big-plans', false],
     ['no-friday', false],
@@ -630,6 +641,24 @@ describe('dryRunPlanPolicies', () => {
       },
     ]);
     expect(await world.plans(env)).toEqual([]);
+    // A policy that fails shows as matched, with why; a dry run reports it and refuses nothing.
+    const failing = ok(
+      await world.gql<{ dryRunPlanPolicies: PolicyPlan['policyResults'] }>(reviewer, query, {
+        env,
+        policies: [{ ...WARN_HOTFIX, expression: 'int(plan.title) > 0' }],
+        content: 'x',
+        type: 'TEXT',
+      }),
+    ).dryRunPlanPolicies;
+    expect(failing).toEqual([
+      {
+        policy: 'hotfix-title',
+        effect: 'WARN',
+        matched: true,
+        message: 'a hotfix: read it twice',
+        error: expect.any(String),
+      },
+    ]);
     const invalid = await world.gql(reviewer, query, {
       env,
       policies: [{ ...destroy, expression: 'summary.destroy >' }],

@@ -75,7 +75,6 @@ export class PlansService {
       title: call.title ?? null,
       basedOnPlanId: call.basedOnPlanId ?? null,
     };
-    const submitterGroups = await this.policies.groupsOf(principal.name);
     for (let attempt = 1; ; attempt++) {
       const policy = await this.policies.decide({
         environment: input.environment,
@@ -83,7 +82,6 @@ export class PlansService {
         title: canonical.title,
         content: input.content,
         submitter: principal.name,
-        submitterGroups,
       });
       try {
         return await this.decisions.decidePlan(

@@ -118,10 +118,15 @@ export class PoliciesService {
     );
   }
 
-  /** R34: evaluates the environment's current policies for one plan. */
-  async decide(facts: PlanFacts): Promise<PolicyDecision> {
+  /**
+   * R34: evaluates the environment's current policies for one plan (the submitter's groups
+   * are read only where there are policies to read them).
+   */
+  async decide(facts: Omit<PlanFacts, 'submitterGroups'>): Promise<PolicyDecision> {
     const { version, policies } = await this.policiesOf(facts.environment);
-    return this.evaluate(version, policies, facts);
+    if (!policies.length) return decidePolicies(version, [], []);
+    const submitterGroups = await this.groupsOf(facts.submitter);
+    return this.evaluate(version, policies, { ...facts, submitterGroups });
   }
 
   async evaluate(
