@@ -645,7 +645,7 @@ describe('dryRunPlanPolicies', () => {
     const failing = ok(
       await world.gql<{ dryRunPlanPolicies: PolicyPlan['policyResults'] }>(reviewer, query, {
         env,
-        policies: [{ ...WARN_HOTFIX, expression: 'int(plan.title) > 0' }],
+        policies: [{ ...WARN_HOTFIX, expression: '1 / size(plan.title) == 1' }],
         content: 'x',
         type: 'TEXT',
       }),
