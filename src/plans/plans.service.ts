@@ -76,6 +76,7 @@ export class PlansService {
       basedOnPlanId: call.basedOnPlanId ?? null,
     };
     for (let attempt = 1; ; attempt++) {
+      // contentType, via and sourceRevision: TEXT, graphql and none until submits carry them.
       const policy = await this.policies.decide({
         environment: input.environment,
         generation: input.generation,
