@@ -170,7 +170,11 @@ function drawView() {
   $('plan-status').className = `st st-${plan.status}`;
   $('plan-submitted').textContent = `by ${plan.submittedBy} at ${new Date(plan.submittedAt).toLocaleString()}`;
   $('plan-based-on').textContent = plan.basedOnPlanId ?? '—';
-  $('plan-approvals').textContent = `${plan.approvals.length} of ${required(env.approvalRules)}` +
+  // A plan's policies may ask for more approvals than its environment: given + still missing.
+  const needed = plan.status === 'PROPOSED'
+    ? Math.max(required(env.approvalRules), plan.approvals.length + required(plan.pendingApprovalRules))
+    : required(env.approvalRules);
+  $('plan-approvals').textContent = `${plan.approvals.length} of ${needed}` +
     (plan.approvals.length ? ` (${plan.approvals.map((a) => a.approver).join(', ')})` : '');
   $('plan-missing').textContent = plan.status === 'PROPOSED' ? rulesText(plan.pendingApprovalRules) : '—';
   $('plan-expires').textContent = plan.expiresAt ? new Date(plan.expiresAt).toLocaleString() : 'never';
