@@ -247,7 +247,12 @@ test('the plan view shows its policy results: a warning in amber, a required app
   await openFromQueue(page, plan.id);
   const warning = page.locator('#plan-policies .policy-warn');
   await expect(warning.textContent()).resolves.toContain('hotfix: a hotfix: read twice');
-  const color = await warning.evaluate((node) => getComputedStyle(node).backgroundColor);
+  const color = await warning.evaluate(
+    (node) =>
+      (
+        globalThis as unknown as { getComputedStyle(n: unknown): { backgroundColor: string } }
+      ).getComputedStyle(node).backgroundColor,
+  );
   expect(color).toBe('rgb(255, 243, 205)');
   await expect(page.locator('#plan-policies .policy-approval').textContent()).resolves.toContain(
     'two-eyes: two reviewers — still missing 2 from any approver',
