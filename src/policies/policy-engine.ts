@@ -31,6 +31,7 @@ type Reply = {
   matched?: boolean | null;
   ms?: number;
   done?: boolean;
+  started?: boolean;
 };
 
 interface Slot {
@@ -138,17 +139,19 @@ export class PolicyEngine implements OnModuleDestroy {
       const { policyBudgetMs, planBudgetMs } = this.budgets;
       const outcomes: EvaluationOutcome[] = [];
       const outcome = await new Promise<EvaluationOutcome[]>((resolve) => {
-        const planDeadline = performance.now() + planBudgetMs;
+        let planDeadline = Infinity;
+        let started = false;
         let timer: NodeJS.Timeout | undefined;
         let settled = false;
         const finish = (reason: string | null) => {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
-          for (let i = outcomes.length; i < expressions.length; i++) {
+          const running = outcomes.length;
+          for (let i = running; i < expressions.length; i++) {
             outcomes.push({
               matched: true,
-              error: i === outcomes.length && reason ? reason : `not evaluated: ${reason}`,
+              error: i === running ? (reason ?? 'no result') : `not evaluated: ${reason}`,
             });
           }
           resolve(outcomes);
@@ -177,6 +180,11 @@ export class PolicyEngine implements OnModuleDestroy {
         slot.onStop = (reason) => finish(`the evaluation stopped: ${reason}`);
         slot.onReply = (reply) => {
           if (reply.id !== id) return;
+          if (reply.started) {
+            started = true;
+            planDeadline = performance.now() + planBudgetMs;
+            return arm();
+          }
           if (reply.done) return finish(null);
           const ms = reply.ms ?? 0;
           outcomes.push(
@@ -188,7 +196,14 @@ export class PolicyEngine implements OnModuleDestroy {
           );
           arm();
         };
-        arm();
+        // Until the worker has its copy of the activation (linear in the plan's size).
+        timer = setTimeout(() => {
+          const progress = started;
+          this.drain(slot);
+          if (settled || started !== progress) return;
+          void this.stop(slot, 'transfer budget');
+          finish(`the plan did not reach the evaluator within ${this.budgets.parseBudgetMs} ms`);
+        }, this.budgets.parseBudgetMs);
         slot.worker!.postMessage({ id, op: 'evaluate', expressions, activation: sent });
       });
       for (const o of outcome) {
