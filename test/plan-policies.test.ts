@@ -514,6 +514,29 @@ describe('fail closed', () => {
     expect(await metric('planfence_policy_evaluations_total', 'outcome="budget"')).toBe(before + 1);
     ok(await setPolicies(env, [WARN_HOTFIX]));
     expect(ok(await submit(env, generation, 'next')).submitPlan.policyResults).toHaveLength(1);
+    // In a dry run: the policy that ran out, and the one after it, never evaluated.
+    const tried = ok(
+      await world.gql<{ dryRunPlanPolicies: PolicyPlan['policyResults'] }>(
+        reviewer,
+        `query($env: String!, $p: [PlanPolicyInput!]) {
+           dryRunPlanPolicies(environment: $env, planPolicies: $p, content: "x") { policy matched error } }`,
+        {
+          env,
+          p: [
+            { name: 'runaway', expression: runaway(8), effect: 'WARN', message: 'never decided' },
+            WARN_HOTFIX,
+          ],
+        },
+      ),
+    ).dryRunPlanPolicies;
+    expect(tried).toEqual([
+      { policy: 'runaway', matched: true, error: 'evaluation ran past its budget of 1000 ms' },
+      {
+        policy: 'hotfix-title',
+        matched: true,
+        error: 'not evaluated: evaluation ran past its budget of 1000 ms',
+      },
+    ]);
   });
 
   test('while a runaway evaluation runs, the service keeps answering /health', async () => {
