@@ -13,6 +13,7 @@ export default {
     '**/idempotency.test.ts',
     '**/model.test.ts',
     '**/subscriptions.test.ts',
+    '**/plan-policies.test.ts',
   ],
   testTimeout: 60000,
 };

@@ -107,7 +107,8 @@ const TF_SUMMARY = `summary { add change destroy replace read noop terraformVers
 const PLAN = `query($id: ID!, $e: String!) {
   plan(id: $id) { id environment generation status title contentType contentHash submittedBy submittedAt
     basedOnPlanId rejectionReason expiresAt sourceRevision artifactHash basedOnDeploymentSequence
-    ${TF_SUMMARY} approvals { approver at contentHash breakGlassReason } pendingApprovalRules { group count } }
+    ${TF_SUMMARY} approvals { approver at contentHash breakGlassReason } pendingApprovalRules { group count }
+    policyResults { policy effect matched message } }
   environment(name: $e) { name approvalRules { group count } freeze { reason frozenBy }
     currentPlan { id title contentType } }
   plans(environment: $e, first: 1) { id status }
@@ -223,6 +224,27 @@ function drawDiff(published, proposed) {
   }
 }
 
+/**
+ * The plan's policy results (denied plans are never stored, so none shows here): warnings
+ * in amber, required approvals with what is still missing, the rest counted as passed.
+ */
+function drawPolicies(plan) {
+  const out = $('plan-policies');
+  out.replaceChildren();
+  const matched = plan.policyResults.filter((r) => r.matched);
+  for (const r of matched) {
+    if (r.effect === 'WARN') out.append(el('div', 'policy policy-warn', `⚠ ${r.policy}: ${r.message ?? ''}`));
+    if (r.effect === 'REQUIRE_APPROVAL') {
+      const progress = plan.status !== 'PROPOSED' ? '' : plan.pendingApprovalRules.length
+        ? ` — still missing ${rulesText(plan.pendingApprovalRules)}` : ' — met';
+      out.append(el('div', 'policy policy-approval', `${r.policy}: ${r.message ?? ''}${progress}`));
+    }
+  }
+  const passed = plan.policyResults.length - matched.length;
+  if (!plan.policyResults.length) out.append(el('span', 'policy', 'none'));
+  else if (passed) out.append(el('div', 'policy policy-passed', `${passed} passed`));
+}
+
 /** Why the plan on screen can no longer be acted on, or null. */
 function blockedReason() {
   const { plan, env, newest, baseId } = view;
@@ -247,10 +269,15 @@ function drawView() {
   $('plan-based-on').textContent = [plan.basedOnPlanId,
     plan.basedOnDeploymentSequence != null ? `deployment sequence ${plan.basedOnDeploymentSequence}` : null,
     plan.sourceRevision ? `revision ${plan.sourceRevision}` : null].filter(Boolean).join(' · ') || '—';
-  $('plan-approvals').textContent = `${plan.approvals.length} of ${required(env.approvalRules)}` +
+  // A plan's policies may ask for more approvals than its environment: given + still missing.
+  const needed = plan.status === 'PROPOSED'
+    ? Math.max(required(env.approvalRules), plan.approvals.length + required(plan.pendingApprovalRules))
+    : required(env.approvalRules);
+  $('plan-approvals').textContent = `${plan.approvals.length} of ${needed}` +
     (plan.approvals.length ? ` (${plan.approvals.map((a) => a.approver).join(', ')})` : '');
   $('plan-missing').textContent = plan.status === 'PROPOSED' ? rulesText(plan.pendingApprovalRules) : '—';
   $('plan-expires').textContent = plan.expiresAt ? new Date(plan.expiresAt).toLocaleString() : 'never';
+  drawPolicies(plan);
   $('plan-freeze').hidden = !env.freeze;
   if (env.freeze) $('plan-freeze').textContent = `${env.name} is frozen by ${env.freeze.frozenBy}: ${env.freeze.reason}`;
 

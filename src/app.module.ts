@@ -24,6 +24,7 @@ import { McpModule } from './mcp/mcp.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { OutboxModule } from './outbox/outbox.module.js';
 import { PlansModule } from './plans/plans.module.js';
+import { PoliciesModule } from './policies/policies.module.js';
 import { QuotasModule } from './quotas/quotas.module.js';
 import { RetentionModule } from './retention/retention.module.js';
 import { WebhooksModule } from './webhooks/webhooks.module.js';
@@ -77,6 +78,7 @@ export class AppModule {
         AuthModule,
         QuotasModule,
         AuditModule,
+        PoliciesModule,
         EnvironmentsModule,
         LeasesModule,
         PlansModule,

@@ -205,6 +205,67 @@ test('with a rule of two approvals the first click leaves 1 of 2 and the second 
   );
 }, 90_000);
 
+// proves: R35
+test('the plan view shows its policy results: a warning in amber, a required approval with what is still missing', async () => {
+  const reviewer = await world.issue('policy-reader', 'REVIEWER');
+  const agent = await world.issue('policy-agent', 'AGENT');
+  await world.createEnvironment('policed', 'MONOTONIC');
+  ok(
+    await world.gql(
+      ADMIN_TOKEN,
+      'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+      {
+        input: {
+          environment: 'policed',
+          planPolicies: [
+            {
+              name: 'hotfix',
+              expression: 'plan.title.contains("hotfix")',
+              effect: 'WARN',
+              message: 'a hotfix: read twice',
+            },
+            {
+              name: 'two-eyes',
+              expression: 'true',
+              effect: 'REQUIRE_APPROVAL',
+              message: 'two reviewers',
+              count: 2,
+            },
+            {
+              name: 'no-huge',
+              expression: 'plan.contentBytes > 100000',
+              effect: 'DENY',
+              message: 'too big',
+            },
+          ],
+        },
+      },
+    ),
+  );
+  const generation = await world.acquire(agent, 'policed', 600);
+  const plan = await world.submitOk(agent, 'policed', generation, 'replicas: 2\n', {
+    title: 'hotfix replicas',
+  });
+  const page = await signIn(reviewer);
+  await openFromQueue(page, plan.id);
+  const warning = page.locator('#plan-policies .policy-warn');
+  await expect(warning.textContent()).resolves.toContain('hotfix: a hotfix: read twice');
+  const color = await warning.evaluate(
+    (node) =>
+      (
+        globalThis as unknown as { getComputedStyle(n: unknown): { backgroundColor: string } }
+      ).getComputedStyle(node).backgroundColor,
+  );
+  expect(color).toBe('rgb(255, 243, 205)');
+  await expect(page.locator('#plan-policies .policy-approval').textContent()).resolves.toContain(
+    'two-eyes: two reviewers — still missing 2 from any approver',
+  );
+  await expect(page.locator('#plan-policies .policy-passed').textContent()).resolves.toBe(
+    '1 passed',
+  );
+  await page.screenshot({ path: shot('policies'), fullPage: true });
+}, 90_000);
+
 // proves: R8
 test('a newer plan published by another agent while a plan is on screen turns it OBSOLETE and disables approve, saying why', async () => {
   const reviewer = await world.issue('olga', 'REVIEWER');

@@ -14,6 +14,7 @@
 import fc from 'fast-check';
 import {
   ReferenceModel,
+  type ModelPolicy,
   type Mode,
   type Role,
   type Rule,
@@ -52,12 +53,70 @@ const RULE_SETS: Rule[][] = [
   [{ group: null, count: 2 }],
 ];
 const GROUP_SETS: string[][] = [[], ['platform'], ['security'], ['platform', 'security']];
+/** Plan policies (R34–R36), held by the model as plain data. */
+const POLICY_SETS: ModelPolicy[][] = [
+  [],
+  [{ name: 'no-a2', effect: 'DENY', group: null, count: 1, when: { submitter: 'a2' } }],
+  [
+    { name: 'even', effect: 'WARN', group: null, count: 1, when: { evenGeneration: true } },
+    {
+      name: 'odd-sec',
+      effect: 'REQUIRE_APPROVAL',
+      group: 'security',
+      count: 1,
+      when: { evenGeneration: false },
+    },
+  ],
+  [
+    { name: 'platform', effect: 'REQUIRE_APPROVAL', group: 'platform', count: 1, when: {} },
+    {
+      name: 'any-two',
+      effect: 'REQUIRE_APPROVAL',
+      group: null,
+      count: 2,
+      when: { submitterGroup: 'platform' },
+    },
+    {
+      name: 'no-security',
+      effect: 'DENY',
+      group: null,
+      count: 1,
+      when: { submitterGroup: 'security' },
+    },
+  ],
+];
+
+/** The CEL the service runs for a model policy's plain-data condition. */
+function toCel(when: ModelPolicy['when']): string {
+  const parts: string[] = [];
+  if (when.submitter !== undefined) parts.push(`plan.submitter == "${when.submitter}"`);
+  if (when.evenGeneration !== undefined)
+    parts.push(`plan.generation % 2 == ${when.evenGeneration ? 0 : 1}`);
+  if (when.submitterGroup !== undefined)
+    parts.push(`"${when.submitterGroup}" in plan.submitterGroups`);
+  return parts.length ? parts.join(' && ') : 'true';
+}
+
+function planPoliciesInput(policies: ModelPolicy[]) {
+  return policies.map((p) => ({
+    name: p.name,
+    expression: toCel(p.when),
+    effect: p.effect,
+    message: `${p.name} applies`,
+    ...(p.effect === 'REQUIRE_APPROVAL' ? { group: p.group, count: p.count } : {}),
+  }));
+}
 
 /** a1's MCP client (HTTP). */
 let a1Mcp: McpAgent;
 
 beforeAll(async () => {
-  app = await startApp({ PLANFENCE_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) });
+  app = await startApp({
+    PLANFENCE_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS),
+    // Budgets no loaded machine reaches: what the model compares is what the policies decide.
+    PLANFENCE_POLICY_BUDGET_MS: '10000',
+    PLANFENCE_PLAN_POLICY_BUDGET_MS: '30000',
+  });
   world = new World(app);
   for (const { name, role } of PRINCIPALS) tokens[name] = await world.issue(name, role);
   a1Mcp = await connectMcp(app.url, tokens.a1, 'http');
@@ -139,12 +198,14 @@ async function expectSameState(s: ModelState): Promise<void> {
     requests.push(parts);
     parts.push(
       `e${i}: environment(name: "${name}") { fence lastIssuedGeneration lease { holder generation } currentPlan { id }
-         freeze { reason frozenBy } approvalRules { group count } proposalTtlSeconds }`,
+         freeze { reason frozenBy } approvalRules { group count } proposalTtlSeconds
+         policyVersion planPolicies { name } }`,
     );
     if (s.model.environments.has(name))
       parts.push(
         `p${i}: plans(environment: "${name}", first: 500) { id status
-           approvals { approver breakGlassReason } pendingApprovalRules { group count } }`,
+           approvals { approver breakGlassReason } pendingApprovalRules { group count }
+           policyResults { policy matched } }`,
       );
   });
   const result: { data: Record<string, any> | null } = { data: {} };
@@ -170,6 +231,8 @@ async function expectSameState(s: ModelState): Promise<void> {
       freeze: e.frozen,
       approvalRules: e.rules,
       proposalTtlSeconds: e.proposalTtlSeconds,
+      policyVersion: e.policyVersion,
+      planPolicies: e.policies.map((p) => ({ name: p.name })),
     });
     const expectedPlans = runPlans(s)
       .filter((p) => p.environment === name)
@@ -178,6 +241,7 @@ async function expectSameState(s: ModelState): Promise<void> {
         status: s.model.statusOf(p),
         approvals: byApprover(p.approvals),
         pendingApprovalRules: s.model.pendingRules(p),
+        policyResults: p.policyResults,
       }));
     const realPlans = [...result.data![`p${i}`]]
       .sort((a: { id: string }, b: { id: string }) => a.id.localeCompare(b.id))
@@ -463,6 +527,18 @@ const commands = [
         ),
       })),
     ),
+  fc.record({ i: envIndex, set: fc.nat(POLICY_SETS.length - 1) }).map(({ i, set }) =>
+    command(`admin sets-plan-policies e${i} (#${set})`, async (s) => ({
+      expected: s.model.setPlanPolicies(s.names[i], POLICY_SETS[set]),
+      actual: codeOf(
+        await world.gql(
+          world.admin,
+          'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+          { input: { environment: s.names[i], planPolicies: planPoliciesInput(POLICY_SETS[set]) } },
+        ),
+      ),
+    })),
+  ),
   fc.record({ i: envIndex, freeze: fc.constantFrom(true, true, false) }).map(({ i, freeze }) =>
     command(`admin ${freeze ? 'freezes' : 'unfreezes'} e${i}`, async (s) => {
       const reason = `freeze in run ${s.run}`;
@@ -500,8 +576,19 @@ const commands = [
 ];
 
 /** Acquiring, submitting and approving are what the rules are about: they come up most often. */
-const [, acquire, pass, renewOrRelease, submit, approve, reject, policy, freeze, regroup] =
-  commands;
+const [
+  ,
+  acquire,
+  pass,
+  renewOrRelease,
+  submit,
+  approve,
+  reject,
+  policy,
+  planPolicies,
+  freeze,
+  regroup,
+] = commands;
 const weighted = [
   createEnvironment,
   acquire,
@@ -522,6 +609,7 @@ const weighted = [
   approve,
   reject,
   policy,
+  planPolicies,
   freeze,
   freeze,
   regroup,
@@ -604,7 +692,9 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
       'break-glass-approves OK:PUBLISHED',
       'break-glass-approves FORBIDDEN',
       'submits FROZEN',
+      'submits POLICY_DENIED',
       'sets-policy OK',
+      'sets-plan-policies OK',
       'freezes OK',
       'unfreezes OK',
       'regroups OK',

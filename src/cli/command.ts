@@ -36,6 +36,8 @@ export const OPTIONS = {
   generation: { type: 'string' },
   'deployment-sequence': { type: 'string' },
   'source-revision': { type: 'string' },
+  'policy-file': { type: 'string' },
+  'content-type': { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

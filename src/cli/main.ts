@@ -15,6 +15,7 @@ import {
   environmentPolicy,
   freezeEnvironment,
   reviewQueue,
+  testPolicies,
   unfreezeEnvironment,
 } from './commands/policies.js';
 import { audit, current } from './commands/reads.js';
@@ -32,8 +33,11 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   env create NAME [--mode MONOTONIC|STRICT] [--no-approval]
   env list                              environments with fence, lease and current plan
   env show NAME
-  env policy ENV [--rule GROUP:COUNT ...] [--ttl SECONDS|none]
-                                        show or set approval rules (GROUP * = anyone) and proposal TTL
+  env policy ENV [--rule GROUP:COUNT ...] [--ttl SECONDS|none] [--policy-file PATH]
+                                        show or set approval rules (GROUP * = anyone), proposal TTL
+                                        and plan policies (a YAML list, docs/policies.md)
+  policy test ENV --file PATH [--policy-file PATH] [--content-type TEXT|TERRAFORM_PLAN_JSON]
+                                        what the policies decide for a plan (.json: Terraform); stores nothing
   env freeze ENV --reason TEXT          nothing is published until unfreeze (but by break-glass)
   env unfreeze ENV
   lease acquire ENV [--ttl SECONDS] [--instance LABEL]
@@ -72,7 +76,8 @@ Exit codes:
   6  lease: held by another, or not held (LEASE_HELD, LEASE_NOT_HELD)
   7  conflict: the plan or pointer moved on (INVALID_PLAN_STATE, PRECONDITION_FAILED,
      IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_PROGRESS, FROZEN)
-  8  the service is unreachable or failed (transport errors, INTERNAL)`;
+  8  the service is unreachable or failed (transport errors, INTERNAL)
+  9  a plan policy refuses the plan (POLICY_DENIED; policy test: a policy would)`;
 
 const EXIT: Record<string, number> = {
   BAD_USER_INPUT: 2,
@@ -93,6 +98,7 @@ const EXIT: Record<string, number> = {
   IDEMPOTENCY_IN_PROGRESS: 7,
   FROZEN: 7,
   INTERNAL: 8,
+  POLICY_DENIED: 9,
 };
 
 /** The commands, by their first two words (`current` and `audit` by their first). */
@@ -114,6 +120,7 @@ const COMMANDS: Record<string, Command> = {
   'plan show': showPlan,
   'plan list': listPlans,
   'plan queue': reviewQueue,
+  'policy test': testPolicies,
   current,
   audit,
 };

@@ -179,17 +179,38 @@ export interface ReviewedPlan extends Plan {
   expiresAt: string | null;
 }
 
-/** An environment's approval policy and freeze (docs/design.md §9). */
+/** An environment's approval policy and freeze (docs/design.md §9), and its plan policies (§16). */
 export interface EnvironmentPolicy {
   name: string;
   approvalRules: ApprovalRule[];
   proposalTtlSeconds: number | null;
   freeze: { reason: string; frozenBy: string; frozenAt: string } | null;
+  planPolicies: PlanPolicy[];
+  policyVersion: number;
+}
+
+/** One CEL plan policy (DESIGN §16). */
+export interface PlanPolicy {
+  name: string;
+  expression: string;
+  effect: 'DENY' | 'WARN' | 'REQUIRE_APPROVAL';
+  message: string;
+  group?: string | null;
+  count?: number | null;
+}
+
+/** What one policy decided for one plan. */
+export interface PolicyResult {
+  policy: string;
+  effect: PlanPolicy['effect'];
+  matched: boolean;
+  message: string | null;
+  error: string | null;
 }
 
 const REVIEWED_PLAN = `${PLAN} approvals { approver at contentHash breakGlassReason } pendingApprovalRules { group count } expiresAt`;
 const POLICY =
-  'name approvalRules { group count } proposalTtlSeconds freeze { reason frozenBy frozenAt }';
+  'name approvalRules { group count } proposalTtlSeconds freeze { reason frozenBy frozenAt } policyVersion planPolicies { name expression effect message group count }';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -576,11 +597,16 @@ export class PlanfenceClient {
     ).environment;
   }
 
-  /** ADMIN: new rules and/or TTL (a null TTL: proposals stop expiring; undefined: unchanged). */
+  /**
+   * ADMIN: new rules, TTL and/or plan policies (a null TTL: proposals stop expiring;
+   * undefined: unchanged). Policies that do not parse or type-check: BadUserInputError
+   * whose extensions name the policy and the error.
+   */
   async updateEnvironmentPolicy(input: {
     environment: string;
     approvalRules?: ApprovalRule[];
     proposalTtlSeconds?: number | null;
+    planPolicies?: PlanPolicy[];
   }): Promise<EnvironmentPolicy> {
     return (
       await this.request<{ updateEnvironmentPolicy: EnvironmentPolicy }>(
@@ -588,6 +614,28 @@ export class PlanfenceClient {
         { input },
       )
     ).updateEnvironmentPolicy;
+  }
+
+  /** REVIEWER, ADMIN: what the policies (given, or the environment's) decide for a document; nothing is stored. */
+  async dryRunPlanPolicies(input: {
+    environment: string;
+    content: string;
+    contentType?: 'TEXT' | 'TERRAFORM_PLAN_JSON';
+    planPolicies?: PlanPolicy[];
+  }): Promise<PolicyResult[]> {
+    return (
+      await this.request<{ dryRunPlanPolicies: PolicyResult[] }>(
+        `query($env: String!, $policies: [PlanPolicyInput!], $content: String!, $type: PlanContentType!) {
+           dryRunPlanPolicies(environment: $env, planPolicies: $policies, content: $content, contentType: $type) {
+             policy effect matched message error } }`,
+        {
+          env: input.environment,
+          policies: input.planPolicies ?? null,
+          content: input.content,
+          type: input.contentType ?? 'TEXT',
+        },
+      )
+    ).dryRunPlanPolicies;
   }
 
   /** ADMIN: nothing is published in `environment` until unfrozen, but by break-glass. */

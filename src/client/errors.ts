@@ -107,6 +107,13 @@ export class BadUserInputError extends PlanfenceError {}
 export class PayloadTooLargeError extends PlanfenceError {}
 export class InternalError extends PlanfenceError {}
 
+/** A plan policy refused the submit (DESIGN R35): nothing was stored; retrying the same plan is refused again. */
+export class PolicyDeniedError extends PlanfenceError {
+  get policy(): string | null {
+    return (this.extensions.policy as string | null | undefined) ?? null;
+  }
+}
+
 /** The service could not be reached, or answered without a GraphQL body (5xx, proxy errors). */
 export class TransportError extends Error {
   constructor(
@@ -142,6 +149,7 @@ const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
   BAD_USER_INPUT: BadUserInputError,
   PAYLOAD_TOO_LARGE: PayloadTooLargeError,
   INTERNAL: InternalError,
+  POLICY_DENIED: PolicyDeniedError,
 };
 
 export function errorFromBody(body: GraphQLErrorBody): PlanfenceError {

@@ -26,6 +26,7 @@ export const ERROR_CODES = [
   'IDEMPOTENCY_IN_PROGRESS',
   'STORAGE_UNAVAILABLE',
   'CURSOR_TOO_OLD',
+  'POLICY_DENIED',
   'INTERNAL',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -63,11 +64,17 @@ export function extensionsOf(error: DomainError): Extensions {
       return { code, retryAfterSeconds: details.retryAfterSeconds ?? null };
     case 'CURSOR_TOO_OLD':
       return { code, replayLimit: details.replayLimit ?? null };
+    case 'POLICY_DENIED':
+      return { code, policy: details.policy ?? null, message: details.message ?? null };
+    case 'BAD_USER_INPUT':
+      // A plan policy that cannot be saved names itself and what is wrong (DESIGN §16).
+      return 'error' in details
+        ? { code, policy: details.policy ?? null, error: details.error }
+        : { code };
     case 'UNAUTHENTICATED':
     case 'FORBIDDEN':
     case 'SELF_APPROVAL':
     case 'ALREADY_APPROVED':
-    case 'BAD_USER_INPUT':
     case 'PAYLOAD_TOO_LARGE':
     case 'NOT_FOUND':
     case 'ALREADY_EXISTS':

@@ -39,6 +39,20 @@ export interface Config {
   subscriptions: SubscriptionsConfig;
   /** The MCP endpoint (docs/mcp.md). */
   mcp: McpConfig;
+  /** Plan policy evaluation (docs/policies.md). */
+  policies: PoliciesConfig;
+}
+
+/** Plan policies (DESIGN §16, docs/policies.md): the budgets of the worker threads that parse and evaluate them. */
+export interface PoliciesConfig {
+  /** One policy's evaluation; beyond it the policy failed (and so denies). */
+  policyBudgetMs: number;
+  /** All the policies of one plan together. */
+  planBudgetMs: number;
+  /** Parsing one expression when it is saved or tried. */
+  parseBudgetMs: number;
+  /** Worker threads (each evaluates one plan at a time). */
+  workers: number;
 }
 
 /** The MCP endpoint, POST /mcp (DESIGN §14, docs/mcp.md). */
@@ -413,6 +427,12 @@ export function loadConfig(env: Env = process.env): Config {
         100_000_000,
       ),
       maxReplaysPerPrincipal: integer(env, 'PLANFENCE_WS_MAX_REPLAYS_PER_PRINCIPAL', 4, 1, 10_000),
+    },
+    policies: {
+      policyBudgetMs: integer(env, 'PLANFENCE_POLICY_BUDGET_MS', 50, 1, 60_000),
+      planBudgetMs: integer(env, 'PLANFENCE_PLAN_POLICY_BUDGET_MS', 250, 1, 600_000),
+      parseBudgetMs: integer(env, 'PLANFENCE_POLICY_PARSE_BUDGET_MS', 1000, 1, 60_000),
+      workers: integer(env, 'PLANFENCE_POLICY_WORKERS', 1, 1, 64),
     },
     mcp: mcp(env),
   };

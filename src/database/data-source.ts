@@ -14,6 +14,7 @@ import { ScopedTokens1764800000000 } from '../../migrations/1764800000000-scoped
 import { OutboxWebhooks1764900000000 } from '../../migrations/1764900000000-outbox-webhooks.js';
 import { TerraformPlans1765000000000 } from '../../migrations/1765000000000-terraform-plans.js';
 import { AuditVia1765100000000 } from '../../migrations/1765100000000-audit-via.js';
+import { PlanPolicies1765200000000 } from '../../migrations/1765200000000-plan-policies.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -39,6 +40,7 @@ export const migrations = [
   OutboxWebhooks1764900000000,
   TerraformPlans1765000000000,
   AuditVia1765100000000,
+  PlanPolicies1765200000000,
 ];
 
 /**

@@ -101,4 +101,11 @@ export class Environment {
 
   @Column({ name: 'frozen_at', type: 'bigint', nullable: true, transformer: millis })
   frozenAt: Date | null;
+
+  /** R34: bumped by every change of the plan policies; a submit is decided only under the version it was evaluated at. */
+  @Field(() => Int, {
+    description: 'Bumped by every change of planPolicies (DESIGN R34).',
+  })
+  @Column({ name: 'policy_version', type: 'integer', default: 0 })
+  policyVersion: number;
 }

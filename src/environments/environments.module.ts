@@ -1,10 +1,11 @@
 import { Module } from '@nestjs/common';
 import { FencingModule } from '../fencing/fencing.module.js';
+import { PoliciesModule } from '../policies/policies.module.js';
 import { EnvironmentsResolver } from './environments.resolver.js';
 import { EnvironmentsService } from './environments.service.js';
 
 @Module({
-  imports: [FencingModule],
+  imports: [FencingModule, PoliciesModule],
   providers: [EnvironmentsService, EnvironmentsResolver],
   exports: [EnvironmentsService],
 })

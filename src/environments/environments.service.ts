@@ -13,6 +13,8 @@ import { Environment } from './environment.entity.js';
 import { EnvironmentError } from './environment.errors.js';
 import { findOne } from '../database/rows.js';
 import { type ApprovalRule, DEFAULT_APPROVAL_RULES, type Freeze } from './policy.model.js';
+import type { PlanPolicy } from '../policies/plan-policy.model.js';
+import { PoliciesService } from '../policies/policies.service.js';
 
 /** The rules as stored; two rules for one group would be one rule with the larger count: refused. */
 function approvalRules(input: ApprovalRuleInput[]): ApprovalRule[] {
@@ -23,6 +25,11 @@ function approvalRules(input: ApprovalRuleInput[]): ApprovalRule[] {
     throw new InputError('BAD_USER_INPUT', `approvalRules name the group ${twice} twice`);
   }
   return rules;
+}
+
+function describePlanPolicies(policies: readonly PlanPolicy[], version: number): string {
+  const text = policies.map((policy) => `${policy.name} (${policy.effect})`).join(', ');
+  return `plan policies ${text || 'none'}; policy version ${version}`;
 }
 
 function describePolicy(rules: readonly ApprovalRule[], ttl: number | null | undefined): string {
@@ -37,6 +44,7 @@ export class EnvironmentsService {
     private readonly clock: Clock,
     private readonly decisions: DecisionRunner,
     private readonly fence: FenceService,
+    private readonly policies: PoliciesService,
   ) {}
 
   create(actor: string, input: CreateEnvironmentInput): Promise<Environment> {
@@ -58,22 +66,42 @@ export class EnvironmentsService {
     );
   }
 
-  /** R15, R16: audited as UPDATE_POLICY. */
+  /**
+   * R15, R16: audited as UPDATE_POLICY. R34: new plan policies are checked (parsed and
+   * type-checked) before the decision; BAD_USER_INPUT {policy, error} is audited like any
+   * rejection.
+   */
   async updatePolicy(actor: string, input: UpdateEnvironmentPolicyInput): Promise<Environment> {
     const rules = input.approvalRules ? approvalRules(input.approvalRules) : undefined;
+    let planPolicies: PlanPolicy[] | undefined;
+    let invalid: Error | null = null;
+    if (input.planPolicies) {
+      try {
+        planPolicies = await this.policies.validate(input.planPolicies);
+      } catch (error) {
+        if (!(error instanceof Error)) throw error;
+        invalid = error;
+      }
+    }
     return this.decisions.decide(
       { action: 'UPDATE_POLICY', environment: input.environment, actor },
-      (m, now) =>
-        this.fence.updatePolicy(m, {
+      (m, now) => {
+        if (invalid) throw invalid;
+        return this.fence.updatePolicy(m, {
           environment: input.environment,
           approvalRules: rules,
           proposalTtlSeconds: input.proposalTtlSeconds,
+          planPolicies,
           now,
-        }),
+        });
+      },
       (env) => ({
-        detail: rules
-          ? describePolicy(rules, env.proposalTtlSeconds)
-          : `proposalTtlSeconds ${env.proposalTtlSeconds ?? 'none'}`,
+        detail: [
+          rules
+            ? describePolicy(rules, env.proposalTtlSeconds)
+            : `proposalTtlSeconds ${env.proposalTtlSeconds ?? 'none'}`,
+          ...(planPolicies ? [describePlanPolicies(planPolicies, env.policyVersion)] : []),
+        ].join('; '),
       }),
     );
   }

@@ -16,3 +16,14 @@ export const FenceErrorCode = {
 export type FenceErrorCode = (typeof FenceErrorCode)[keyof typeof FenceErrorCode];
 
 export class FenceError extends DomainError<FenceErrorCode> {}
+
+/**
+ * R34: the environment's plan policies changed after the plan's were evaluated. Not a
+ * rejection: the transaction rolls back and the caller evaluates again.
+ */
+export class PolicyVersionChanged extends Error {
+  constructor(environment: string) {
+    super(`the plan policies of "${environment}" changed during the decision`);
+    this.name = 'PolicyVersionChanged';
+  }
+}

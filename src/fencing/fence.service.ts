@@ -8,11 +8,14 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
 import { Lease } from '../leases/lease.model.js';
 import { Plan, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
-import { FenceError } from './fence.errors.js';
+import { FenceError, PolicyVersionChanged } from './fence.errors.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import { APPROVALS_OF_RULE, snapshotOf } from '../plans/approvals.js';
 import { PlanId } from '../common/ids.js';
+import type { PlanPolicy } from '../policies/plan-policy.model.js';
+import type { PolicyDecision } from '../policies/policy-decision.js';
+import { PolicyError } from '../policies/policy.errors.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
@@ -73,7 +76,8 @@ export class FenceService {
   /**
    * R15, R16: new rules apply to every later decision; a new TTL to plans submitted from
    * now on (a plan's expiresAt is fixed when it is submitted). `undefined` leaves a part as
-   * it is; a null TTL means proposals no longer expire.
+   * it is; a null TTL means proposals no longer expire. New plan policies (R34) replace the
+   * old ones and bump the policy version in the same statement.
    */
   async updatePolicy(
     m: EntityManager,
@@ -81,6 +85,7 @@ export class FenceService {
       environment: string;
       approvalRules?: readonly ApprovalRule[] | null;
       proposalTtlSeconds?: number | null;
+      planPolicies?: readonly PlanPolicy[] | null;
       now: number;
     },
   ): Promise<Environment> {
@@ -89,11 +94,12 @@ export class FenceService {
       m,
       `UPDATE environments SET proposal_ttl_seconds = ${
         p.proposalTtlSeconds !== undefined ? ':ttl' : 'proposal_ttl_seconds'
-      } WHERE name = :environment`,
+      }${p.planPolicies ? ', policy_version = policy_version + 1' : ''} WHERE name = :environment`,
       { environment: p.environment, ttl: p.proposalTtlSeconds ?? null },
     );
     if (!found) throw EnvironmentError.notFound(p.environment);
     if (p.approvalRules) await this.replaceRules(m, p.environment, p.approvalRules);
+    if (p.planPolicies) await this.replacePlanPolicies(m, p.environment, p.planPolicies);
     await this.expireProposals(m, p.now, p.environment);
     return this.environment(m, p.environment);
   }
@@ -168,6 +174,25 @@ export class FenceService {
         `INSERT INTO approval_rules (environment, position, group_name, required_count)
          VALUES (:environment, :position, :group, :count)`,
         { environment, position, group: rule.group, count: rule.count },
+      );
+    }
+  }
+
+  private async replacePlanPolicies(
+    m: EntityManager,
+    environment: string,
+    policies: readonly PlanPolicy[],
+  ): Promise<void> {
+    await execute(m, 'DELETE FROM plan_policies WHERE environment = :environment', {
+      environment,
+    });
+    for (const [position, policy] of policies.entries()) {
+      await execute(
+        m,
+        `INSERT INTO plan_policies (environment, position, name, expression, effect, message,
+           group_name, required_count)
+         VALUES (:environment, :position, :name, :expression, :effect, :message, :group, :count)`,
+        { environment, position, ...policy },
       );
     }
   }
@@ -255,6 +280,12 @@ export class FenceService {
    * `basedOnDeploymentSequence` (R33) and the environment not frozen (R17), and the plan is
    * published in this transaction. A proposal gets its expiresAt from the environment's
    * proposalTtlSeconds (R16).
+   *
+   * R34, R35: `policy` was decided outside the transaction at policy version
+   * `policy.version`; the same statement demands that version still be the environment's
+   * (else PolicyVersionChanged: evaluate again). A denial writes nothing (POLICY_DENIED,
+   * after a statement that makes the same demand). Rules the plan's policies add are stored
+   * with it, and a plan that needs approvals is never published by its submit.
    */
   async admitPlan(
     m: EntityManager,
@@ -273,17 +304,29 @@ export class FenceService {
       artifactHash: string | null;
       basedOnDeploymentSequence: number | null;
       sourceRevision: string | null;
+      policy: PolicyDecision;
       now: number;
     },
   ): Promise<Plan> {
     const before = await this.environment(m, p.environment);
-    const publish = !before.requireApproval;
+    const params = { ...p, policyVersion: p.policy.version };
+    if (p.policy.denial) {
+      const current = await execute(
+        m,
+        `UPDATE environments SET fence = fence
+         WHERE name = :environment AND policy_version = :policyVersion`,
+        params,
+      );
+      if (!current) throw new PolicyVersionChanged(p.environment);
+      throw PolicyError.denied(p.policy.denial.policy, p.policy.denial.message);
+    }
+    const publish = !before.requireApproval && p.policy.rules.length === 0;
     const casOnPointer = publish && p.basedOnPlanId != null;
     const casOnSequence = publish && p.basedOnDeploymentSequence != null;
     const admitted = await execute(
       m,
       `UPDATE environments SET fence = :generation
-       WHERE name = :environment
+       WHERE name = :environment AND policy_version = :policyVersion
          AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
                      AND g.generation = :generation AND g.principal = :principal)
          AND ((mode = 'MONOTONIC' AND fence <= :generation)
@@ -292,10 +335,10 @@ export class FenceService {
          ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
          ${publish ? 'AND frozen_at IS NULL' : ''}`,
-      p,
+      params,
     );
     if (!admitted) {
-      throw await this.whySubmitRejected(m, p, publish, casOnPointer, casOnSequence);
+      throw await this.whySubmitRejected(m, params, publish, casOnPointer, casOnSequence);
     }
     await this.expireProposals(m, p.now, p.environment);
 
@@ -335,7 +378,17 @@ export class FenceService {
         !publish && before.proposalTtlSeconds != null
           ? new Date(p.now + before.proposalTtlSeconds * 1000)
           : null,
+      policyVersion: p.policy.version,
+      policyResults: p.policy.results,
     });
+    for (const [position, rule] of p.policy.rules.entries()) {
+      await execute(
+        m,
+        `INSERT INTO plan_approval_rules (plan_id, position, group_name, required_count)
+         VALUES (:id, :position, :group, :count)`,
+        { id, position, group: rule.group, count: rule.count },
+      );
+    }
     if (publish) {
       const moved = await execute(
         m,
@@ -595,6 +648,7 @@ export class FenceService {
       generation: number;
       basedOnPlanId: string | null;
       basedOnDeploymentSequence: number | null;
+      policyVersion: number;
       now: number;
     },
     publish: boolean,
@@ -602,6 +656,7 @@ export class FenceService {
     casOnSequence: boolean,
   ): Promise<Error> {
     const env = await this.environment(m, p.environment);
+    if (env.policyVersion !== p.policyVersion) return new PolicyVersionChanged(env.name);
     const unknown = await this.unknownGeneration(m, p);
     if (unknown) return unknown;
     if (p.generation < env.fence) return this.stale(p.generation, env.fence, "the plan's");
@@ -734,10 +789,17 @@ const POINTER_MOVES_FORWARD = `(current_generation < :generation
 const REVIEWER_IN_RULE = `(CASE WHEN r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
   WHERE g.principal = :reviewer AND g.group_name = r.group_name) THEN 1 ELSE 0 END)`;
 
-/** R14: every rule of :environment is met by the approvals recorded for plan :id. */
+/**
+ * R14, R35: every rule of :environment, and every rule plan :id's policies added, is met by
+ * the approvals recorded for the plan.
+ */
 const RULES_MET = `NOT EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} < r.required_count)
+  AND NOT EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
   AND ${APPROVALS_OF_RULE} < r.required_count)`;
 
-/** Some rule of :environment stays unmet even with :reviewer's approval added: it would not complete them. */
-const RULE_SHORT_EVEN_WITH_REVIEWER = `EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
-  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count)`;
+/** Some rule of :environment or of plan :id stays unmet even with :reviewer's approval added: it would not complete them. */
+const RULE_SHORT_EVEN_WITH_REVIEWER = `(EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count)
+  OR EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
+  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count))`;

@@ -253,12 +253,10 @@ export class McpTools {
       title: plan.title,
       contentType: plan.contentType,
       contentHash: plan.contentHash,
-      // The stored summary (JSON), read as GraphQL's Plan.summary reads it; null for TEXT.
-      summary: plan.summary
-        ? (JSON.parse(await (plan.summary as string | Promise<string>)) as Record<string, unknown>)
-        : null,
+      // The stored summary (JSON; a plan read back from an event holds a promise of it).
+      summary: await summaryOf(plan),
       pendingApprovalRules: await this.plans.pendingApprovalRules(plan),
-      policyResults: [],
+      policyResults: plan.policyResults ?? [],
       content: content.text,
       contentTruncated: content.truncated,
     };
@@ -654,7 +652,7 @@ export class McpTools {
                   status: await this.plans.status(plan),
                   contentHash: plan.contentHash,
                   pendingApprovalRules: await this.plans.pendingApprovalRules(plan),
-                  policyResults: [],
+                  policyResults: plan.policyResults ?? [],
                 },
               };
             },
@@ -787,4 +785,9 @@ export class McpTools {
       },
     ];
   }
+}
+
+async function summaryOf(plan: Plan): Promise<Record<string, unknown> | null> {
+  const stored = await Promise.resolve(plan.summary as string | null | Promise<string | null>);
+  return stored ? (JSON.parse(stored) as Record<string, unknown>) : null;
 }

@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import { select } from '../database/database.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval, ApprovalSnapshot } from './approval.model.js';
+import { mergeRules } from '../policies/policy-decision.js';
 import { type Plan, PlanStatus } from './plan.entity.js';
 
 /**
@@ -39,6 +40,8 @@ export async function approvalsOf(m: EntityManager, planId: string): Promise<App
  * R14, R15: for a PROPOSED plan, each rule its approvals do not meet yet, with the number of
  * approvals it still needs as `count`. A published (or superseded) plan needs nothing; an
  * OBSOLETE, EXPIRED or REJECTED plan's approvals count for nothing: every rule in full.
+ * R35: the rules the plan's policies added count like the environment's; where both name a
+ * group, the larger count is the one rule shown.
  */
 export async function pendingRulesOf(
   m: EntityManager,
@@ -52,16 +55,20 @@ export async function pendingRulesOf(
     met: number | string;
   }>(
     m,
-    `SELECT r.group_name, r.required_count, ${APPROVALS_OF_RULE} AS met
-     FROM approval_rules r WHERE r.environment = :environment ORDER BY r.position`,
+    `SELECT r.group_name, r.required_count, ${APPROVALS_OF_RULE} AS met, 0 AS source, r.position
+     FROM approval_rules r WHERE r.environment = :environment
+     UNION ALL
+     SELECT r.group_name, r.required_count, ${APPROVALS_OF_RULE} AS met, 1 AS source, r.position
+     FROM plan_approval_rules r WHERE r.plan_id = :id
+     ORDER BY source, position`,
     { id: plan.id, submitter: plan.submittedBy, environment: plan.environment },
   );
   const counted = status === PlanStatus.PROPOSED;
-  return rows
-    .map((row) => ({
-      group: row.group_name,
-      count: Number(row.required_count) - (counted ? Number(row.met) : 0),
-    }))
+  const met = new Map(rows.map((row) => [row.group_name, counted ? Number(row.met) : 0]));
+  return mergeRules(
+    rows.map((row) => ({ group: row.group_name, count: Number(row.required_count) })),
+  )
+    .map((rule) => ({ group: rule.group, count: rule.count - met.get(rule.group)! }))
     .filter((rule) => rule.count > 0);
 }
 

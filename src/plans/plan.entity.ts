@@ -2,6 +2,15 @@ import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
 import type { ApprovalSnapshot } from './approval.model.js';
+import type { PolicyResult } from '../policies/plan-policy.model.js';
+
+/** Policy results stored as a JSON array; a plan submitted before policies existed has none. */
+const policyResultList = {
+  to: (value: PolicyResult[] | null | undefined): string | null =>
+    value == null ? null : JSON.stringify(value),
+  from: (value: string | null): PolicyResult[] | null =>
+    value == null ? null : (JSON.parse(value) as PolicyResult[]),
+};
 
 export enum PlanStatus {
   PROPOSED = 'PROPOSED',
@@ -163,6 +172,14 @@ export class Plan {
   })
   @Column({ name: 'purged_at', type: 'bigint', nullable: true, transformer: millis })
   purgedAt: Date | null;
+
+  /** R34: the environment's policy version the plan's policies were evaluated at (null: before policies existed). */
+  @Column({ name: 'policy_version', type: 'integer', nullable: true })
+  policyVersion: number | null;
+
+  /** R34: immutable; read through PlansResolver.policyResults (a plan loaded without it is read by id). */
+  @Column({ name: 'policy_results', type: 'text', nullable: true, transformer: policyResultList })
+  policyResults: PolicyResult[] | null;
 
   /**
    * Not stored: set on the plan an approval answers with, read in that approval's

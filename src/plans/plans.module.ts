@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
 import { EnvironmentsModule } from '../environments/environments.module.js';
 import { FencingModule } from '../fencing/fencing.module.js';
+import { PoliciesModule } from '../policies/policies.module.js';
 import { PlansResolver } from './plans.resolver.js';
 import { PlansService } from './plans.service.js';
 
 @Module({
-  imports: [FencingModule, EnvironmentsModule],
+  imports: [FencingModule, EnvironmentsModule, PoliciesModule],
   providers: [PlansService, PlansResolver],
   exports: [PlansService],
 })

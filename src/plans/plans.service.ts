@@ -26,6 +26,20 @@ import { Plan, PlanContentType, PlanStatus } from './plan.entity.js';
 import { parseTerraformPlan } from '../terraform/terraform-plan.js';
 import { findOne } from '../database/rows.js';
 import { PlanId } from '../common/ids.js';
+import { currentVia } from '../common/via.js';
+import { PolicyVersionChanged } from '../fencing/fence.errors.js';
+import { describeDecision } from '../policies/policy-decision.js';
+import { PoliciesService } from '../policies/policies.service.js';
+
+/** Evaluations of one submit's policies before it gives up on policies that keep changing. */
+const MAX_POLICY_ATTEMPTS = 5;
+
+/** Rule `r` of plan `q` counts approvals of :me and is not met yet (R14, R35). */
+const MY_APPROVAL_WOULD_COUNT = `(r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+    WHERE g.principal = :me AND g.group_name = r.group_name))
+  AND (SELECT COUNT(*) FROM approvals a WHERE a.plan_id = q.id AND a.approver <> q.submitted_by
+    AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+      WHERE g.principal = a.approver AND g.group_name = r.group_name))) < r.required_count`;
 
 /** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
 function parsePlanId(id: string): PlanId {
@@ -43,9 +57,15 @@ export class PlansService {
     private readonly fence: FenceService,
     private readonly environments: EnvironmentsService,
     private readonly clock: Clock,
+    private readonly policies: PoliciesService,
   ) {}
 
-  submit(principal: Principal, input: SubmitPlanInput): Promise<Plan> {
+  /**
+   * R34: the environment's plan policies are evaluated first, off the request thread and
+   * outside the transaction; the decision commits only while the policy version it was
+   * evaluated at is current, else they are evaluated again.
+   */
+  async submit(principal: Principal, input: SubmitPlanInput): Promise<Plan> {
     const bytes = Buffer.byteLength(input.content, 'utf8');
     if (bytes > this.config.maxPlanBytes) {
       throw new InputError(
@@ -78,32 +98,50 @@ export class PlansService {
       ...(basedOnDeploymentSequence != null ? { basedOnDeploymentSequence } : {}),
       ...(sourceRevision != null ? { sourceRevision } : {}),
     };
-    return this.decisions.decidePlan(
-      {
-        action: 'SUBMIT_PLAN',
+    for (let attempt = 1; ; attempt++) {
+      const policy = await this.policies.decide({
         environment: input.environment,
-        actor: principal.name,
         generation: input.generation,
-      },
-      idempotentCall(principal.name, input.idempotencyKey, 'submitPlan', canonical),
-      (m, now) =>
-        this.fence.admitPlan(m, {
-          environment: canonical.environment,
-          generation: canonical.generation,
-          content: canonical.content,
-          title: canonical.title,
-          basedOnPlanId: canonical.basedOnPlanId,
-          contentType,
-          summary,
-          artifact,
-          artifactHash,
-          basedOnDeploymentSequence,
-          sourceRevision,
-          principal: principal.name,
-          contentHash: sha256(input.content),
-          now,
-        }),
-    );
+        title: canonical.title,
+        content: input.content,
+        contentType,
+        submitter: principal.name,
+        via: currentVia() ?? 'graphql',
+        sourceRevision,
+      });
+      try {
+        return await this.decisions.decidePlan(
+          {
+            action: 'SUBMIT_PLAN',
+            environment: input.environment,
+            actor: principal.name,
+            generation: input.generation,
+          },
+          idempotentCall(principal.name, input.idempotencyKey, 'submitPlan', canonical),
+          (m, now) =>
+            this.fence.admitPlan(m, {
+              environment: canonical.environment,
+              generation: canonical.generation,
+              content: canonical.content,
+              title: canonical.title,
+              basedOnPlanId: canonical.basedOnPlanId,
+              contentType,
+              summary,
+              artifact,
+              artifactHash,
+              basedOnDeploymentSequence,
+              sourceRevision,
+              principal: principal.name,
+              contentHash: sha256(input.content),
+              policy,
+              now,
+            }),
+          () => describeDecision(policy),
+        );
+      } catch (error) {
+        if (!(error instanceof PolicyVersionChanged) || attempt >= MAX_POLICY_ATTEMPTS) throw error;
+      }
+    }
   }
 
   /** sha256 of the artifact's bytes; BAD_USER_INPUT unless it is base64 within PLANFENCE_MAX_ARTIFACT_BYTES. */
@@ -266,12 +304,10 @@ export class PlansService {
          WHERE q.status = 'PROPOSED' AND (q.expires_at IS NULL OR q.expires_at > :now)
            AND q.submitted_by <> :me
            AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = q.id AND mine.approver = :me)
-           AND EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = q.environment
-             AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
-                  WHERE g.principal = :me AND g.group_name = r.group_name))
-             AND (SELECT COUNT(*) FROM approvals a WHERE a.plan_id = q.id AND a.approver <> q.submitted_by
-                  AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
-                    WHERE g.principal = a.approver AND g.group_name = r.group_name))) < r.required_count)
+           AND (EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = q.environment
+             AND ${MY_APPROVAL_WOULD_COUNT})
+             OR EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = q.id
+             AND ${MY_APPROVAL_WOULD_COUNT}))
          ORDER BY q.submitted_at, q.id LIMIT :first`,
         { now, me: principal.name, first },
       );

@@ -1,5 +1,5 @@
 /**
- * A small, pure reference model of DESIGN.md's rules R1–R17, written from the
+ * A small, pure reference model of DESIGN.md's rules R1–R17 and R34–R36, written from the
  * design, not from the service's code. The model-based test runs the same commands
  * against it and against the real service and demands the same outcome codes and
  * the same observable state after every command.
@@ -18,6 +18,29 @@ export interface Rule {
 
 export const DEFAULT_RULES: Rule[] = [{ group: null, count: 1 }];
 
+/**
+ * DESIGN §16 as plain data: when a policy matches is a conjunction of facts about the
+ * submit (an empty one always matches); the test turns it into the CEL the service runs.
+ */
+export interface ModelPolicy {
+  name: string;
+  effect: 'DENY' | 'WARN' | 'REQUIRE_APPROVAL';
+  group: string | null;
+  count: number;
+  when: { submitter?: string; evenGeneration?: boolean; submitterGroup?: string };
+}
+
+/** R14, R35: one rule per group, the largest count, in the order groups first appear. */
+export function mergeRules(...lists: Rule[][]): Rule[] {
+  const merged: Rule[] = [];
+  for (const rule of lists.flat()) {
+    const found = merged.find((r) => r.group === rule.group);
+    if (!found) merged.push({ ...rule });
+    else found.count = Math.max(found.count, rule.count);
+  }
+  return merged;
+}
+
 export interface ModelPlan {
   id: string;
   environment: string;
@@ -31,6 +54,10 @@ export interface ModelPlan {
   expiresAt: number | null;
   /** Approvers, in order; with the break-glass reason where given. */
   approvals: { approver: string; breakGlassReason: string | null }[];
+  /** R34: each policy's result when the plan was submitted. */
+  policyResults: { policy: string; matched: boolean }[];
+  /** R35: what its REQUIRE_APPROVAL results added. */
+  rules: Rule[];
 }
 
 export interface ModelLease {
@@ -54,6 +81,9 @@ export interface ModelEnvironment {
   proposalTtlSeconds: number | null;
   /** R17: the freeze's reason and who froze, or null. */
   frozen: { reason: string; frozenBy: string } | null;
+  /** §16: the plan policies, in order, and their version. */
+  policies: ModelPolicy[];
+  policyVersion: number;
 }
 
 type Outcome = { planId: string } | { code: string };
@@ -122,9 +152,9 @@ export class ReferenceModel {
     );
   }
 
-  /** R14: the rules still unmet by `approvers`, each with the number of approvals it still needs. */
+  /** R14, R35: the rules still unmet by `approvers`, each with the number of approvals it still needs. */
   private unmet(env: ModelEnvironment, plan: ModelPlan, approvers: string[]): Rule[] {
-    return env.rules
+    return mergeRules(env.rules, plan.rules)
       .map((rule) => ({
         group: rule.group,
         count: rule.count - approvers.filter((a) => this.counts(rule, a, plan)).length,
@@ -137,7 +167,7 @@ export class ReferenceModel {
     const env = this.environments.get(plan.environment)!;
     const status = this.statusOf(plan);
     if (status === 'PUBLISHED' || status === 'SUPERSEDED') return [];
-    if (status !== 'PROPOSED') return env.rules.map((rule) => ({ ...rule }));
+    if (status !== 'PROPOSED') return mergeRules(env.rules, plan.rules);
     return this.unmet(
       env,
       plan,
@@ -152,6 +182,24 @@ export class ReferenceModel {
     if (rules) env.rules = rules.map((rule) => ({ ...rule }));
     if (ttl !== undefined) env.proposalTtlSeconds = ttl;
     return 'OK';
+  }
+
+  setPlanPolicies(name: string, policies: ModelPolicy[]): string {
+    this.expire();
+    const env = this.environments.get(name);
+    if (!env) return 'NOT_FOUND';
+    env.policies = policies.map((policy) => ({ ...policy }));
+    env.policyVersion++;
+    return 'OK';
+  }
+
+  private matches(policy: ModelPolicy, principal: string, generation: number): boolean {
+    const { submitter, evenGeneration, submitterGroup } = policy.when;
+    return (
+      (submitter === undefined || submitter === principal) &&
+      (evenGeneration === undefined || evenGeneration === (generation % 2 === 0)) &&
+      (submitterGroup === undefined || (this.groups.get(principal)?.has(submitterGroup) ?? false))
+    );
   }
 
   freeze(name: string, reason: string, by: string): string {
@@ -196,6 +244,8 @@ export class ReferenceModel {
       rules: rules.map((rule) => ({ ...rule })),
       proposalTtlSeconds,
       frozen: null,
+      policies: [],
+      policyVersion: 0,
     });
     return 'OK';
   }
@@ -273,6 +323,19 @@ export class ReferenceModel {
     const env = this.environments.get(input.environment);
     if (!env) return { code: 'NOT_FOUND' };
     const g = input.generation;
+    // R35: policies are decided first; a denied plan moves nothing.
+    const policyResults = env.policies.map((policy) => ({
+      policy: policy.name,
+      matched: this.matches(policy, principal, g),
+    }));
+    if (env.policies.some((policy, i) => policy.effect === 'DENY' && policyResults[i].matched)) {
+      return { code: 'POLICY_DENIED' };
+    }
+    const rules = mergeRules(
+      env.policies
+        .filter((p, i) => p.effect === 'REQUIRE_APPROVAL' && policyResults[i].matched)
+        .map((p) => ({ group: p.group, count: p.count })),
+    );
     if (env.grants.get(g) !== principal) return { code: 'UNKNOWN_GENERATION' };
     if (g < env.fence) return { code: 'STALE_GENERATION' };
     if (env.mode === 'STRICT') {
@@ -281,7 +344,7 @@ export class ReferenceModel {
         return { code: 'LEASE_NOT_HELD' };
       }
     }
-    const publish = !env.requireApproval;
+    const publish = !env.requireApproval && rules.length === 0;
     if (publish && env.frozen) return { code: 'FROZEN' };
     if (publish && input.basedOnPlanId != null && env.current?.id !== input.basedOnPlanId) {
       return { code: 'PRECONDITION_FAILED' };
@@ -305,6 +368,8 @@ export class ReferenceModel {
           ? this.now + env.proposalTtlSeconds * 1000
           : null,
       approvals: [],
+      policyResults,
+      rules,
     };
     this.plans.set(plan.id, plan);
     this.announce(env.name, 'plan.submitted', plan.id);

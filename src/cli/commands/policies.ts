@@ -1,5 +1,53 @@
-import type { ApprovalRule, EnvironmentPolicy } from '../../client/client.js';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import type { ApprovalRule, EnvironmentPolicy, PlanPolicy } from '../../client/client.js';
 import { type Command, integer, pending, planRow, table, UsageError } from '../command.js';
+
+/** Exit code of `policy test` when a policy would refuse the plan (as for POLICY_DENIED). */
+export const DENIED_EXIT = 9;
+
+/**
+ * A policy file: YAML (or JSON) holding a list of policies, or `planPolicies:` with one.
+ * Each is {name, expression, effect, message, group?, count?}, as docs/policies.md shows.
+ */
+export function readPolicyFile(path: string): PlanPolicy[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read ${path}: ${(error as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (error) {
+    throw new UsageError(`${path} is not YAML: ${(error as Error).message}`);
+  }
+  const list: unknown =
+    parsed && typeof parsed === 'object' && !Array.isArray(parsed)
+      ? (parsed as { planPolicies?: unknown }).planPolicies
+      : (parsed ?? []);
+  if (!Array.isArray(list)) throw new UsageError(`${path} must hold a list of policies`);
+  return list.map((item: unknown, i) => {
+    if (!item || typeof item !== 'object')
+      throw new UsageError(`${path}: policy #${i + 1} is not a mapping`);
+    const { name, expression, effect, message, group, count } = item as Record<string, unknown>;
+    if (typeof name !== 'string' || typeof expression !== 'string' || typeof message !== 'string') {
+      throw new UsageError(`${path}: policy #${i + 1} needs name, expression and message as text`);
+    }
+    if (effect !== 'DENY' && effect !== 'WARN' && effect !== 'REQUIRE_APPROVAL') {
+      throw new UsageError(`${path}: policy ${name} needs effect DENY, WARN or REQUIRE_APPROVAL`);
+    }
+    return {
+      name,
+      expression: expression.trim(),
+      effect,
+      message,
+      ...(group !== undefined ? { group: typeof group === 'string' ? group : null } : {}),
+      ...(count !== undefined ? { count: Number(count) } : {}),
+    };
+  });
+}
 
 /** `GROUP:COUNT`; `*:COUNT` (or a bare COUNT) for a rule any approver counts toward. */
 function rule(text: string): ApprovalRule {
@@ -15,11 +63,16 @@ const describe = (policy: EnvironmentPolicy) =>
     `rules        ${pending(policy.approvalRules)}`,
     `proposal ttl ${policy.proposalTtlSeconds == null ? 'none' : `${policy.proposalTtlSeconds} s`}`,
     `freeze       ${policy.freeze ? `by ${policy.freeze.frozenBy} since ${policy.freeze.frozenAt}: ${policy.freeze.reason}` : 'none'}`,
+    `policies     ${policy.planPolicies.length ? policy.planPolicies.map((p) => `${p.name} (${p.effect}${p.effect === 'REQUIRE_APPROVAL' ? ` ${p.group ?? '*'}:${p.count}` : ''})`).join(', ') : 'none'} (version ${policy.policyVersion})`,
   ].join('\n');
 
-/** planfence env policy ENV [--rule GROUP:COUNT ...] [--ttl SECONDS|none]: shows, or changes (ADMIN). */
+/**
+ * planfence env policy ENV [--rule GROUP:COUNT ...] [--ttl SECONDS|none] [--policy-file PATH]:
+ * shows, or changes (ADMIN). The policy file replaces the plan policies.
+ */
 export const environmentPolicy: Command = async ({ client, rest, values, print, need }) => {
-  need(1, 'env policy ENV [--rule GROUP:COUNT ...] [--ttl SECONDS|none]');
+  need(1, 'env policy ENV [--rule GROUP:COUNT ...] [--ttl SECONDS|none] [--policy-file PATH]');
+  const planPolicies = values['policy-file'] ? readPolicyFile(values['policy-file']) : undefined;
   const rules = values.rule?.map(rule);
   const ttl =
     values.ttl === undefined
@@ -28,11 +81,12 @@ export const environmentPolicy: Command = async ({ client, rest, values, print, 
         ? null
         : integer(values.ttl, '--ttl');
   const policy =
-    rules || ttl !== undefined
+    rules || ttl !== undefined || planPolicies
       ? await client.updateEnvironmentPolicy({
           environment: rest[0],
           approvalRules: rules,
           proposalTtlSeconds: ttl,
+          planPolicies,
         })
       : await client.policy(rest[0]);
   if (!policy) throw new UsageError(`environment "${rest[0]}" does not exist`);
@@ -71,4 +125,48 @@ export const reviewQueue: Command = async ({ client, values, print }) => {
     ),
   );
   return 0;
+};
+
+/**
+ * planfence policy test ENV --file PATH [--policy-file PATH] [--content-type TYPE]: what the
+ * environment's policies (or the file's) decide for the plan in PATH; nothing is stored.
+ * A .json file is a Terraform plan (terraform show -json) unless --content-type says TEXT.
+ * Exit code 9 when a policy would refuse it.
+ */
+export const testPolicies: Command = async ({ client, rest, values, print, need }) => {
+  need(
+    1,
+    'policy test ENV --file PATH [--policy-file PATH] [--content-type TEXT|TERRAFORM_PLAN_JSON]',
+  );
+  if (!values.file) throw new UsageError('policy test needs --file PATH');
+  const type =
+    values['content-type'] ?? (values.file.endsWith('.json') ? 'TERRAFORM_PLAN_JSON' : 'TEXT');
+  if (type !== 'TEXT' && type !== 'TERRAFORM_PLAN_JSON') {
+    throw new UsageError('--content-type must be TEXT or TERRAFORM_PLAN_JSON');
+  }
+  let content: string;
+  try {
+    content = readFileSync(values.file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read ${values.file}: ${(error as Error).message}`);
+  }
+  const results = await client.dryRunPlanPolicies({
+    environment: rest[0],
+    content,
+    contentType: type,
+    planPolicies: values['policy-file'] ? readPolicyFile(values['policy-file']) : undefined,
+  });
+  print(results, () =>
+    table(
+      results.map((r) => ({
+        policy: r.policy,
+        effect: r.effect,
+        matched: r.matched,
+        message: r.message,
+        error: r.error,
+      })),
+    ),
+  );
+  const denied = results.some((r) => r.error !== null || (r.effect === 'DENY' && r.matched));
+  return denied ? DENIED_EXIT : 0;
 };

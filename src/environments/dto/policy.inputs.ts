@@ -10,6 +10,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import { IsName, IsShortText } from '../../common/validation.js';
+import { PlanPolicyInput } from '../../policies/dto/plan-policy.input.js';
 
 export const MAX_PROPOSAL_TTL_SECONDS = 2_592_000;
 
@@ -62,6 +63,13 @@ export class UpdateEnvironmentPolicyInput {
   @Field(() => Int, { nullable: true })
   @IsProposalTtl()
   proposalTtlSeconds?: number | null;
+
+  /** Absent or null: unchanged. Checked (and each expression type-checked) by PoliciesService.validate. */
+  @Field(() => [PlanPolicyInput], {
+    nullable: true,
+    description: "Replaces the environment's plan policies (0..20).",
+  })
+  planPolicies?: PlanPolicyInput[] | null;
 }
 
 @ArgsType()

@@ -1,0 +1,125 @@
+import { PlanContentType } from '../plans/plan.entity.js';
+import { parseTerraformPlan } from '../terraform/terraform-plan.js';
+
+export { PlanContentType };
+
+/** What a policy expression sees (DESIGN §16). CEL ints are bigints; the document keeps JSON's numbers (doubles). */
+export interface PolicyActivation {
+  plan: {
+    environment: string;
+    generation: bigint;
+    title: string;
+    contentType: string;
+    contentBytes: bigint;
+    submitter: string;
+    submitterGroups: string[];
+    via: string;
+    sourceRevision: string;
+  };
+  summary: {
+    add: bigint;
+    change: bigint;
+    destroy: bigint;
+    replace: bigint;
+    read: bigint;
+    noop: bigint;
+    resourceChanges: {
+      address: string;
+      type: string;
+      actions: string[];
+      before: unknown;
+      after: unknown;
+    }[];
+    terraformVersion: string;
+  };
+  terraform: unknown;
+}
+
+/** The facts of one plan a policy may read, as submitted (or as tried by a dry run). */
+export interface PlanFacts {
+  environment: string;
+  generation: number;
+  title: string | null;
+  content: string;
+  contentType?: PlanContentType | null;
+  submitter: string;
+  submitterGroups: readonly string[];
+  via?: string | null;
+  sourceRevision?: string | null;
+}
+
+type Summary = Omit<
+  PolicyActivation['summary'],
+  'add' | 'change' | 'destroy' | 'replace' | 'read' | 'noop'
+> &
+  Record<'add' | 'change' | 'destroy' | 'replace' | 'read' | 'noop', number>;
+
+/**
+ * The one place a plan becomes a policy's activation. Title and sourceRevision read "" when
+ * there is none; a TEXT plan has a zero summary and a null `terraform`.
+ */
+export function planActivation(facts: PlanFacts): PolicyActivation {
+  const contentType = facts.contentType ?? PlanContentType.TEXT;
+  const parsed =
+    contentType === PlanContentType.TERRAFORM_PLAN_JSON
+      ? parseTerraformDocument(facts.content)
+      : null;
+  const summary = parsed?.summary ?? EMPTY_SUMMARY;
+  return {
+    plan: {
+      environment: facts.environment,
+      generation: BigInt(facts.generation),
+      title: facts.title ?? '',
+      contentType,
+      contentBytes: BigInt(Buffer.byteLength(facts.content, 'utf8')),
+      submitter: facts.submitter,
+      submitterGroups: [...facts.submitterGroups],
+      via: facts.via ?? 'graphql',
+      sourceRevision: facts.sourceRevision ?? '',
+    },
+    summary: {
+      add: BigInt(summary.add),
+      change: BigInt(summary.change),
+      destroy: BigInt(summary.destroy),
+      replace: BigInt(summary.replace),
+      read: BigInt(summary.read),
+      noop: BigInt(summary.noop),
+      resourceChanges: summary.resourceChanges,
+      terraformVersion: summary.terraformVersion,
+    },
+    terraform: parsed?.document ?? null,
+  };
+}
+
+const EMPTY_SUMMARY: Summary = {
+  add: 0,
+  change: 0,
+  destroy: 0,
+  replace: 0,
+  read: 0,
+  noop: 0,
+  resourceChanges: [],
+  terraformVersion: '',
+};
+
+/**
+ * A Terraform plan's document and its summary as the service computes them (DESIGN §15):
+ * `before`/`after` are the masked values (what Terraform marks sensitive reads
+ * "(sensitive)"); the unmasked values are in `terraform`, the document itself.
+ */
+function parseTerraformDocument(content: string): { document: unknown; summary: Summary } {
+  const { document, summary } = parseTerraformPlan(content);
+  const json = (value: string | null): unknown => (value == null ? null : JSON.parse(value));
+  return {
+    document,
+    summary: {
+      ...summary,
+      terraformVersion: summary.terraformVersion ?? '',
+      resourceChanges: summary.resourceChanges.map((change) => ({
+        ...change,
+        before: json(change.before),
+        after: json(change.after),
+      })),
+    },
+  };
+}

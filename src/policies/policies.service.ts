@@ -1,0 +1,199 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { InputError } from '../common/errors.js';
+import { NAME_PATTERN } from '../common/validation.js';
+import { CONFIG } from '../config/config.module.js';
+import type { Config } from '../config/config.js';
+import { Database, select } from '../database/database.js';
+import { planActivation, type PlanFacts } from './activation.js';
+import { CheckError, checkPolicyExpression, positionOf } from './cel-checker.js';
+import { PolicyEffect, type PlanPolicy, type PolicyResult } from './plan-policy.model.js';
+import { decidePolicies, type PolicyDecision } from './policy-decision.js';
+import { PolicyEngine } from './policy-engine.js';
+import { PolicyError } from './policy.errors.js';
+import type { PlanPolicyInput } from './dto/plan-policy.input.js';
+
+/** DESIGN §6: plan policies per environment, expression bytes, message characters. */
+export const MAX_POLICIES = 20;
+export const MAX_EXPRESSION_BYTES = 4096;
+export const MAX_MESSAGE_CHARS = 1024;
+
+/** The parser's `<input>:LINE:COLUMN: message` as the checker says it. */
+function parseErrorText(error: string): string {
+  const match = /^<input>:(\d+):(\d+): ([\s\S]*)$/.exec(error);
+  const text = match ? `line ${match[1]}, column ${match[2]}: ${match[3]}` : error;
+  return text.length > 500 ? `${text.slice(0, 497)}...` : text;
+}
+
+/**
+ * Plan policies (DESIGN §16): saved only once every expression parses and type-checks,
+ * evaluated off the request thread (PolicyEngine), decided fail-closed (decidePolicies).
+ */
+@Injectable()
+export class PoliciesService {
+  constructor(
+    private readonly db: Database,
+    private readonly engine: PolicyEngine,
+    @Inject(CONFIG) private readonly config: Config,
+  ) {}
+
+  /**
+   * The policies as they will be stored, or BAD_USER_INPUT {policy, error} for the first
+   * one that breaks a limit, does not parse or does not type-check (with the position).
+   */
+  async validate(inputs: readonly PlanPolicyInput[]): Promise<PlanPolicy[]> {
+    if (inputs.length > MAX_POLICIES) {
+      throw PolicyError.invalid(null, `planPolicies must hold 0 to ${MAX_POLICIES} policies`);
+    }
+    const names = new Set<string>();
+    const policies: PlanPolicy[] = [];
+    for (const input of inputs) {
+      const fail = (error: string): never => {
+        throw PolicyError.invalid(input.name, error);
+      };
+      if (!NAME_PATTERN.test(input.name)) fail('name must match ^[a-z0-9][a-z0-9._-]{0,62}$');
+      if (names.has(input.name)) fail(`the name ${input.name} is used by two policies`);
+      names.add(input.name);
+      const bytes = Buffer.byteLength(input.expression, 'utf8');
+      if (bytes < 1 || bytes > MAX_EXPRESSION_BYTES) {
+        fail(`expression must be 1 to ${MAX_EXPRESSION_BYTES} bytes (got ${bytes})`);
+      }
+      if (input.message.length < 1 || input.message.length > MAX_MESSAGE_CHARS) {
+        fail(`message must be 1 to ${MAX_MESSAGE_CHARS} characters long`);
+      }
+      let group: string | null = null;
+      let count: number | null = null;
+      if (input.effect === PolicyEffect.REQUIRE_APPROVAL) {
+        group = input.group ?? null;
+        count = input.count ?? 1;
+        if (group !== null && !NAME_PATTERN.test(group)) {
+          fail('group must match ^[a-z0-9][a-z0-9._-]{0,62}$');
+        }
+        if (!Number.isInteger(count) || count < 1 || count > 10) fail('count must be 1 to 10');
+      } else if (input.group != null || input.count != null) {
+        fail('group and count belong to REQUIRE_APPROVAL policies only');
+      }
+      await this.checkExpression(input.name, input.expression);
+      policies.push({
+        name: input.name,
+        expression: input.expression,
+        effect: input.effect,
+        message: input.message,
+        group,
+        count,
+      });
+    }
+    return policies;
+  }
+
+  private async checkExpression(policy: string, expression: string): Promise<void> {
+    const parsed = await this.engine.parse(expression);
+    if ('error' in parsed) throw PolicyError.invalid(policy, parseErrorText(parsed.error));
+    try {
+      checkPolicyExpression(parsed.ast.expr, parsed.ast.sourceInfo);
+    } catch (error) {
+      if (!(error instanceof CheckError)) throw error;
+      throw PolicyError.invalid(
+        policy,
+        `${positionOf(error.offset, parsed.ast.sourceInfo?.lineOffsets)}: ${error.message}`,
+      );
+    }
+  }
+
+  /** An environment's policies in order, and its policy version (0 and none for an unknown one). */
+  policiesOf(environment: string): Promise<{ version: number; policies: PlanPolicy[] }> {
+    return this.db.read((m) => policiesOf(m, environment));
+  }
+
+  /** A principal's groups, as a policy sees `plan.submitterGroups`. */
+  groupsOf(principal: string): Promise<string[]> {
+    return this.db.read(async (m) =>
+      (
+        await select<{ group_name: string }>(
+          m,
+          'SELECT group_name FROM principal_groups WHERE principal = :principal ORDER BY group_name',
+          { principal },
+        )
+      ).map((row) => row.group_name),
+    );
+  }
+
+  /**
+   * R34: evaluates the environment's current policies for one plan (the submitter's groups
+   * are read only where there are policies to read them).
+   */
+  async decide(facts: Omit<PlanFacts, 'submitterGroups'>): Promise<PolicyDecision> {
+    const { version, policies } = await this.policiesOf(facts.environment);
+    if (!policies.length) return decidePolicies(version, [], []);
+    const submitterGroups = await this.groupsOf(facts.submitter);
+    return this.evaluate(version, policies, { ...facts, submitterGroups });
+  }
+
+  async evaluate(
+    version: number,
+    policies: readonly PlanPolicy[],
+    facts: PlanFacts,
+  ): Promise<PolicyDecision> {
+    if (!policies.length) return decidePolicies(version, [], []);
+    const activation = planActivation(facts);
+    const outcomes = await this.engine.evaluate(
+      policies.map((policy) => policy.expression),
+      activation,
+    );
+    return decidePolicies(version, policies, outcomes);
+  }
+
+  /** What the policies (given, or the environment's) decide for a document; nothing is stored. */
+  async dryRun(
+    facts: PlanFacts,
+    inputs: readonly PlanPolicyInput[] | null | undefined,
+  ): Promise<PolicyResult[]> {
+    const bytes = Buffer.byteLength(facts.content, 'utf8');
+    if (bytes > this.config.maxPlanBytes) {
+      throw new InputError(
+        'PAYLOAD_TOO_LARGE',
+        `plan content is ${bytes} bytes; the limit is ${this.config.maxPlanBytes} (PLANFENCE_MAX_PLAN_BYTES)`,
+      );
+    }
+    const { version, policies } = inputs
+      ? { version: 0, policies: await this.validate(inputs) }
+      : await this.policiesOf(facts.environment);
+    return (await this.evaluate(version, policies, facts)).results;
+  }
+}
+
+export async function policiesOf(
+  m: EntityManager,
+  environment: string,
+): Promise<{ version: number; policies: PlanPolicy[] }> {
+  const [env] = await select<{ policy_version: number | string }>(
+    m,
+    'SELECT policy_version FROM environments WHERE name = :environment',
+    { environment },
+  );
+  if (!env) return { version: 0, policies: [] };
+  const rows = await select<{
+    name: string;
+    expression: string;
+    effect: PolicyEffect;
+    message: string;
+    group_name: string | null;
+    required_count: number | string | null;
+  }>(
+    m,
+    `SELECT name, expression, effect, message, group_name, required_count FROM plan_policies
+     WHERE environment = :environment ORDER BY position`,
+    { environment },
+  );
+  return {
+    version: Number(env.policy_version),
+    policies: rows.map((row) => ({
+      name: row.name,
+      expression: row.expression,
+      effect: row.effect,
+      message: row.message,
+      group: row.group_name,
+      count: row.required_count == null ? null : Number(row.required_count),
+    })),
+  };
+}
