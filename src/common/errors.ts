@@ -26,6 +26,7 @@ export type ErrorCode =
   | 'IDEMPOTENCY_IN_PROGRESS'
   | 'STORAGE_UNAVAILABLE'
   | 'CURSOR_TOO_OLD'
+  | 'QUEUE_FULL'
   | 'INTERNAL';
 
 export type ErrorDetails = Record<string, string | number | null>;
@@ -37,7 +38,17 @@ export function extensionsOf(error: DomainError): Extensions {
   const { code, details } = error;
   switch (code) {
     case 'LEASE_HELD':
-      return { code, holder: details.holder, expiresAt: details.expiresAt };
+      // queueLength only while lease tickets wait (R38).
+      return details.queueLength === undefined
+        ? { code, holder: details.holder, expiresAt: details.expiresAt }
+        : {
+            code,
+            holder: details.holder,
+            expiresAt: details.expiresAt,
+            queueLength: details.queueLength,
+          };
+    case 'QUEUE_FULL':
+      return { code, max: details.max ?? null };
     case 'STALE_GENERATION':
       return { code, generation: details.generation, fence: details.fence };
     case 'INVALID_PLAN_STATE':

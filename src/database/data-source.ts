@@ -12,10 +12,12 @@ import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
 import { Deployments1764700000000 } from '../../migrations/1764700000000-deployments.js';
 import { ScopedTokens1764800000000 } from '../../migrations/1764800000000-scoped-tokens.js';
 import { OutboxWebhooks1764900000000 } from '../../migrations/1764900000000-outbox-webhooks.js';
+import { LeaseQueue1765400000000 } from '../../migrations/1765400000000-lease-queue.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
+import { LeaseTicket } from '../leases/lease-ticket.entity.js';
 import { Plan } from '../plans/plan.entity.js';
 
 export const entities = [
@@ -26,6 +28,7 @@ export const entities = [
   AuditEvent,
   IdempotencyRecord,
   Deployment,
+  LeaseTicket,
 ];
 export const migrations = [
   InitialSchema1764400000000,
@@ -35,6 +38,7 @@ export const migrations = [
   Deployments1764700000000,
   ScopedTokens1764800000000,
   OutboxWebhooks1764900000000,
+  LeaseQueue1765400000000,
 ];
 
 /**

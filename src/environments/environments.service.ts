@@ -63,17 +63,25 @@ export class EnvironmentsService {
     const rules = input.approvalRules ? approvalRules(input.approvalRules) : undefined;
     return this.decisions.decide(
       { action: 'UPDATE_POLICY', environment: input.environment, actor },
-      (m, now) =>
-        this.fence.updatePolicy(m, {
+      async (m, now) => {
+        await this.fence.setQueuePolicy(m, {
+          environment: input.environment,
+          queueMode: input.queueMode,
+          maxQueueLength: input.maxQueueLength,
+        });
+        return this.fence.updatePolicy(m, {
           environment: input.environment,
           approvalRules: rules,
           proposalTtlSeconds: input.proposalTtlSeconds,
           now,
-        }),
+        });
+      },
       (env) => ({
-        detail: rules
-          ? describePolicy(rules, env.proposalTtlSeconds)
-          : `proposalTtlSeconds ${env.proposalTtlSeconds ?? 'none'}`,
+        detail: `${
+          rules
+            ? describePolicy(rules, env.proposalTtlSeconds)
+            : `proposalTtlSeconds ${env.proposalTtlSeconds ?? 'none'}`
+        }; queue ${env.queueMode} of at most ${env.maxQueueLength}`,
       }),
     );
   }

@@ -10,6 +10,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import { IsName, IsShortText } from '../../common/validation.js';
+import { QueueMode } from '../environment.entity.js';
 
 export const MAX_PROPOSAL_TTL_SECONDS = 2_592_000;
 
@@ -62,6 +63,18 @@ export class UpdateEnvironmentPolicyInput {
   @Field(() => Int, { nullable: true })
   @IsProposalTtl()
   proposalTtlSeconds?: number | null;
+
+  /** Absent or null: unchanged (DESIGN §17). */
+  @Field(() => QueueMode, { nullable: true })
+  @IsOptional()
+  queueMode?: QueueMode | null;
+
+  @Field(() => Int, { nullable: true, description: '1..100' })
+  @IsOptional()
+  @IsInt()
+  @Min(1, { message: '$property must be 1 to 100' })
+  @Max(100, { message: '$property must be 1 to 100' })
+  maxQueueLength?: number | null;
 }
 
 @ArgsType()
