@@ -46,13 +46,20 @@ export class LeaseQueueSweeper implements OnApplicationBootstrap, BeforeApplicat
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    this.stopped = true;
+    await this.stop();
+  }
+
+  /** Stops sweeping by itself (tests that sweep by hand with `sweep`). */
+  async stop(): Promise<void> {
     clearInterval(this.timer);
+    this.timer = undefined;
+    this.stopped = true;
     await this.running;
+    this.stopped = false;
   }
 
   private tick(): void {
-    if (this.running || this.stopped) return;
+    if (this.running || this.stopped || !this.timer) return;
     this.running = this.sweep()
       .then(() => undefined)
       .catch((error: unknown) => {
