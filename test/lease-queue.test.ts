@@ -187,6 +187,10 @@ describe('on one running service', () => {
     expect(codeOf(full)).toBe('QUEUE_FULL');
     expect(full.errors![0].extensions).toEqual({ code: 'QUEUE_FULL', max: 2 });
     expect(await queue.waiting('small')).toHaveLength(2);
+    world.advance(3);
+    const metrics = await (await fetch(`${app.url}/metrics`)).text();
+    expect(metrics).toContain('planfence_lease_queue_length{environment="small"} 2');
+    expect(metrics).toContain('planfence_lease_queue_wait_seconds{environment="small"} 3');
 
     for (const maxQueueLength of [0, 101]) {
       expect(codeOf(await queue.policy('small', { maxQueueLength }))).toBe('BAD_USER_INPUT');
