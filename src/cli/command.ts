@@ -31,6 +31,7 @@ export const OPTIONS = {
   rule: { type: 'string', multiple: true },
   group: { type: 'string', multiple: true },
   'break-glass': { type: 'string' },
+  'max-wait': { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

@@ -77,6 +77,13 @@ export class FrozenError extends PlanfenceError {
   }
 }
 export class NotFoundError extends PlanfenceError {}
+
+/** QUEUE_FULL: `max` tickets already wait for the environment's lease. */
+export class QueueFullError extends PlanfenceError {
+  get max(): number | null {
+    return (this.extensions.max as number | undefined) ?? null;
+  }
+}
 export class AlreadyExistsError extends PlanfenceError {}
 export class UnauthenticatedError extends PlanfenceError {}
 export class ForbiddenError extends PlanfenceError {}
@@ -109,6 +116,7 @@ const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
   ALREADY_APPROVED: AlreadyApprovedError,
   FROZEN: FrozenError,
   NOT_FOUND: NotFoundError,
+  QUEUE_FULL: QueueFullError,
   ALREADY_EXISTS: AlreadyExistsError,
   UNAUTHENTICATED: UnauthenticatedError,
   FORBIDDEN: ForbiddenError,
