@@ -8,14 +8,16 @@ import { runPauseHarness } from './fault/pause.js';
 
 const seed = Number(process.env.FAULT_SEED ?? Date.now() % 1_000_000);
 
-// proves: R1, R3, R6, R12
+// proves: R1, R3, R6, R12, R39
 test(`paused agents never regress the published plan (seed ${seed})`, async () => {
   const report = await runPauseHarness({ rounds: 20, seed, parallel: 10 });
   console.log(
-    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} seed=${report.seed}`,
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} queueRounds=${report.queueRounds} seed=${report.seed}`,
   );
   expect(report.violations).toEqual([]);
   expect(report.pauses).toBeGreaterThanOrEqual(20);
+  // Every fourth round waits in the lease queue, A frozen at its grant.
+  expect(report.queueRounds).toBe(5);
 }, 120_000);
 
 // proves: R1, R6, R9
@@ -34,7 +36,7 @@ const postgres = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const onPostgres = postgres ? describe : describe.skip;
 
 onPostgres('two service instances on one PostgreSQL', () => {
-  // proves: R1, R3, R6
+  // proves: R1, R3, R6, R39
   test(`paused agents spread over both never regress the published plan (seed ${seed})`, async () => {
     const report = await runPauseHarness({
       rounds: 20,

@@ -4,8 +4,12 @@ import { createInterface } from 'node:readline';
 import { distFile } from './service.js';
 
 export interface AgentStep {
-  step: 'acquired' | 'built' | 'sending' | 'result';
+  step: 'enqueued' | 'acquired' | 'built' | 'sending' | 'result';
   generation?: number;
+  /** Why the agent failed (AGENT_FAILED). */
+  message?: string;
+  /** The lease ticket (`enqueued`, queue mode). */
+  ticket?: string;
   code?: string;
   planId?: string;
   fence?: number;
@@ -26,6 +30,8 @@ export class AgentProcess {
     ttlSeconds: number,
     readonly content: string,
     stepDelayMs: number,
+    /** Wait in the lease queue instead of acquiring. */
+    queue = false,
   ) {
     this.child = spawn(
       process.execPath,
@@ -37,6 +43,7 @@ export class AgentProcess {
         String(ttlSeconds),
         content,
         String(stepDelayMs),
+        ...(queue ? ['queue'] : []),
       ],
       {
         stdio: ['ignore', 'pipe', 'inherit'],
