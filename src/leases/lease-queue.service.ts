@@ -8,6 +8,7 @@ import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { leaseTicketTopic } from '../events/events.service.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
+import { PgListener } from '../events/pg-listener.js';
 import { DecisionRunner } from '../fencing/decision.runner.js';
 import { FenceService, liveLease } from '../fencing/fence.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -25,6 +26,7 @@ export class LeaseQueueService implements OnModuleInit {
     private readonly decisions: DecisionRunner,
     private readonly fence: FenceService,
     private readonly metrics: MetricsService,
+    private readonly listener: PgListener,
   ) {}
 
   onModuleInit(): void {
@@ -131,18 +133,23 @@ export class LeaseQueueService implements OnModuleInit {
   /**
    * leaseTicketChanged: the ticket as it reads now, then each status change, heard from
    * every instance. The topic is subscribed before the first read, so no change is missed.
+   * On PostgreSQL, a subscription open while this instance's LISTEN connection was lost is
+   * completed when it is back (as the other feeds are): its client subscribes again and
+   * starts from the ticket as it reads then.
    */
   async changes(pubsub: SubscriptionPubSub, id: string): Promise<AsyncIterable<unknown>> {
     const live = await pubsub.subscribe(leaseTicketTopic(id));
+    const stop = this.listener.onRecovery(() => pubsub.close?.());
     let first: LeaseTicket | null;
     try {
       first = await this.find(id);
       if (!first) throw QueueError.ticketNotFound(id);
     } catch (error) {
+      stop();
       pubsub.close?.();
       throw error;
     }
-    return statusChanges(first, live, () => this.find(id));
+    return statusChanges(first, live, () => this.find(id), stop);
   }
 
   /** The ticket as it reads at the service clock's now. */
@@ -187,14 +194,19 @@ async function* statusChanges(
   first: LeaseTicket,
   live: AsyncIterable<unknown>,
   read: () => Promise<LeaseTicket | null>,
+  ended: () => void,
 ): AsyncGenerator<unknown> {
-  let last = first.status;
-  yield { leaseTicketChanged: first };
-  for await (const event of live) {
-    void event;
-    const ticket = await read();
-    if (!ticket || ticket.status === last) continue;
-    last = ticket.status;
-    yield { leaseTicketChanged: ticket };
+  try {
+    let last = first.status;
+    yield { leaseTicketChanged: first };
+    for await (const event of live) {
+      void event;
+      const ticket = await read();
+      if (!ticket || ticket.status === last) continue;
+      last = ticket.status;
+      yield { leaseTicketChanged: ticket };
+    }
+  } finally {
+    ended();
   }
 }
