@@ -237,9 +237,11 @@ export class FenceService {
       { ...p, expiresAt: p.now + p.ttlMs },
     );
     if (!renewed) {
-      // The caller's lease is over: the queue is handed the environment (R37).
+      // Named as things stood when the renewal was refused; then the caller's lease being
+      // over, the queue is handed the environment (R37).
+      const refused = await this.leaseNotHeld(m, p);
       await this.handOffLease(m, p.environment, p.now);
-      throw await this.leaseNotHeld(m, p);
+      throw refused;
     }
     await this.expireProposals(m, p.now, p.environment);
     return liveLease(await this.environment(m, p.environment), p.now)!;
@@ -256,9 +258,10 @@ export class FenceService {
        WHERE name = :environment AND ${LIVE_LEASE_OF_CALLER}`,
       p,
     );
+    const refused = released ? null : await this.leaseNotHeld(m, p);
     // R37: the head ticket, if any, is granted in the transaction that frees the environment.
     await this.handOffLease(m, p.environment, p.now);
-    if (!released) throw await this.leaseNotHeld(m, p);
+    if (refused) throw refused;
     await this.expireProposals(m, p.now, p.environment);
   }
 
