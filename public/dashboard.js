@@ -44,7 +44,7 @@ async function gql(query, variables = {}) {
   return body.data;
 }
 
-const SUMMARY = `name mode requireApproval fence lastIssuedGeneration
+const SUMMARY = `name mode requireApproval fence lastIssuedGeneration queueMode
   lease { holder generation expiresAt }
   currentPlan { id title generation submittedBy reviewedBy publishedAt }`;
 const LIST = `query($first: Int, $after: String) { environments(first: $first, after: $after) { ${SUMMARY} } }`;
@@ -52,6 +52,7 @@ const ONE = `query($e: String!) { environment(name: $e) { ${SUMMARY} } }`;
 const DETAILS = `query($e: String!) {
   plans(environment: $e, first: 6) { id status title submittedBy submittedAt generation publishedAt }
   auditEvents(environment: $e, first: 200) { id at actor action generation planId outcome code }
+  leaseQueue(environment: $e) { id holder position enqueuedAt }
   environment(name: $e) { freeze { reason frozenBy } activeDeployment { id sequence status startedBy heartbeatExpiresAt plan { id } } deployedPlan { id } }
 }`;
 
@@ -90,6 +91,7 @@ function summaryHtml(env) {
       <dt>fence</dt><dd class="fence">${Number(env.fence)}</dd>
       <dt>last generation</dt><dd>${Number(env.lastIssuedGeneration)}</dd>
       <dt>lease</dt><dd class="lease">${leaseText(env.lease)}</dd>
+      <dt>queue</dt><dd class="queue-mode">${esc(env.queueMode)}</dd>
     </dl>
     ${current
       ? `<div class="current"><strong class="current-id">${esc(current.id)}</strong> ${esc(current.title)}<br>
@@ -106,6 +108,10 @@ function detailsHtml(details) {
     ${details.plans.length
       ? `<table class="plans">${details.plans.map((p) => `<tr><td><button type="button" class="open-plan link" data-plan="${esc(p.id)}">${esc(p.id)}</button></td><td class="st st-${esc(p.status)}">${esc(p.status)}</td><td>${esc(p.title)}</td><td>${esc(p.submittedBy)}</td></tr>`).join('')}</table>`
       : '<p class="empty">no plans yet</p>'}
+    <h3>Waiting for the lease</h3>
+    ${details.leaseQueue && details.leaseQueue.length
+      ? `<ol class="lease-queue">${details.leaseQueue.map((t) => `<li>${esc(t.holder)} <span class="since">since ${esc(when(t.enqueuedAt))}</span></li>`).join('')}</ol>`
+      : '<p class="empty">nobody waits</p>'}
     <h3>Turned away</h3>
     ${rejections.length
       ? `<table class="rejections">${rejections.map((e) => `<tr><td>${esc(new Date(e.at).toLocaleTimeString())}</td><td>${esc(e.actor)}</td><td>${esc(e.action)} g${esc(e.generation)}</td><td class="code">${esc(e.code)}</td></tr>`).join('')}</table>`

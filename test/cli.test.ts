@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
-import { World } from './support/world.js';
+import { ok, World } from './support/world.js';
 
 const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
@@ -155,4 +155,45 @@ test('an unreachable service is exit code 8', async () => {
   });
   expect(run.code).toBe(8);
   expect(run.stderr).toContain('cannot reach');
+});
+
+// proves: R37
+test('lease wait waits its turn in the queue and prints the granted generation', async () => {
+  await world.createEnvironment('cli-queue', 'MONOTONIC');
+  const held = json(await planfence(agent, 'lease', 'acquire', 'cli-queue', '--json'));
+  const waiting = planfence(other, 'lease', 'wait', 'cli-queue', '--ttl', '60', '--json');
+  // The release hands the lease to the waiter's ticket, whenever it was enqueued.
+  for (;;) {
+    const queue = ok(
+      await app.gql<{ leaseQueue: unknown[] }>(
+        world.admin,
+        '{ leaseQueue(environment: "cli-queue") { id } }',
+      ),
+    ).leaseQueue;
+    if (queue.length) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  json(await planfence(agent, 'lease', 'release', 'cli-queue', String(held.generation), '--json'));
+  expect(json(await waiting)).toMatchObject({
+    environment: 'cli-queue',
+    holder: 'other',
+    generation: held.generation + 1,
+  });
+
+  // A ticket that expires unserved is exit code 6.
+  const expiring = planfence(agent, 'lease', 'wait', 'cli-queue', '--max-wait', '1');
+  for (;;) {
+    const queue = ok(
+      await app.gql<{ leaseQueue: unknown[] }>(
+        world.admin,
+        '{ leaseQueue(environment: "cli-queue") { id } }',
+      ),
+    ).leaseQueue;
+    if (queue.length) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  world.advance(1);
+  const ended = await expiring;
+  expect(ended.code).toBe(6);
+  expect(ended.stderr).toMatch(/ended EXPIRED/);
 });

@@ -1,8 +1,10 @@
 /** The agent SDK against the real service. */
 import {
   LeaseHeldError,
+  LeaseNotGrantedError,
   LeaseNotHeldError,
   PlanfenceClient,
+  QueueFullError,
   StaleGenerationError,
 } from '../src/client/index.js';
 import { startApp, type TestApp } from './support/app.js';
@@ -148,4 +150,82 @@ test('queries: the current plan and the audit log', async () => {
   expect((await client.currentPlan(env))?.id).toBe(plan.id);
   const events = await client.auditEvents(env, { first: 2 });
   expect(events.map((e) => e.action)).toEqual(['SUBMIT_PLAN', 'ACQUIRE_LEASE']);
+});
+
+// proves: R37, R38
+test('withLease with wait takes its turn in the queue and runs the work under the granted generation', async () => {
+  const env = await environment('STRICT');
+  const first = new PlanfenceClient({ url: app.url, token: agentToken });
+  const second = new PlanfenceClient({ url: app.url, token: otherToken });
+  const order: string[] = [];
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const running = first.withLease(
+    env,
+    async ({ generation }) => {
+      order.push(`first ${generation}`);
+      await held;
+    },
+    { wait: { pollMs: 20 } },
+  );
+  while (!order.length) await sleep(10);
+  await expect(second.acquireLease(env)).rejects.toBeInstanceOf(LeaseHeldError);
+  const waiting = second.withLease(
+    env,
+    async ({ generation }) => {
+      order.push(`second ${generation}`);
+      return second.submitPlan({ environment: env, generation, content: 'my turn' });
+    },
+    { wait: { pollMs: 20 } },
+  );
+  while (
+    !(
+      await second.request<{ leaseQueue: unknown[] }>(
+        `{ leaseQueue(environment: "${env}") { id } }`,
+      )
+    ).leaseQueue.length
+  )
+    await sleep(10);
+  // While a ticket waits, nobody jumps the queue (R38).
+  await expect(first.acquireLease(env)).rejects.toBeInstanceOf(LeaseHeldError);
+  release();
+  await running;
+  const plan = await waiting;
+  expect(order).toEqual(['first 1', 'second 2']);
+  expect(plan.generation).toBe(2);
+
+  // QUEUE_FULL and a ticket that ends unserved are typed.
+  await world.gql(
+    world.admin,
+    `mutation { updateEnvironmentPolicy(input: { environment: "${env}", maxQueueLength: 1 }) { name } }`,
+  );
+  const lease = await first.acquireLease(env);
+  const ticket = await second.enqueueLease(env, { maxWaitSeconds: 5 });
+  expect(ticket).toMatchObject({ status: 'WAITING', position: 1 });
+  const full = await first.enqueueLease(env).catch((error: unknown) => error);
+  expect(full).toBeInstanceOf(QueueFullError);
+  expect((full as QueueFullError).max).toBe(1);
+  app.clock.advance(5000);
+  const waitingLate = second
+    .waitForLease(env, { pollMs: 20, maxWaitSeconds: 1 })
+    .catch((error: unknown) => error);
+  while (
+    (
+      await second.request<{ leaseQueue: { id: string }[] }>(
+        `{ leaseQueue(environment: "${env}") { id } }`,
+      )
+    ).leaseQueue[0]?.id === ticket.id ||
+    !(
+      await second.request<{ leaseQueue: unknown[] }>(
+        `{ leaseQueue(environment: "${env}") { id } }`,
+      )
+    ).leaseQueue.length
+  )
+    await sleep(10);
+  app.clock.advance(1000);
+  const late = await waitingLate;
+  // The queue had room again (the first ticket expired); this one waits behind the live lease and expires too.
+  expect(late).toBeInstanceOf(LeaseNotGrantedError);
+  expect((late as LeaseNotGrantedError).ticket.status).toBe('EXPIRED');
+  await first.releaseLease(env, lease.generation);
 });

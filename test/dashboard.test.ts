@@ -73,6 +73,11 @@ test('a viewer watches a plan get published and a stale agent get turned away, l
   await expect(prod.locator('.fence').textContent()).resolves.toBe('2');
   await expect(prod.locator('.current').textContent()).resolves.toContain('resize web');
 
+  // A waits its turn for the lease: the queue shows it.
+  ok(await world.gql(agentA, 'mutation { enqueueLease(input: { environment: "prod" }) { id } }'));
+  await prod.locator('.lease-queue li', { hasText: 'agent-a' }).waitFor({ timeout: 10_000 });
+  await expect(prod.locator('.queue-mode').textContent()).resolves.toBe('FIFO');
+
   mkdirSync(new URL('.', SCREENSHOT), { recursive: true });
   await page.screenshot({ path: SCREENSHOT.pathname, fullPage: true });
   expect(existsSync(SCREENSHOT)).toBe(true);

@@ -8,33 +8,37 @@ import { runPauseHarness } from './fault/pause.js';
 
 const seed = Number(process.env.FAULT_SEED ?? Date.now() % 1_000_000);
 
-// proves: R1, R3, R6, R12
+// proves: R1, R3, R6, R12, R39
 test(`paused agents never regress the published plan (seed ${seed})`, async () => {
   const report = await runPauseHarness({ rounds: 20, seed, parallel: 10 });
   console.log(
-    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} seed=${report.seed}`,
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} queueRounds=${report.queueRounds} seed=${report.seed}`,
   );
   expect(report.violations).toEqual([]);
   expect(report.pauses).toBeGreaterThanOrEqual(20);
+  // Every fourth round waits in the lease queue, A frozen at its grant.
+  expect(report.queueRounds).toBe(5);
 }, 120_000);
 
-// proves: R1, R6, R9
+// proves: R1, R6, R9, R37
 test(`a crashed service loses nothing acknowledged and duplicates nothing retried (seed ${seed})`, async () => {
   const report = await runCrashHarness({ kills: 2, seed, agents: 4 });
   console.log(
-    `kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} seed=${report.seed}`,
+    `kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} queue=${JSON.stringify(report.queue)} seed=${report.seed}`,
   );
   expect(report.violations).toEqual([]);
   expect(report).toMatchObject({ lost: 0, duplicates: 0 });
   expect(report.acknowledged).toBeGreaterThan(0);
   expect(report.retried).toBeGreaterThan(0);
+  // Lease tickets waited and were granted across the kills, each generation once, in order.
+  expect(report.queue.granted).toBeGreaterThan(0);
 }, 120_000);
 
 const postgres = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const onPostgres = postgres ? describe : describe.skip;
 
 onPostgres('two service instances on one PostgreSQL', () => {
-  // proves: R1, R3, R6
+  // proves: R1, R3, R6, R39
   test(`paused agents spread over both never regress the published plan (seed ${seed})`, async () => {
     const report = await runPauseHarness({
       rounds: 20,
@@ -49,14 +53,15 @@ onPostgres('two service instances on one PostgreSQL', () => {
     expect(report.violations).toEqual([]);
   }, 180_000);
 
-  // proves: R1, R9
+  // proves: R1, R9, R37
   test(`killing one instance loses nothing acknowledged; the other keeps serving (seed ${seed})`, async () => {
     const report = await runCrashHarness({ kills: 2, seed, agents: 4, postgres, instances: 2 });
     console.log(
-      `instances=2 kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} seed=${report.seed}`,
+      `instances=2 kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} queue=${JSON.stringify(report.queue)} seed=${report.seed}`,
     );
     expect(report.violations).toEqual([]);
     expect(report).toMatchObject({ lost: 0, duplicates: 0 });
     expect(report.retried).toBeGreaterThan(0);
+    expect(report.queue.granted).toBeGreaterThan(0);
   }, 180_000);
 });

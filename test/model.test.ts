@@ -10,17 +10,21 @@
  * per command: GraphQL, or MCP (the service's POST /mcp, with the SDK's client); the model
  * knows nothing of doors, so both must give the same outcomes (R28). a2 is an ADMIN, which
  * MCP refuses: its commands always go through GraphQL.
+ *
+ * Agents wait in lease queues (the sweeper sweeps when a command says so).
  */
 import fc from 'fast-check';
 import {
   ReferenceModel,
   type ModelPolicy,
   type Mode,
+  type QueueMode,
   type Role,
   type Rule,
   type SubmitInput,
 } from './model/reference-model.js';
 import { Database } from '../src/database/database.js';
+import { LeaseQueueSweeper } from '../src/leases/lease-queue.sweeper.js';
 import { startApp, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 import { connectMcp, type McpAgent, refusalOf } from './support/mcp.js';
@@ -120,6 +124,8 @@ beforeAll(async () => {
   world = new World(app);
   for (const { name, role } of PRINCIPALS) tokens[name] = await world.issue(name, role);
   a1Mcp = await connectMcp(app.url, tokens.a1, 'http');
+  // The sweeper runs only as a command: when it would run by itself is not the model's to know.
+  await app.app.get(LeaseQueueSweeper).stop();
 });
 
 type Door = 'graphql' | 'mcp';
@@ -162,6 +168,8 @@ interface ModelState {
   lastSubmit: Map<Agent, SubmitInput>;
   keys: number;
   run: number;
+  /** The service's id of each of the model's tickets, by index. */
+  ticketIds: string[];
 }
 type Real = World;
 type Command = fc.AsyncCommand<ModelState, Real>;
@@ -199,7 +207,7 @@ async function expectSameState(s: ModelState): Promise<void> {
     parts.push(
       `e${i}: environment(name: "${name}") { fence lastIssuedGeneration lease { holder generation } currentPlan { id }
          freeze { reason frozenBy } approvalRules { group count } proposalTtlSeconds
-         policyVersion planPolicies { name } }`,
+         policyVersion planPolicies { name } queueMode maxQueueLength }`,
     );
     if (s.model.environments.has(name))
       parts.push(
@@ -233,6 +241,8 @@ async function expectSameState(s: ModelState): Promise<void> {
       proposalTtlSeconds: e.proposalTtlSeconds,
       policyVersion: e.policyVersion,
       planPolicies: e.policies.map((p) => ({ name: p.name })),
+      queueMode: e.queueMode,
+      maxQueueLength: e.maxQueueLength,
     });
     const expectedPlans = runPlans(s)
       .filter((p) => p.environment === name)
@@ -251,7 +261,28 @@ async function expectSameState(s: ModelState): Promise<void> {
       }));
     expect(realPlans).toEqual(expectedPlans);
   });
+  await expectSameTickets(s);
   await expectSameEvents(s);
+}
+
+/** §17: every ticket's status, place in its queue and granted generation. */
+async function expectSameTickets(s: ModelState): Promise<void> {
+  if (!s.ticketIds.length) return;
+  const fields = s.ticketIds.map(
+    (id, i) => `t${i}: leaseTicket(id: "${id}") { status position lease { generation } }`,
+  );
+  const result = await world.gql<Record<string, unknown>>(world.admin, `{ ${fields.join('\n')} }`);
+  expect(result.errors).toBeUndefined();
+  expect(s.ticketIds.map((_, i) => result.data![`t${i}`])).toEqual(
+    s.model.tickets.map((t) => {
+      const status = s.model.ticketStatus(t);
+      return {
+        status,
+        position: s.model.position(t),
+        lease: status === 'GRANTED' ? { generation: t.generation } : null,
+      };
+    }),
+  );
 }
 
 /**
@@ -504,28 +535,36 @@ const commands = [
       i: envIndex,
       rules: fc.option(fc.constantFrom(...RULE_SETS.keys()), { nil: undefined }),
       ttl: fc.constantFrom<number | null | undefined>(undefined, null, 60, 600),
+      queueMode: fc.constantFrom<QueueMode | undefined>(undefined, undefined, 'FIFO', 'LATEST'),
+      maxQueueLength: fc.constantFrom<number | undefined>(undefined, undefined, 1, 2, 20),
     })
-    .map(({ i, rules, ttl }) =>
-      command(`admin sets-policy e${i} (rules #${rules ?? '-'}, ttl ${ttl})`, async (s) => ({
-        expected: s.model.updatePolicy(
-          s.names[i],
-          rules === undefined ? undefined : RULE_SETS[rules],
-          ttl,
-        ),
-        actual: codeOf(
-          await world.gql(
-            world.admin,
-            'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
-            {
-              input: {
-                environment: s.names[i],
-                ...(rules === undefined ? {} : { approvalRules: RULE_SETS[rules] }),
-                ...(ttl === undefined ? {} : { proposalTtlSeconds: ttl }),
-              },
-            },
+    .map(({ i, rules, ttl, queueMode, maxQueueLength }) =>
+      command(
+        `admin sets-policy e${i} (rules #${rules ?? '-'}, ttl ${ttl}, queue ${queueMode} ${maxQueueLength})`,
+        async (s) => ({
+          expected: s.model.updatePolicy(
+            s.names[i],
+            rules === undefined ? undefined : RULE_SETS[rules],
+            ttl,
+            { queueMode, maxQueueLength },
           ),
-        ),
-      })),
+          actual: codeOf(
+            await world.gql(
+              world.admin,
+              'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+              {
+                input: {
+                  environment: s.names[i],
+                  ...(rules === undefined ? {} : { approvalRules: RULE_SETS[rules] }),
+                  ...(ttl === undefined ? {} : { proposalTtlSeconds: ttl }),
+                  ...(queueMode === undefined ? {} : { queueMode }),
+                  ...(maxQueueLength === undefined ? {} : { maxQueueLength }),
+                },
+              },
+            ),
+          ),
+        }),
+      ),
     ),
   fc.record({ i: envIndex, set: fc.nat(POLICY_SETS.length - 1) }).map(({ i, set }) =>
     command(`admin sets-plan-policies e${i} (#${set})`, async (s) => ({
@@ -573,6 +612,46 @@ const commands = [
         actual: codeOf(await setGroups(who, GROUP_SETS[groups])),
       })),
     ),
+  fc
+    .record({ a: agent, i: envIndex, ttl, wait: fc.constantFrom(1, 10, 60, 600) })
+    .map(({ a, i, ttl, wait }) =>
+      command(`${a} enqueues e${i} (ttl ${ttl}s, wait ${wait}s)`, async (s) => {
+        const expected = s.model.enqueue(a, s.names[i], ttl, wait);
+        const real = await world.gql<{ enqueueLease: { id: string; status: string } }>(
+          tokens[a],
+          'mutation($input: EnqueueLeaseInput!) { enqueueLease(input: $input) { id status } }',
+          { input: { environment: s.names[i], ttlSeconds: ttl, maxWaitSeconds: wait } },
+        );
+        const code = codeOf(real);
+        if (code === 'OK') s.ticketIds.push(real.data!.enqueueLease.id);
+        return {
+          expected,
+          actual: code === 'OK' ? `OK:${real.data!.enqueueLease.status}` : code,
+        };
+      }),
+    ),
+  fc.record({ a: agent, pick: fc.nat() }).map(({ a, pick }) =>
+    command(`${a} cancels ticket #${pick}`, async (s) => {
+      const index = pick % (s.ticketIds.length + 1);
+      const real = await world.gql<{ cancelLeaseTicket: { status: string } }>(
+        tokens[a],
+        'mutation($id: ID!) { cancelLeaseTicket(id: $id) { status } }',
+        { id: s.ticketIds[index] ?? '2147483647' },
+      );
+      const code = codeOf(real);
+      return {
+        expected: s.model.cancel(a, roleOf(a), index),
+        actual: code === 'OK' ? `OK:${real.data!.cancelLeaseTicket.status}` : code,
+      };
+    }),
+  ),
+  fc.constant(
+    command('sweeper sweeps', async (s) => {
+      s.model.sweep();
+      await app.app.get(LeaseQueueSweeper).sweep();
+      return { expected: 'OK', actual: 'OK' };
+    }),
+  ),
 ];
 
 /** Acquiring, submitting and approving are what the rules are about: they come up most often. */
@@ -588,6 +667,9 @@ const [
   planPolicies,
   freeze,
   regroup,
+  enqueue,
+  cancel,
+  sweep,
 ] = commands;
 const weighted = [
   createEnvironment,
@@ -613,6 +695,11 @@ const weighted = [
   freeze,
   freeze,
   regroup,
+  enqueue,
+  enqueue,
+  enqueue,
+  cancel,
+  sweep,
 ];
 const environmentSetup = fc.array(
   fc.record({
@@ -624,7 +711,7 @@ const environmentSetup = fc.array(
   { minLength: 2, maxLength: 2 },
 );
 
-// proves: R1, R3, R4, R5, R6, R7, R8, R9, R10, R11, R13, R14, R15, R16, R17, R22
+// proves: R1, R3, R4, R5, R6, R7, R8, R9, R10, R11, R13, R14, R15, R16, R17, R22, R37, R38, R39
 test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
   await fc.assert(
     fc.asyncProperty(
@@ -638,6 +725,7 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
           lastSubmit: new Map(),
           keys: 0,
           run,
+          ticketIds: [],
         };
         for (const { name, groups } of PRINCIPALS) {
           s.model.setGroups(name, groups);
@@ -699,6 +787,11 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
       'unfreezes OK',
       'regroups OK',
       'commands over mcp',
+      'enqueues OK:GRANTED',
+      'enqueues OK:WAITING',
+      'enqueues QUEUE_FULL',
+      'cancels OK:CANCELLED',
+      'cancels FORBIDDEN',
     ]) {
       expect(outcomes.get(reached)).toBeGreaterThan(0);
     }

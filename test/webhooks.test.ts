@@ -253,6 +253,22 @@ describe('every event type', () => {
         'mutation { unfreezeEnvironment(environment: "prod") { name } }',
       ),
     ); // environment.unfrozen
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation { updateEnvironmentPolicy(input: { environment: "prod", queueMode: LATEST }) { name } }',
+      ),
+    );
+    const held = await world.acquire(agent, 'prod');
+    const enqueue = (instance: string) =>
+      world.gql(
+        agent,
+        'mutation($instance: String) { enqueueLease(input: { environment: "prod", instance: $instance }) { id status } }',
+        { instance },
+      );
+    ok(await enqueue('a'));
+    ok(await enqueue('b')); // lease.superseded
+    ok(await world.release(agent, 'prod', held)); // lease.granted
 
     const expected = [
       'plan.submitted',
@@ -268,6 +284,8 @@ describe('every event type', () => {
       'deployment.reconciled',
       'environment.frozen',
       'environment.unfrozen',
+      'lease.superseded',
+      'lease.granted',
     ];
     const delivered = await allDelivered(world, created.webhook.id, expected.length);
     // Arrived once each, in commit order (event ids increase in commit order).
@@ -375,6 +393,18 @@ describe('every event type', () => {
       data: { name: 'prod', frozen: true, frozenReason: 'incident 7' },
     });
     expect(byType.get('environment.unfrozen')).toMatchObject({ data: { frozen: false } });
+    expect(byType.get('lease.superseded')).toMatchObject({
+      actor: 'agent/b',
+      generation: null,
+      data: { holder: 'agent/a', status: 'SUPERSEDED' },
+    });
+    expect(byType.get('lease.granted')).toMatchObject({
+      actor: 'planfence',
+      data: { holder: 'agent/b', status: 'GRANTED' },
+    });
+    expect(byType.get('lease.granted')!.generation).toBe(
+      byType.get('lease.granted')!.data.generation,
+    );
     for (const delivery of delivered) {
       expect(delivery).toMatchObject({
         webhookId: created.webhook.id,

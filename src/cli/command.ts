@@ -38,6 +38,7 @@ export const OPTIONS = {
   'source-revision': { type: 'string' },
   'policy-file': { type: 'string' },
   'content-type': { type: 'string' },
+  'max-wait': { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

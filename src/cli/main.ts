@@ -5,11 +5,11 @@
  * Each command lives in commands/<feature>.ts.
  */
 import { parseArgs } from 'node:util';
-import { PlanfenceClient } from '../client/client.js';
+import { LeaseNotGrantedError, PlanfenceClient } from '../client/client.js';
 import { PlanfenceError, TransportError } from '../client/errors.js';
 import { type Command, OPTIONS, UsageError } from './command.js';
 import { createEnvironment, listEnvironments, showEnvironment } from './commands/environments.js';
-import { acquireLease, releaseLease, renewLease } from './commands/leases.js';
+import { acquireLease, releaseLease, renewLease, waitForLease } from './commands/leases.js';
 import { approvePlan, listPlans, rejectPlan, showPlan, submitPlan } from './commands/plans.js';
 import {
   environmentPolicy,
@@ -43,6 +43,8 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   lease acquire ENV [--ttl SECONDS] [--instance LABEL]
   lease renew ENV GENERATION [--ttl SECONDS]
   lease release ENV GENERATION
+  lease wait ENV [--ttl SECONDS] [--instance LABEL] [--max-wait SECONDS]
+                                        wait in the lease queue; prints the generation when granted
   plan submit ENV GENERATION --file PATH|- [--title T] [--based-on PLAN_ID] [--key KEY]
   plan submit ENV --terraform PLANFILE [--chdir DIR] [--generation G] [--deployment-sequence N]
               [--source-revision REV] [--title T] [--key KEY]
@@ -73,7 +75,8 @@ Exit codes:
      ALREADY_APPROVED)
   4  not found, or already exists (NOT_FOUND, ALREADY_EXISTS)
   5  fenced: the generation can no longer write (STALE_GENERATION, UNKNOWN_GENERATION)
-  6  lease: held by another, or not held (LEASE_HELD, LEASE_NOT_HELD)
+  6  lease: held by another, or not held (LEASE_HELD, LEASE_NOT_HELD, QUEUE_FULL), or a
+     queue ticket ended without a grant (EXPIRED, SUPERSEDED, CANCELLED)
   7  conflict: the plan or pointer moved on (INVALID_PLAN_STATE, PRECONDITION_FAILED,
      IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_PROGRESS, FROZEN)
   8  the service is unreachable or failed (transport errors, INTERNAL)
@@ -92,6 +95,7 @@ const EXIT: Record<string, number> = {
   UNKNOWN_GENERATION: 5,
   LEASE_HELD: 6,
   LEASE_NOT_HELD: 6,
+  QUEUE_FULL: 6,
   INVALID_PLAN_STATE: 7,
   PRECONDITION_FAILED: 7,
   IDEMPOTENCY_KEY_REUSED: 7,
@@ -114,6 +118,7 @@ const COMMANDS: Record<string, Command> = {
   'lease acquire': acquireLease,
   'lease renew': renewLease,
   'lease release': releaseLease,
+  'lease wait': waitForLease,
   'plan submit': submitPlan,
   'plan approve': approvePlan,
   'plan reject': rejectPlan,
@@ -178,6 +183,7 @@ export function describeFailure(error: unknown): { line: string; code: number } 
     };
   }
   if (error instanceof TransportError) return { line: error.message, code: 8 };
+  if (error instanceof LeaseNotGrantedError) return { line: error.message, code: 6 };
   if (
     error instanceof Error &&
     'code' in error &&

@@ -149,6 +149,44 @@ export interface WithLeaseOptions {
   instance?: string;
   /** How often to renew (default: a third of the TTL). */
   renewEveryMs?: number;
+  /**
+   * Wait in the environment's lease queue (docs/leases.md) instead of failing with
+   * LEASE_HELD; LeaseNotGrantedError when the ticket ends otherwise (EXPIRED after
+   * maxWaitSeconds, SUPERSEDED by a newer one in LATEST mode, CANCELLED).
+   */
+  wait?: WaitOptions;
+}
+
+export interface WaitOptions {
+  /** 1..86400 (default 600): the ticket turns EXPIRED if not granted by then. */
+  maxWaitSeconds?: number;
+  /** How often the ticket is read while it waits (default 500 ms). */
+  pollMs?: number;
+}
+
+export type LeaseTicketStatus = 'WAITING' | 'GRANTED' | 'SUPERSEDED' | 'EXPIRED' | 'CANCELLED';
+
+/** A place in an environment's lease queue (docs/leases.md). */
+export interface LeaseTicket {
+  id: string;
+  environment: string;
+  holder: string;
+  status: LeaseTicketStatus;
+  /** 1-based place while WAITING. */
+  position: number | null;
+  /** The lease granted to it (GRANTED only). */
+  lease: Lease | null;
+  enqueuedAt: string;
+  grantedAt: string | null;
+  expiresAt: string;
+}
+
+/** The ticket ended without a grant: EXPIRED, SUPERSEDED or CANCELLED. */
+export class LeaseNotGrantedError extends Error {
+  constructor(readonly ticket: LeaseTicket) {
+    super(`lease ticket ${ticket.id} on ${ticket.environment} ended ${ticket.status}`);
+    this.name = 'LeaseNotGrantedError';
+  }
 }
 
 const PLAN =
@@ -157,6 +195,7 @@ const TERRAFORM_PLAN = `${PLAN} contentType artifactHash basedOnDeploymentSequen
   summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }`;
 const LEASE = 'environment holder generation acquiredAt expiresAt';
 const PRINCIPAL = 'name role createdAt revokedAt';
+const TICKET = `id environment holder status position enqueuedAt grantedAt expiresAt lease { ${LEASE} }`;
 const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt deploymentSequence lease { ${LEASE} } currentPlan { ${PLAN} }`;
 
 /** R14: `count` approvers of `group` (any approver where null). */
@@ -348,6 +387,66 @@ export class PlanfenceClient {
         { input },
       )
     ).acquireLease;
+  }
+
+  /** A ticket in the environment's lease queue: GRANTED at once when it is free and nobody waits. QueueFullError. */
+  async enqueueLease(
+    environment: string,
+    options: { ttlSeconds?: number; instance?: string; maxWaitSeconds?: number } = {},
+  ): Promise<LeaseTicket> {
+    const input = {
+      environment,
+      ttlSeconds: options.ttlSeconds ?? 30,
+      instance: options.instance,
+      maxWaitSeconds: options.maxWaitSeconds ?? 600,
+    };
+    return (
+      await this.request<{ enqueueLease: LeaseTicket }>(
+        `mutation($input: EnqueueLeaseInput!) { enqueueLease(input: $input) { ${TICKET} } }`,
+        { input },
+      )
+    ).enqueueLease;
+  }
+
+  async leaseTicket(id: string): Promise<LeaseTicket | null> {
+    return (
+      await this.request<{ leaseTicket: LeaseTicket | null }>(
+        `query($id: ID!) { leaseTicket(id: $id) { ${TICKET} } }`,
+        { id },
+      )
+    ).leaseTicket;
+  }
+
+  async cancelLeaseTicket(id: string): Promise<LeaseTicket> {
+    return (
+      await this.request<{ cancelLeaseTicket: LeaseTicket }>(
+        `mutation($id: ID!) { cancelLeaseTicket(id: $id) { ${TICKET} } }`,
+        { id },
+      )
+    ).cancelLeaseTicket;
+  }
+
+  /**
+   * Enqueues for the environment's lease and waits, reading the ticket every `pollMs`,
+   * until it is granted (the lease is returned) or ends otherwise (LeaseNotGrantedError).
+   * An aborted `signal` cancels the ticket.
+   */
+  async waitForLease(
+    environment: string,
+    options: { ttlSeconds?: number; instance?: string; signal?: AbortSignal } & WaitOptions = {},
+  ): Promise<Lease> {
+    let ticket = await this.enqueueLease(environment, options);
+    const pollMs = options.pollMs ?? 500;
+    while (ticket.status === 'WAITING') {
+      if (options.signal?.aborted) {
+        await this.cancelLeaseTicket(ticket.id).catch(() => undefined);
+        throw options.signal.reason;
+      }
+      await sleep(pollMs);
+      ticket = (await this.retrying(() => this.leaseTicket(ticket.id))) ?? ticket;
+    }
+    if (ticket.status !== 'GRANTED' || !ticket.lease) throw new LeaseNotGrantedError(ticket);
+    return ticket.lease;
   }
 
   async renewLease(environment: string, generation: number, ttlSeconds = 30): Promise<Lease> {
@@ -695,7 +794,8 @@ export class PlanfenceClient {
   }
 
   /**
-   * Runs `work` under a lease: acquires it, renews it in the background well before
+   * Runs `work` under a lease: acquires it (or, with `wait`, waits its turn in the queue),
+   * renews it in the background well before
    * it expires, and releases it at the end. `work` gets the generation to send with its
    * writes and a signal that aborts when a renewal fails or the lease is lost (a pause
    * longer than the TTL, a network partition); from then on the service rejects the
@@ -708,7 +808,13 @@ export class PlanfenceClient {
   ): Promise<T> {
     const ttlSeconds = options.ttlSeconds ?? 30;
     const renewEveryMs = options.renewEveryMs ?? (ttlSeconds * 1000) / 3;
-    const lease = await this.acquireLease(environment, { ttlSeconds, instance: options.instance });
+    const lease = options.wait
+      ? await this.waitForLease(environment, {
+          ttlSeconds,
+          instance: options.instance,
+          ...options.wait,
+        })
+      : await this.acquireLease(environment, { ttlSeconds, instance: options.instance });
     const controller = new AbortController();
     let renewing = true;
     const renewals = (async () => {

@@ -100,6 +100,13 @@ export class CursorTooOldError extends PlanfenceError {
   }
 }
 export class NotFoundError extends PlanfenceError {}
+
+/** QUEUE_FULL: `max` tickets already wait for the environment's lease. */
+export class QueueFullError extends PlanfenceError {
+  get max(): number | null {
+    return (this.extensions.max as number | undefined) ?? null;
+  }
+}
 export class AlreadyExistsError extends PlanfenceError {}
 export class UnauthenticatedError extends PlanfenceError {}
 export class ForbiddenError extends PlanfenceError {}
@@ -143,6 +150,7 @@ const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
   STORAGE_UNAVAILABLE: StorageUnavailableError,
   CURSOR_TOO_OLD: CursorTooOldError,
   NOT_FOUND: NotFoundError,
+  QUEUE_FULL: QueueFullError,
   ALREADY_EXISTS: AlreadyExistsError,
   UNAUTHENTICATED: UnauthenticatedError,
   FORBIDDEN: ForbiddenError,

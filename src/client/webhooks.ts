@@ -14,7 +14,9 @@ export interface WebhookEvent {
     | 'deployment.unknown'
     | 'deployment.reconciled'
     | 'environment.frozen'
-    | 'environment.unfrozen';
+    | 'environment.unfrozen'
+    | 'lease.granted'
+    | 'lease.superseded';
   /** ISO 8601, by the service clock of the deciding transaction. */
   at: string;
   environment: string;

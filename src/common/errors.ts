@@ -27,6 +27,7 @@ export const ERROR_CODES = [
   'STORAGE_UNAVAILABLE',
   'CURSOR_TOO_OLD',
   'POLICY_DENIED',
+  'QUEUE_FULL',
   'INTERNAL',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -40,7 +41,17 @@ export function extensionsOf(error: DomainError): Extensions {
   const { code, details } = error;
   switch (code) {
     case 'LEASE_HELD':
-      return { code, holder: details.holder, expiresAt: details.expiresAt };
+      // queueLength only while lease tickets wait (R38).
+      return details.queueLength === undefined
+        ? { code, holder: details.holder, expiresAt: details.expiresAt }
+        : {
+            code,
+            holder: details.holder,
+            expiresAt: details.expiresAt,
+            queueLength: details.queueLength,
+          };
+    case 'QUEUE_FULL':
+      return { code, max: details.max ?? null };
     case 'STALE_GENERATION':
       return { code, generation: details.generation, fence: details.fence };
     case 'INVALID_PLAN_STATE':

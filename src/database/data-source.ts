@@ -15,10 +15,12 @@ import { OutboxWebhooks1764900000000 } from '../../migrations/1764900000000-outb
 import { TerraformPlans1765000000000 } from '../../migrations/1765000000000-terraform-plans.js';
 import { AuditVia1765100000000 } from '../../migrations/1765100000000-audit-via.js';
 import { PlanPolicies1765200000000 } from '../../migrations/1765200000000-plan-policies.js';
+import { LeaseQueue1765400000000 } from '../../migrations/1765400000000-lease-queue.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
+import { LeaseTicket } from '../leases/lease-ticket.entity.js';
 import { Plan } from '../plans/plan.entity.js';
 
 export const entities = [
@@ -29,6 +31,7 @@ export const entities = [
   AuditEvent,
   IdempotencyRecord,
   Deployment,
+  LeaseTicket,
 ];
 export const migrations = [
   InitialSchema1764400000000,
@@ -41,6 +44,7 @@ export const migrations = [
   TerraformPlans1765000000000,
   AuditVia1765100000000,
   PlanPolicies1765200000000,
+  LeaseQueue1765400000000,
 ];
 
 /**

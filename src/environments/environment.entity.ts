@@ -21,6 +21,19 @@ registerEnumType(FencingMode, {
   },
 });
 
+export enum QueueMode {
+  FIFO = 'FIFO',
+  LATEST = 'LATEST',
+}
+
+registerEnumType(QueueMode, {
+  name: 'QueueMode',
+  valuesMap: {
+    FIFO: { description: 'Tickets are granted in the order they were enqueued.' },
+    LATEST: { description: 'A new ticket supersedes every WAITING one: only the newest waits.' },
+  },
+});
+
 /**
  * The ownership domain. Its fence, generation counter, lease and pointer columns
  * are written only by the fencing module.
@@ -108,4 +121,11 @@ export class Environment {
   })
   @Column({ name: 'policy_version', type: 'integer', default: 0 })
   policyVersion: number;
+  @Field(() => QueueMode, { description: 'How waiting lease tickets are granted (DESIGN §17).' })
+  @Column({ name: 'queue_mode', type: 'varchar', length: 8 })
+  queueMode: QueueMode;
+
+  @Field(() => Int, { description: '1..100' })
+  @Column({ name: 'max_queue_length', type: 'integer' })
+  maxQueueLength: number;
 }

@@ -85,8 +85,13 @@ export class EnvironmentsService {
     }
     return this.decisions.decide(
       { action: 'UPDATE_POLICY', environment: input.environment, actor },
-      (m, now) => {
+      async (m, now) => {
         if (invalid) throw invalid;
+        await this.fence.setQueuePolicy(m, {
+          environment: input.environment,
+          queueMode: input.queueMode,
+          maxQueueLength: input.maxQueueLength,
+        });
         return this.fence.updatePolicy(m, {
           environment: input.environment,
           approvalRules: rules,
@@ -101,6 +106,7 @@ export class EnvironmentsService {
             ? describePolicy(rules, env.proposalTtlSeconds)
             : `proposalTtlSeconds ${env.proposalTtlSeconds ?? 'none'}`,
           ...(planPolicies ? [describePlanPolicies(planPolicies, env.policyVersion)] : []),
+          `queue ${env.queueMode} of at most ${env.maxQueueLength}`,
         ].join('; '),
       }),
     );

@@ -19,6 +19,12 @@ export const auditRecordedTopic = (environment: string) => `auditEventRecorded:$
 export const activityTopic = () => 'activityRecorded';
 export const deploymentChangedTopic = (environment: string) => `deploymentChanged:${environment}`;
 
+/** One lease ticket's changes (leaseTicketChanged). */
+export const leaseTicketTopic = (id: number | string) => `leaseTicketChanged:${id}`;
+
+/** The PostgreSQL channel that carries the ids of changed lease tickets to every instance. */
+export const TICKETS_CHANNEL = 'planfence_tickets';
+
 /** The PostgreSQL channel that carries subscription events to every instance. */
 export const EVENTS_CHANNEL = 'planfence_events';
 
@@ -53,7 +59,25 @@ export class EventsService {
     listener: PgListener,
   ) {
     this.distributed = listener.enabled;
-    if (this.distributed) listener.on(EVENTS_CHANNEL, (payload) => this.heard(payload));
+    if (this.distributed) {
+      listener.on(EVENTS_CHANNEL, (payload) => this.heard(payload));
+      listener.on(TICKETS_CHANNEL, (id) => this.publish(leaseTicketTopic(id), { id }));
+    }
+  }
+
+  /**
+   * A lease ticket changed status. Only its id travels: a ticket changes status once
+   * (WAITING to its final status), so its row, read when the event is heard, is that change.
+   */
+  async leaseTicketChanged(m: EntityManager, id: number): Promise<void> {
+    if (this.distributed) {
+      await select(m, 'SELECT pg_notify(:channel, :payload)', {
+        channel: TICKETS_CHANNEL,
+        payload: String(id),
+      });
+      return;
+    }
+    this.db.afterCommit(m, () => this.publish(leaseTicketTopic(id), { id: String(id) }));
   }
 
   async planPublished(m: EntityManager, plan: Plan): Promise<void> {

@@ -3,9 +3,11 @@ import { EventsService } from '../events/events.service.js';
 import { Outbox } from '../outbox/outbox.service.js';
 import type { EntityManager } from 'typeorm';
 import { execute, RetryTransaction, select, updateReturning } from '../database/database.js';
-import { Environment, FencingMode } from '../environments/environment.entity.js';
+import { Environment, FencingMode, QueueMode } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
+import { LeaseTicket } from '../leases/lease-ticket.entity.js';
+import { QueueError } from '../leases/lease-queue.errors.js';
 import { Lease } from '../leases/lease.model.js';
 import { Plan, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
@@ -197,11 +199,15 @@ export class FenceService {
     }
   }
 
-  /** R1, R10: a new generation per grant; STRICT raises the fence to it in the same statement. */
+  /**
+   * R1, R10: a new generation per grant; STRICT raises the fence to it in the same statement.
+   * R38: refused while lease tickets wait, after the queue was handed the lease if it was free.
+   */
   async grantLease(
     m: EntityManager,
     p: { environment: string; principal: string; holder: string; ttlMs: number; now: number },
   ): Promise<Lease> {
+    await this.handOffLease(m, p.environment, p.now);
     const granted = await execute(
       m,
       `UPDATE environments SET
@@ -211,19 +217,22 @@ export class FenceService {
          lease_holder = :holder, lease_principal = :principal,
          lease_acquired_at = :now, lease_expires_at = :expiresAt
        WHERE name = :environment
-         AND (lease_holder IS NULL OR lease_expires_at <= :now OR lease_holder = :holder)`,
+         AND (lease_holder IS NULL OR lease_expires_at <= :now OR lease_holder = :holder)
+         AND NOT EXISTS (${WAITING_TICKETS})`,
       { ...p, expiresAt: p.now + p.ttlMs },
     );
     const env = await this.environment(m, p.environment);
     if (!granted) {
       const lease = liveLease(env, p.now);
+      const queueLength = await this.queueLength(m, env.name, p.now);
       throw new FenceError(
         'LEASE_HELD',
-        `environment "${env.name}" is leased to ${lease?.holder}`,
+        `environment "${env.name}" is leased to ${lease?.holder}${queueLength ? ` and ${queueLength} lease tickets wait` : ''}`,
         {
-          // Stryker disable next-line OptionalChaining: a refused grant means another holder's lease is live at this same instant, so lease is never null here.
+          // Stryker disable next-line OptionalChaining: a refused grant means another holder's lease is live at this same instant (the queue is handed a free lease first), so lease is never null here.
           holder: lease?.holder ?? null,
           expiresAt: lease ? lease.expiresAt.toISOString() : null,
+          ...(queueLength ? { queueLength } : {}),
         },
       );
     }
@@ -252,7 +261,13 @@ export class FenceService {
        WHERE name = :environment AND ${LIVE_LEASE_OF_CALLER}`,
       { ...p, expiresAt: p.now + p.ttlMs },
     );
-    if (!renewed) throw await this.leaseNotHeld(m, p);
+    if (!renewed) {
+      // Named as things stood when the renewal was refused; then the caller's lease being
+      // over, the queue is handed the environment (R37).
+      const refused = await this.leaseNotHeld(m, p);
+      await this.handOffLease(m, p.environment, p.now);
+      throw refused;
+    }
     await this.expireProposals(m, p.now, p.environment);
     return liveLease(await this.environment(m, p.environment), p.now)!;
   }
@@ -268,8 +283,204 @@ export class FenceService {
        WHERE name = :environment AND ${LIVE_LEASE_OF_CALLER}`,
       p,
     );
-    if (!released) throw await this.leaseNotHeld(m, p);
+    const refused = released ? null : await this.leaseNotHeld(m, p);
+    // R37: the head ticket, if any, is granted in the transaction that frees the environment.
+    await this.handOffLease(m, p.environment, p.now);
+    if (refused) throw refused;
     await this.expireProposals(m, p.now, p.environment);
+  }
+
+  // The lease queue (DESIGN §17, R37–R39). Every writer of an environment's tickets first
+  // takes the environment's row (handOffLease), so the tickets of one environment change one
+  // transaction at a time, and ids grow in commit order.
+
+  /**
+   * Takes the environment's row, stores EXPIRED for WAITING tickets whose time has come
+   * (R39), and, if the environment has no live lease, grants it to the head ticket (R37).
+   * Holds whatever the caller then decides. Returns the ticket granted, if one was.
+   */
+  async handOffLease(
+    m: EntityManager,
+    environment: string,
+    now: number,
+  ): Promise<{ expired: number; granted: LeaseTicket | null }> {
+    const found = await execute(
+      m,
+      'UPDATE environments SET fence = fence WHERE name = :environment',
+      {
+        environment,
+      },
+    );
+    if (!found) throw EnvironmentError.notFound(environment);
+    const expired = await updateReturning<{ id: number | string }>(
+      m,
+      `UPDATE lease_tickets SET status = 'EXPIRED', ended_at = :now
+       WHERE environment = :environment AND status = 'WAITING' AND expires_at <= :now
+       RETURNING id`,
+      { environment, now },
+    );
+    for (const { id } of expired) await this.events.leaseTicketChanged(m, Number(id));
+    return { expired: expired.length, granted: await this.grantHeadTicket(m, environment, now) };
+  }
+
+  /**
+   * R37: one conditional statement grants the environment to the head ticket (the oldest
+   * WAITING one not expired) only while no lease is live: a new generation, exactly as
+   * acquireLease issues it (R1; STRICT raises the fence, R3), running the ticket's
+   * ttlSeconds from now (R39). Once the lease is live, no second ticket can be granted it.
+   */
+  private async grantHeadTicket(
+    m: EntityManager,
+    environment: string,
+    now: number,
+  ): Promise<LeaseTicket | null> {
+    const granted = await execute(
+      m,
+      `UPDATE environments SET
+         last_issued_generation = last_issued_generation + 1,
+         fence = CASE WHEN mode = 'STRICT' THEN last_issued_generation + 1 ELSE fence END,
+         lease_generation = last_issued_generation + 1,
+         lease_holder = (SELECT t.holder FROM lease_tickets t WHERE t.id = (${HEAD_TICKET})),
+         lease_principal = (SELECT t.principal FROM lease_tickets t WHERE t.id = (${HEAD_TICKET})),
+         lease_acquired_at = :now,
+         lease_expires_at = CAST(:now AS BIGINT)
+           + 1000 * (SELECT t.ttl_seconds FROM lease_tickets t WHERE t.id = (${HEAD_TICKET}))
+       WHERE name = :environment
+         AND (lease_holder IS NULL OR lease_expires_at <= :now)
+         AND EXISTS (${WAITING_TICKETS})`,
+      { environment, now },
+    );
+    if (!granted) return null;
+    const env = await this.environment(m, environment);
+    const generation = env.lastIssuedGeneration;
+    const marked = await updateReturning<{ id: number | string }>(
+      m,
+      `UPDATE lease_tickets SET status = 'GRANTED', granted_at = :now, ended_at = :now,
+         generation = :generation
+       WHERE status = 'WAITING' AND id = (${HEAD_TICKET})
+       RETURNING id`,
+      { environment, now, generation },
+    );
+    // The environment's row is held since handOffLease: the head cannot have changed.
+    // Stryker disable next-line all: defence in depth.
+    if (marked.length !== 1)
+      throw new RetryTransaction(`the head ticket of ${environment} changed`);
+    const ticket = await findOneOrFail(m, LeaseTicket, { id: Number(marked[0].id) });
+    await insertRow(m, LeaseGrant, {
+      environment,
+      generation,
+      principal: ticket.principal,
+      holder: ticket.holder,
+      acquiredAt: now,
+    });
+    await this.expireProposals(m, now, environment);
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: a MONOTONIC grant moves no fence, so marking there is a no-op.
+    if (env.mode === FencingMode.STRICT) await this.markObsolete(m, environment);
+    await this.outbox.leaseTicket(m, 'lease.granted', ticket, 'planfence', now);
+    await this.events.leaseTicketChanged(m, ticket.id);
+    return ticket;
+  }
+
+  /**
+   * A ticket for the environment's lease: granted at once when no lease is live and none
+   * waits, else WAITING until maxWaitSeconds (R39). LATEST first supersedes every WAITING
+   * ticket. QUEUE_FULL {max} when maxQueueLength tickets wait.
+   */
+  async enqueueLease(
+    m: EntityManager,
+    p: {
+      environment: string;
+      principal: string;
+      holder: string;
+      ttlSeconds: number;
+      maxWaitSeconds: number;
+      now: number;
+    },
+  ): Promise<LeaseTicket> {
+    await this.handOffLease(m, p.environment, p.now);
+    const superseded = await updateReturning<{ id: number | string }>(
+      m,
+      `UPDATE lease_tickets SET status = 'SUPERSEDED', ended_at = :now
+       WHERE environment = :environment AND status = 'WAITING'
+         AND EXISTS (SELECT 1 FROM environments e WHERE e.name = :environment
+                     AND e.queue_mode = '${QueueMode.LATEST}')
+       RETURNING id`,
+      p,
+    );
+    for (const { id } of superseded.sort((a, b) => Number(a.id) - Number(b.id))) {
+      const ticket = await findOneOrFail(m, LeaseTicket, { id: Number(id) });
+      await this.outbox.leaseTicket(m, 'lease.superseded', ticket, p.holder, p.now);
+      await this.events.leaseTicketChanged(m, ticket.id);
+    }
+    const [inserted] = await select<{ id: number | string }>(
+      m,
+      `INSERT INTO lease_tickets (environment, principal, holder, ttl_seconds, status,
+         enqueued_at, expires_at)
+       SELECT e.name, CAST(:principal AS VARCHAR(63)), CAST(:holder AS VARCHAR(320)),
+         CAST(:ttlSeconds AS INTEGER), 'WAITING', CAST(:now AS BIGINT), CAST(:expiresAt AS BIGINT)
+       FROM environments e
+       WHERE e.name = :environment
+         AND (SELECT COUNT(*) FROM lease_tickets t
+              WHERE t.environment = :environment AND t.status = 'WAITING') < e.max_queue_length
+       RETURNING id`,
+      { ...p, expiresAt: p.now + p.maxWaitSeconds * 1000 },
+    );
+    if (!inserted) {
+      const env = await this.environment(m, p.environment);
+      throw new QueueError(
+        'QUEUE_FULL',
+        `${env.maxQueueLength} lease tickets already wait for environment "${env.name}"`,
+        { max: env.maxQueueLength },
+      );
+    }
+    await this.grantHeadTicket(m, p.environment, p.now);
+    return findOneOrFail(m, LeaseTicket, { id: Number(inserted.id) });
+  }
+
+  /** R39: a WAITING ticket turns CANCELLED; any other is returned as it is. */
+  async cancelLeaseTicket(m: EntityManager, p: { id: number; now: number }): Promise<LeaseTicket> {
+    const ticket = await findOne(m, LeaseTicket, { id: p.id });
+    if (!ticket) throw QueueError.ticketNotFound(p.id);
+    await this.handOffLease(m, ticket.environment, p.now);
+    const cancelled = await execute(
+      m,
+      `UPDATE lease_tickets SET status = 'CANCELLED', ended_at = :now
+       WHERE id = :id AND status = 'WAITING'`,
+      p,
+    );
+    if (cancelled) await this.events.leaseTicketChanged(m, p.id);
+    return findOneOrFail(m, LeaseTicket, { id: p.id });
+  }
+
+  /** The queue settings of updateEnvironmentPolicy; `undefined` leaves one as it is. */
+  async setQueuePolicy(
+    m: EntityManager,
+    p: { environment: string; queueMode?: QueueMode | null; maxQueueLength?: number | null },
+  ): Promise<void> {
+    const found = await execute(
+      m,
+      `UPDATE environments SET
+         queue_mode = ${p.queueMode != null ? ':queueMode' : 'queue_mode'},
+         max_queue_length = ${p.maxQueueLength != null ? ':maxQueueLength' : 'max_queue_length'}
+       WHERE name = :environment`,
+      {
+        environment: p.environment,
+        queueMode: p.queueMode ?? null,
+        maxQueueLength: p.maxQueueLength ?? null,
+      },
+    );
+    if (!found) throw EnvironmentError.notFound(p.environment);
+  }
+
+  /** WAITING tickets of the environment not expired at `now`. */
+  private async queueLength(m: EntityManager, environment: string, now: number): Promise<number> {
+    const [row] = await select<{ n: number | string }>(
+      m,
+      `SELECT COUNT(*) AS n FROM lease_tickets
+       WHERE environment = :environment AND status = 'WAITING' AND expires_at > :now`,
+      { environment, now },
+    );
+    return Number(row.n);
   }
 
   /**
@@ -776,6 +987,14 @@ export class FenceService {
     return new Error(`approval of ${plan.id} rejected for no known reason`);
   }
 }
+
+/** The WAITING tickets of :environment not expired at :now. */
+const WAITING_TICKETS = `SELECT 1 FROM lease_tickets w WHERE w.environment = :environment
+  AND w.status = 'WAITING' AND w.expires_at > :now`;
+
+/** The id of the head of :environment's queue at :now: its oldest WAITING ticket not expired. */
+const HEAD_TICKET = `SELECT MIN(h.id) FROM lease_tickets h WHERE h.environment = :environment
+  AND h.status = 'WAITING' AND h.expires_at > :now`;
 
 /** The caller's own lease of :generation is the environment's live lease at :now. */
 const LIVE_LEASE_OF_CALLER = `lease_holder IS NOT NULL AND lease_generation = :generation

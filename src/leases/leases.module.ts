@@ -1,11 +1,20 @@
 import { Module } from '@nestjs/common';
 import { FencingModule } from '../fencing/fencing.module.js';
+import { LeaseQueueResolver } from './lease-queue.resolver.js';
+import { LeaseQueueService } from './lease-queue.service.js';
+import { LeaseQueueSweeper } from './lease-queue.sweeper.js';
 import { LeasesResolver } from './leases.resolver.js';
 import { LeasesService } from './leases.service.js';
 
 @Module({
   imports: [FencingModule],
-  providers: [LeasesService, LeasesResolver],
+  providers: [
+    LeasesService,
+    LeasesResolver,
+    LeaseQueueService,
+    LeaseQueueResolver,
+    LeaseQueueSweeper,
+  ],
   exports: [LeasesService],
 })
 export class LeasesModule {}

@@ -10,6 +10,8 @@ export const EVENT_TYPES = [
   'deployment.reconciled',
   'environment.frozen',
   'environment.unfrozen',
+  'lease.granted',
+  'lease.superseded',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Database, execute, integerList, select } from '../database/database.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
+import type { LeaseTicket } from '../leases/lease-ticket.entity.js';
 import { type Plan, PLAN_FIELDS_BUT_CONTENT } from '../plans/plan.entity.js';
 import type { EventType, OutboxEvent } from './outbox-event.js';
 import { PlanId } from '../common/ids.js';
@@ -168,6 +169,37 @@ export class Outbox {
         frozenBy: env.frozenBy,
         frozenAt: env.frozenAt,
         currentPlanId: env.currentPlanId,
+      },
+    });
+  }
+
+  /** A lease ticket's event (R39): its generation once granted. */
+  leaseTicket(
+    m: EntityManager,
+    type: EventType,
+    ticket: LeaseTicket,
+    actor: string,
+    at: number,
+  ): Promise<void> {
+    return this.record(m, {
+      environment: ticket.environment,
+      type,
+      at,
+      generation: ticket.generation,
+      sequence: null,
+      planId: null,
+      deploymentSequence: null,
+      actor,
+      data: {
+        id: String(ticket.id),
+        environment: ticket.environment,
+        holder: ticket.holder,
+        status: ticket.status,
+        generation: ticket.generation,
+        ttlSeconds: ticket.ttlSeconds,
+        enqueuedAt: ticket.enqueuedAt,
+        grantedAt: ticket.grantedAt,
+        expiresAt: ticket.expiresAt,
       },
     });
   }

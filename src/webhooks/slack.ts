@@ -52,6 +52,12 @@ export function slackText(event: StoredEvent): string {
     case 'environment.unfrozen':
       line = `unfrozen${by}`;
       break;
+    case 'lease.granted':
+      line = `lease granted to ${plain(data.holder, 100)} from the queue${generation}`;
+      break;
+    case 'lease.superseded':
+      line = `lease ticket of ${plain(data.holder, 100)} superseded by a newer one${by}`;
+      break;
     default:
       line = plain(event.type);
   }

@@ -4,8 +4,12 @@ import { createInterface } from 'node:readline';
 import { distFile } from './service.js';
 
 export interface AgentStep {
-  step: 'acquired' | 'built' | 'sending' | 'result';
+  step: 'enqueued' | 'acquired' | 'built' | 'sending' | 'result';
   generation?: number;
+  /** Why the agent failed (AGENT_FAILED). */
+  message?: string;
+  /** The lease ticket (`enqueued`, queue mode). */
+  ticket?: string;
   code?: string;
   planId?: string;
   fence?: number;
@@ -28,8 +32,11 @@ export class AgentProcess {
     ttlSeconds: number,
     readonly content: string,
     stepDelayMs: number,
-    /** Submit the plan as made against the deployment sequence read while building it (R33). */
-    bound = false,
+    /**
+     * `bound`: submit the plan as made against the deployment sequence read while building
+     * it (R33); `queue`: wait in the lease queue instead of acquiring.
+     */
+    mode: 'acquire' | 'bound' | 'queue' = 'acquire',
   ) {
     this.child = spawn(
       process.execPath,
@@ -41,7 +48,7 @@ export class AgentProcess {
         String(ttlSeconds),
         content,
         String(stepDelayMs),
-        ...(bound ? ['bound'] : []),
+        ...(mode !== 'acquire' ? [mode] : []),
       ],
       {
         stdio: ['ignore', 'pipe', 'inherit'],

@@ -7,15 +7,22 @@
  * environment's deployment sequence while it builds its plan and submits the plan as made
  * against it (R33), as `planfence plan submit --terraform` does.
  *
- *   node agent.js URL TOKEN ENVIRONMENT TTL_SECONDS CONTENT STEP_DELAY_MS [bound]
+ * With `queue`, it waits its turn in the environment's lease queue instead of acquiring:
+ * it says `enqueued` (with its ticket), then `acquired` as soon as it reads the grant.
+ *
+ *   node agent.js URL TOKEN ENVIRONMENT TTL_SECONDS CONTENT STEP_DELAY_MS [bound|queue]
  */
 import { createHash } from 'node:crypto';
 
-const [url, token, environment, ttl, content, stepDelay, bound] = process.argv.slice(2);
+const [url, token, environment, ttl, content, stepDelay, mode] = process.argv.slice(2);
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const say = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
 
-async function gql(query: string, variables: Record<string, unknown>) {
+async function gql(
+  query: string,
+  input: Record<string, unknown>,
+  variables: Record<string, unknown> = { input },
+) {
   const response = await fetch(`${url}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
@@ -27,20 +34,61 @@ async function gql(query: string, variables: Record<string, unknown>) {
   };
 }
 
-async function main() {
+/** The generation granted to this agent's ticket, or the code it ended with. */
+async function waitInQueue(): Promise<{ generation: number } | { code: string }> {
+  const TICKET = 'id status lease { generation }';
+  const enqueued = await gql(
+    `mutation($input: EnqueueLeaseInput!) { enqueueLease(input: $input) { ${TICKET} } }`,
+    { environment, ttlSeconds: Number(ttl), maxWaitSeconds: 300 },
+  );
+  if (enqueued.errors) return { code: enqueued.errors[0].extensions.code as string };
+  let ticket = enqueued.data!.enqueueLease as {
+    id: string;
+    status: string;
+    lease: { generation: number } | null;
+  };
+  say({ step: 'enqueued', ticket: ticket.id });
+  while (ticket.status === 'WAITING') {
+    await pause(50);
+    const read = await gql(
+      `query($id: ID!) { leaseTicket(id: $id) { ${TICKET} } }`,
+      {},
+      {
+        id: ticket.id,
+      },
+    );
+    if (read.errors) return { code: read.errors[0].extensions.code as string };
+    ticket = read.data!.leaseTicket as typeof ticket;
+  }
+  return ticket.lease
+    ? { generation: ticket.lease.generation }
+    : { code: `TICKET_${ticket.status}` };
+}
+
+async function acquire(): Promise<{ generation: number } | { code: string }> {
   const lease = await gql(
     'mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { generation } }',
-    { input: { environment, ttlSeconds: Number(ttl) } },
+    {
+      environment,
+      ttlSeconds: Number(ttl),
+    },
   );
-  if (lease.errors) return say({ step: 'result', code: lease.errors[0].extensions.code });
-  const generation = lease.data!.acquireLease.generation as number;
+  if (lease.errors) return { code: lease.errors[0].extensions.code as string };
+  return { generation: lease.data!.acquireLease.generation as number };
+}
+
+async function main() {
+  const granted = mode === 'queue' ? await waitInQueue() : await acquire();
+  if ('code' in granted) return say({ step: 'result', code: granted.code });
+  const { generation } = granted;
   say({ step: 'acquired', generation });
   await pause(Number(stepDelay));
 
   let basedOnDeploymentSequence: number | undefined;
-  if (bound === 'bound') {
+  if (mode === 'bound') {
     const state = await gql(
       'query($name: String!) { environment(name: $name) { deploymentSequence } }',
+      {},
       { name: environment },
     );
     basedOnDeploymentSequence = state.data!.environment.deploymentSequence as number;
@@ -50,18 +98,20 @@ async function main() {
   await pause(Number(stepDelay));
 
   say({ step: 'sending', generation });
-  const submitted = await gql(
-    'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
-    {
-      input: {
-        environment,
-        generation,
-        content: plan.content,
-        idempotencyKey: `${environment}-${generation}-${plan.hash.slice(0, 16)}`,
-        basedOnDeploymentSequence,
-      },
-    },
-  );
+  const submit = () =>
+    gql('mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }', {
+      environment,
+      generation,
+      content: plan.content,
+      idempotencyKey: `${environment}-${generation}-${plan.hash.slice(0, 16)}`,
+      basedOnDeploymentSequence,
+    });
+  // After a long pause the service may have closed the idle connection: the send fails
+  // without an answer, and is sent again under the same idempotency key (R9).
+  const submitted = await submit().catch((error: unknown) => {
+    if (error instanceof TypeError) return submit();
+    throw error;
+  });
   if (submitted.errors) {
     return say({ step: 'result', generation, ...submitted.errors[0].extensions });
   }

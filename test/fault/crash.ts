@@ -7,6 +7,11 @@
  *   - no retry made a second plan (one plan per key);
  *   - lastIssuedGeneration never decreased and no generation was granted twice;
  *   - the pointer did not move back.
+ * Meanwhile queue agents wait in one environment's lease queue (R37–R39): enqueue, wait
+ * for the grant, release, again; the kill finds tickets waiting and grants in flight.
+ * After each restart the tickets left are drained in order, and at the end every ticket
+ * of that environment is read: no generation granted twice, no ticket granted twice,
+ * grants in queue order, none left waiting.
  *
  *   npm run test:crash -- --kills 10 --seed 7
  *   npm run test:crash -- --kills 6 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
@@ -22,6 +27,16 @@ export interface CrashReport {
   duplicates: number;
   violations: string[];
   seed: number;
+  /** Lease tickets granted in the queue environment, and those the harness saw granted. */
+  queue: { granted: number; seen: number };
+}
+
+const QUEUE_ENV = 'crash-queue';
+const TICKET = 'id status lease { generation }';
+interface Ticket {
+  id: string;
+  status: string;
+  lease: { generation: number } | null;
 }
 
 interface Submission {
@@ -64,6 +79,47 @@ export async function runCrashHarness(options: {
       agents.push({ token, environment, instance: i % instances.length });
       granted.set(environment, []);
     }
+    await service.ok(
+      ADMIN_TOKEN,
+      `mutation { createEnvironment(input: { name: "${QUEUE_ENV}", mode: STRICT }) { name } }`,
+    );
+    const waiters: { token: string; instance: number }[] = [];
+    for (let i = 0; i < 3; i++) {
+      waiters.push({
+        token: await service.issueToken(`waiter-${i}`, 'AGENT'),
+        instance: i % instances.length,
+      });
+    }
+    /** Tickets whose enqueue was acknowledged, and the generation each was seen granted. */
+    const tickets = new Map<string, number | null>();
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    /** Reads a ticket until it no longer waits. */
+    const decided = async (service: (typeof instances)[number], id: string): Promise<Ticket> => {
+      for (;;) {
+        const ticket = (
+          await service.ok<{ leaseTicket: Ticket }>(
+            ADMIN_TOKEN,
+            `query($id: ID!) { leaseTicket(id: $id) { ${TICKET} } }`,
+            { id },
+          )
+        ).leaseTicket;
+        if (ticket.status !== 'WAITING') return ticket;
+        await sleep(25);
+      }
+    };
+    const releaseGrant = async (
+      service: (typeof instances)[number],
+      token: string,
+      ticket: Ticket,
+    ) => {
+      if (ticket.status !== 'GRANTED') return;
+      tickets.set(ticket.id, ticket.lease!.generation);
+      await service.gql(
+        token,
+        'mutation($e: String!, $g: Int!) { releaseLease(input: { environment: $e, generation: $g }) }',
+        { e: QUEUE_ENV, g: ticket.lease!.generation },
+      );
+    };
 
     // A kill counts only if it cut at least one submission short (one the agent saw no
     // answer to, and retries): a kill that fell between requests is made again, a bounded
@@ -114,8 +170,30 @@ export async function runCrashHarness(options: {
           }
         }
       };
+      /** Tickets of this round not seen decided before the crash: drained after the restart. */
+      const undecided: { token: string; id: string }[] = [];
+      /** A queue agent: enqueue, wait for the grant, release; until the service goes away. */
+      const wait = async ({ token, instance }: (typeof waiters)[number]) => {
+        const service = instances[instance];
+        while (!crashed) {
+          let id: string | null = null;
+          try {
+            const enqueued = await service.gql<{ enqueueLease: Ticket }>(
+              token,
+              `mutation { enqueueLease(input: { environment: "${QUEUE_ENV}", ttlSeconds: 2, maxWaitSeconds: 120 }) { ${TICKET} } }`,
+            );
+            if (enqueued.errors) throw new Error(JSON.stringify(enqueued.errors));
+            id = enqueued.data!.enqueueLease.id;
+            tickets.set(id, null);
+            await releaseGrant(service, token, await decided(service, id));
+          } catch {
+            if (id) undecided.push({ token, id });
+            return;
+          }
+        }
+      };
       let settled = false;
-      const working = Promise.all(agents.map(work)).finally(() => {
+      const working = Promise.all([...agents.map(work), ...waiters.map(wait)]).finally(() => {
         settled = true;
       });
       await new Promise((resolve) => setTimeout(resolve, 150 + random(450)));
@@ -177,6 +255,10 @@ export async function runCrashHarness(options: {
             `${earlier.key}: replay gave ${JSON.stringify(replay)} instead of ${earlier.planId}`,
           );
       }
+      // The queue goes on where it stopped: every ticket left is granted in turn (or expires).
+      for (const { token, id } of undecided) {
+        await releaseGrant(service, token, await decided(service, id));
+      }
       if (service !== target) await target.start();
       if (pending.length === 0) kill--;
     }
@@ -223,7 +305,65 @@ export async function runCrashHarness(options: {
           `${environment}: pointer is ${plans.environment.currentPlan?.id}, newest plan is ${newest}`,
         );
     }
+    // Tickets whose enqueue committed but was not answered are granted in turn and run out.
+    for (let i = 0; i < 400; i++) {
+      const waiting = (
+        await service.ok<{ leaseQueue: unknown[] }>(
+          ADMIN_TOKEN,
+          `{ leaseQueue(environment: "${QUEUE_ENV}") { id } }`,
+        )
+      ).leaseQueue.length;
+      if (!waiting) break;
+      await sleep(100);
+    }
+    // Every ticket of the queue environment, known to the harness or not (an enqueue cut short).
+    const known = [...tickets.keys()].map(Number);
+    const all: Ticket[] = [];
+    for (let id = Math.min(...known); id <= Math.max(...known) + 5; id++) {
+      const ticket = (
+        await service.ok<{ leaseTicket: Ticket | null }>(
+          ADMIN_TOKEN,
+          `query($id: ID!) { leaseTicket(id: $id) { ${TICKET} } }`,
+          { id: String(id) },
+        )
+      ).leaseTicket;
+      if (ticket) all.push(ticket);
+    }
+    const grants = all.filter((t) => t.status === 'GRANTED');
+    const generations = grants.map((t) => t.lease!.generation);
+    if (new Set(generations).size !== generations.length)
+      violations.push(`${QUEUE_ENV}: a generation was granted twice: ${generations.join(',')}`);
+    if (generations.some((g, i) => i > 0 && g <= generations[i - 1]))
+      violations.push(
+        `${QUEUE_ENV}: tickets were not granted in queue order: ${generations.join(',')}`,
+      );
+    for (const [id, seen] of tickets) {
+      const now = all.find((t) => t.id === id);
+      if (seen != null && now?.lease?.generation !== seen)
+        violations.push(
+          `${QUEUE_ENV}: ticket ${id} was granted ${seen}, now reads ${JSON.stringify(now)}`,
+        );
+    }
+    const lastIssuedQueue = (
+      await service.ok(
+        ADMIN_TOKEN,
+        `{ environment(name: "${QUEUE_ENV}") { lastIssuedGeneration } }`,
+      )
+    ).environment.lastIssuedGeneration as number;
+    if (lastIssuedQueue !== grants.length)
+      violations.push(
+        `${QUEUE_ENV}: ${lastIssuedQueue} generations issued for ${grants.length} grants`,
+      );
+    const stillWaiting = all.filter((t) => t.status === 'WAITING').length;
+    if (stillWaiting)
+      violations.push(
+        `${QUEUE_ENV}: ${stillWaiting} tickets still wait after the queue was drained`,
+      );
     return {
+      queue: {
+        granted: grants.length,
+        seen: [...tickets.values()].filter((g) => g != null).length,
+      },
       kills: options.kills,
       acknowledged: acknowledged.length,
       retried,
@@ -248,7 +388,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   });
   for (const violation of report.violations) console.error(violation);
   console.log(
-    `kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} violations=${report.violations.length} seed=${report.seed}`,
+    `kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} violations=${report.violations.length} queue=${JSON.stringify(report.queue)} seed=${report.seed}`,
   );
   process.exitCode = report.violations.length ? 1 : 0;
 }

@@ -20,6 +20,12 @@
  * and submits, its lease still live, so no fence stops it: its plan, made against the
  * sequence before that deployment, is never published (the submit that would publish it,
  * or the reviewer's approval, is PRECONDITION_FAILED {deploymentSequence}).
+ * In a queue round (every fourth round) A and B wait in the environment's lease queue
+ * (R37–R39) behind a lease the harness holds. The harness releases it: A's ticket is
+ * granted a 1-second lease and A is frozen the moment it reads the grant. Its lease runs
+ * out with no traffic; the sweeper grants B's ticket, and B publishes. A is thawed and
+ * sends its plan under the generation it was granted: it must be rejected, and B must
+ * have been granted at all (the queue never stalls on a paused waiter).
  *
  * A watcher samples every active environment's pointer and fence throughout. At the end
  * a checker that knows only the API and the audit log judges every environment:
@@ -74,6 +80,10 @@ interface Round {
   quorumOutcome?: 'published' | 'fenced';
   /** A plans against the deployment sequence; the published plan is deployed while A is frozen. */
   stale: boolean;
+  /** A and B wait in the lease queue; A is frozen at its grant. */
+  queue: boolean;
+  /** The lease tickets of A and B (queue rounds). */
+  tickets: { A?: string; B?: string };
 }
 
 interface AuditEvent {
@@ -97,6 +107,8 @@ export interface PauseReport {
   quorum: { rounds: number; published: number; fenced: number };
   /** Stale-plan rounds (R33), all of which must end with A's plan unpublished. */
   stale: number;
+  /** Queue rounds played. */
+  queueRounds: number;
 }
 
 const LEASE_SECONDS = 1;
@@ -135,10 +147,12 @@ export async function runPauseHarness(options: {
     const reviewer = await service.issueToken('reviewer', 'REVIEWER');
     const reviewer2 = await service.issueToken('reviewer-2', 'REVIEWER');
     const deployer = await service.issueToken('deployer', 'DEPLOYER');
+    const holder = await service.issueToken('holder', 'AGENT');
 
     // Every round's choices are drawn up front from the seed: the same seed plays the same rounds.
     rounds = Array.from({ length: options.rounds }, (_, index): Round => {
       const mode: Mode = random(2) ? 'STRICT' : 'MONOTONIC';
+      const queue = index % 4 === 3;
       return {
         index,
         environment: `round-${index}-${mode.toLowerCase()}`,
@@ -150,10 +164,12 @@ export async function runPauseHarness(options: {
         ],
         instanceOf: { A: random(instances.length), B: random(instances.length) },
         contents: new Map(),
-        quorum: random(4) === 0,
+        quorum: random(4) === 0 && !queue,
+        queue,
+        tickets: {},
         raceDelaysMs: { b: random(300), first: random(500), second: random(500) },
         approvals: [],
-        stale: random(5) === 0,
+        stale: random(5) === 0 && !queue,
       };
     });
 
@@ -174,7 +190,7 @@ export async function runPauseHarness(options: {
         },
       );
       watcher.active.add(round.environment);
-      const agent = (token: string, who: 'A' | 'B', ttl: number) =>
+      const agent = (token: string, who: 'A' | 'B', ttl: number, queue = false) =>
         track(
           new AgentProcess(
             instances[round.instanceOf[who]].url,
@@ -183,6 +199,7 @@ export async function runPauseHarness(options: {
             ttl,
             `plan by ${who} in round ${round.index}: ${'x'.repeat(round.index % 50)}`,
             STEP_DELAY_MS,
+            queue ? 'queue' : 'acquire',
           ),
         );
 
@@ -243,7 +260,7 @@ export async function runPauseHarness(options: {
             30,
             `plan by A in round ${round.index}`,
             STEP_DELAY_MS,
-            true,
+            'bound',
           ),
         );
         round.contents.set('agent-a', a.content);
@@ -324,36 +341,69 @@ export async function runPauseHarness(options: {
         return;
       }
 
-      const a = agent(agentA, 'A', LEASE_SECONDS);
-      await a.until(round.pauseAt);
-      a.freeze();
-      pauses++;
-      await sleep(LEASE_SECONDS * 1000 + 150); // A's lease expires while it is frozen.
+      if (round.queue) {
+        // The harness holds the lease while both enqueue, A first.
+        const held = (
+          await service.ok(
+            holder,
+            'mutation($e: String!) { acquireLease(input: { environment: $e, ttlSeconds: 60 }) { generation } }',
+            { e: round.environment },
+          )
+        ).acquireLease.generation as number;
+        const a = agent(agentA, 'A', LEASE_SECONDS, true);
+        round.tickets.A = (await a.until('enqueued')).ticket;
+        const b = agent(agentB, 'B', 30, true);
+        round.tickets.B = (await b.until('enqueued')).ticket;
+        await service.ok(
+          holder,
+          'mutation($e: String!, $g: Int!) { releaseLease(input: { environment: $e, generation: $g }) }',
+          { e: round.environment, g: held },
+        );
+        // A is frozen the moment it reads its grant; its lease runs out with no traffic.
+        await a.until('acquired');
+        a.freeze();
+        pauses++;
+        const stalled = sleep(20_000).then(() => null);
+        round.b = (await Promise.race([b.result(), stalled])) ?? undefined;
+        if (!round.b) violations.push(`${round.environment}: the queue stalled behind paused A`);
+        a.thaw();
+        round.a = await a.result();
+        round.contents.set('agent-a', a.content);
+        round.contents.set('agent-b', b.content);
+        b.kill();
+        await Promise.all([a.exited, b.exited]);
+      } else {
+        const a = agent(agentA, 'A', LEASE_SECONDS);
+        await a.until(round.pauseAt);
+        a.freeze();
+        pauses++;
+        await sleep(LEASE_SECONDS * 1000 + 150); // A's lease expires while it is frozen.
 
-      let b: AgentProcess | null = null;
-      if (round.order !== 'nobody acquired') {
-        b = agent(agentB, 'B', 30);
-        if (round.order === 'B acquired, not yet written') {
-          await b.until('acquired');
-          b.freeze();
-          pauses++;
-        } else {
+        let b: AgentProcess | null = null;
+        if (round.order !== 'nobody acquired') {
+          b = agent(agentB, 'B', 30);
+          if (round.order === 'B acquired, not yet written') {
+            await b.until('acquired');
+            b.freeze();
+            pauses++;
+          } else {
+            round.b = await b.result();
+          }
+        }
+        a.thaw();
+        round.a = await a.result();
+        if (b && round.order === 'B acquired, not yet written') {
+          b.thaw();
           round.b = await b.result();
         }
+        if (!b) {
+          b = agent(agentB, 'B', 30);
+          round.b = await b.result();
+        }
+        round.contents.set('agent-a', a.content);
+        round.contents.set('agent-b', b.content);
+        await Promise.all([a.exited, b.exited]);
       }
-      a.thaw();
-      round.a = await a.result();
-      if (b && round.order === 'B acquired, not yet written') {
-        b.thaw();
-        round.b = await b.result();
-      }
-      if (!b) {
-        b = agent(agentB, 'B', 30);
-        round.b = await b.result();
-      }
-      round.contents.set('agent-a', a.content);
-      round.contents.set('agent-b', b.content);
-      await Promise.all([a.exited, b.exited]);
 
       if (round.requireApproval) {
         // The reviewer approves every proposal, oldest first; the guard decides which can publish.
@@ -412,6 +462,7 @@ export async function runPauseHarness(options: {
       fenced: quorum.filter((round) => round.quorumOutcome === 'fenced').length,
     },
     stale: rounds.filter((round) => round.stale && !round.quorum).length,
+    queueRounds: rounds.filter((round) => round.queue).length,
   };
 }
 
@@ -547,10 +598,13 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
   ] as const) {
     if (!step) problems.push(`${env}: agent ${who} reported no result`);
     else if (step.code !== 'OK' && !KNOWN_CODES.has(step.code ?? ''))
-      problems.push(`${env}: agent ${who} got ${step.code}`);
+      problems.push(
+        `${env}: agent ${who} got ${step.code}${step.message ? ` (${step.message})` : ''}`,
+      );
   }
   if (round.quorum) problems.push(...(await judgeQuorum(service, round, events)));
   if (round.stale && !round.quorum) problems.push(...(await judgeStale(service, round, events)));
+  if (round.queue) problems.push(...(await judgeQueue(service, round)));
   const expected = round.stale && !round.quorum ? null : expectedForA(round, events);
   if (round.a && expected && round.a.code !== expected) {
     problems.push(
@@ -668,6 +722,48 @@ async function judgeStale(
   return problems;
 }
 
+/**
+ * A queue round: the holder's generation, then A's ticket, then B's, one generation each
+ * (R37), B granted after A's lease ran out (R39); A's late plan is rejected (its
+ * generation is fenced by B's grant in STRICT, by B's accepted write in MONOTONIC).
+ */
+async function judgeQueue(service: ServiceProcess, round: Round): Promise<string[]> {
+  const problems: string[] = [];
+  const env = round.environment;
+  const read = async (id: string | undefined) =>
+    id
+      ? ((
+          await service.ok(
+            ADMIN_TOKEN,
+            'query($id: ID!) { leaseTicket(id: $id) { status holder lease { generation } } }',
+            { id },
+          )
+        ).leaseTicket as { status: string; holder: string; lease: { generation: number } | null })
+      : null;
+  const [a, b] = [await read(round.tickets.A), await read(round.tickets.B)];
+  if (a?.status !== 'GRANTED' || a.lease?.generation !== 2)
+    problems.push(`${env}: A's ticket reads ${JSON.stringify(a)}, not GRANTED generation 2`);
+  if (b?.status !== 'GRANTED' || b.lease?.generation !== 3)
+    problems.push(`${env}: B's ticket reads ${JSON.stringify(b)}, not GRANTED generation 3`);
+  const last = (
+    await service.ok(
+      ADMIN_TOKEN,
+      'query($e: String!) { environment(name: $e) { lastIssuedGeneration } }',
+      {
+        e: env,
+      },
+    )
+  ).environment.lastIssuedGeneration as number;
+  if (last !== 3) problems.push(`${env}: ${last} generations issued, not 3`);
+  if (round.b?.code !== 'OK')
+    problems.push(`${env}: B, granted after A's lease ran out, got ${round.b?.code}`);
+  if (round.a?.code === 'OK')
+    problems.push(`${env}: A's plan under its lapsed generation was accepted`);
+  else if (round.a && round.a.code !== 'STALE_GENERATION')
+    problems.push(`${env}: A got ${round.a.code}, not STALE_GENERATION`);
+  return problems;
+}
+
 /** What §4 says A's submit must get, given what the audit log says happened before it was decided. */
 function expectedForA(round: Round, events: AuditEvent[]): string | null {
   const aSubmit = events.find((e) => e.actor === 'agent-a' && e.action === 'SUBMIT_PLAN');
@@ -701,7 +797,7 @@ if (!deployers && import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
   });
   for (const violation of report.violations) console.error(violation);
   console.log(
-    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)} stale=${report.stale}`,
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)} stale=${report.stale} queueRounds=${report.queueRounds}`,
   );
   process.exitCode = report.violations.length ? 1 : 0;
 }

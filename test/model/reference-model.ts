@@ -1,5 +1,5 @@
 /**
- * A small, pure reference model of DESIGN.md's rules R1–R17 and R34–R36, written from the
+ * A small, pure reference model of DESIGN.md's rules R1–R17, R34–R36 and the lease queue (R37–R39), written from the
  * design, not from the service's code. The model-based test runs the same commands
  * against it and against the real service and demands the same outcome codes and
  * the same observable state after every command.
@@ -60,6 +60,21 @@ export interface ModelPlan {
   rules: Rule[];
 }
 
+export type TicketStatus = 'WAITING' | 'GRANTED' | 'SUPERSEDED' | 'EXPIRED' | 'CANCELLED';
+export type QueueMode = 'FIFO' | 'LATEST';
+
+/** §17: one place in an environment's lease queue; `index` orders the queue (creation order). */
+export interface ModelTicket {
+  index: number;
+  environment: string;
+  principal: string;
+  ttlSeconds: number;
+  status: TicketStatus;
+  /** When a WAITING ticket turns EXPIRED. */
+  expiresAt: number;
+  generation: number | null;
+}
+
 export interface ModelLease {
   holder: string;
   principal: string;
@@ -84,6 +99,8 @@ export interface ModelEnvironment {
   /** §16: the plan policies, in order, and their version. */
   policies: ModelPolicy[];
   policyVersion: number;
+  queueMode: QueueMode;
+  maxQueueLength: number;
 }
 
 type Outcome = { planId: string } | { code: string };
@@ -102,6 +119,8 @@ export class ReferenceModel {
   now: number;
   readonly environments = new Map<string, ModelEnvironment>();
   readonly plans = new Map<string, ModelPlan>();
+  /** Every ticket, in the order they were enqueued (§17). */
+  readonly tickets: ModelTicket[] = [];
   private readonly keys = new Map<
     string,
     { fingerprint: string; outcome: Outcome; expiresAt: number }
@@ -175,12 +194,19 @@ export class ReferenceModel {
     );
   }
 
-  updatePolicy(name: string, rules: Rule[] | undefined, ttl: number | null | undefined): string {
+  updatePolicy(
+    name: string,
+    rules: Rule[] | undefined,
+    ttl: number | null | undefined,
+    queue: { queueMode?: QueueMode; maxQueueLength?: number } = {},
+  ): string {
     this.expire();
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
     if (rules) env.rules = rules.map((rule) => ({ ...rule }));
     if (ttl !== undefined) env.proposalTtlSeconds = ttl;
+    if (queue.queueMode) env.queueMode = queue.queueMode;
+    if (queue.maxQueueLength) env.maxQueueLength = queue.maxQueueLength;
     return 'OK';
   }
 
@@ -200,6 +226,104 @@ export class ReferenceModel {
       (evenGeneration === undefined || evenGeneration === (generation % 2 === 0)) &&
       (submitterGroup === undefined || (this.groups.get(principal)?.has(submitterGroup) ?? false))
     );
+  }
+
+  /** R39: what a read shows; a WAITING ticket reads EXPIRED from its expiresAt. */
+  ticketStatus(ticket: ModelTicket): TicketStatus {
+    return ticket.status === 'WAITING' && ticket.expiresAt <= this.now ? 'EXPIRED' : ticket.status;
+  }
+
+  /** The tickets that wait in the environment's queue now, head first. */
+  waiting(name: string): ModelTicket[] {
+    return this.tickets.filter((t) => t.environment === name && this.ticketStatus(t) === 'WAITING');
+  }
+
+  /** 1-based place of a WAITING ticket, else null. */
+  position(ticket: ModelTicket): number | null {
+    const index = this.waiting(ticket.environment).indexOf(ticket);
+    return index < 0 ? null : index + 1;
+  }
+
+  /**
+   * R37, R39: what every lease-side write first does, and the sweeper: expired tickets are
+   * stored EXPIRED, and a free environment is granted to the head ticket.
+   */
+  private handOff(env: ModelEnvironment): void {
+    for (const ticket of this.tickets)
+      if (ticket.environment === env.name) ticket.status = this.ticketStatus(ticket);
+    this.grantHead(env);
+  }
+
+  private grantHead(env: ModelEnvironment): void {
+    const head = this.waiting(env.name)[0];
+    if (!head || this.liveLease(env)) return;
+    head.status = 'GRANTED';
+    head.generation = this.grant(env, head.principal, head.ttlSeconds);
+    this.announce(env.name, 'lease.granted');
+  }
+
+  /** R1, R3: a new generation; STRICT raises the fence to it. */
+  private grant(env: ModelEnvironment, principal: string, ttlSeconds: number): number {
+    const generation = ++env.lastIssued;
+    env.grants.set(generation, principal);
+    env.lease = {
+      holder: principal,
+      principal,
+      generation,
+      expiresAt: this.now + ttlSeconds * 1000,
+    };
+    if (env.mode === 'STRICT') env.fence = generation;
+    this.markObsolete(env);
+    return generation;
+  }
+
+  /** §17: the outcome code (OK with the new ticket's status); the ticket is the model's last one. */
+  enqueue(principal: string, name: string, ttlSeconds: number, maxWaitSeconds: number): string {
+    this.expire();
+    const env = this.environments.get(name);
+    if (!env) return 'NOT_FOUND';
+    this.handOff(env);
+    if (env.queueMode === 'LATEST') {
+      for (const ticket of this.waiting(name)) {
+        ticket.status = 'SUPERSEDED';
+        this.announce(name, 'lease.superseded');
+      }
+    }
+    if (this.waiting(name).length >= env.maxQueueLength) return 'QUEUE_FULL';
+    const ticket: ModelTicket = {
+      index: this.tickets.length,
+      environment: name,
+      principal,
+      ttlSeconds,
+      status: 'WAITING',
+      expiresAt: this.now + maxWaitSeconds * 1000,
+      generation: null,
+    };
+    this.tickets.push(ticket);
+    this.grantHead(env);
+    return `OK:${ticket.status}`;
+  }
+
+  /** R39: by its owner or an ADMIN; a ticket no longer WAITING stays as it is. */
+  cancel(principal: string, role: Role, index: number): string {
+    this.expire();
+    const ticket = this.tickets[index];
+    if (!ticket) return 'NOT_FOUND';
+    if (role !== 'ADMIN' && ticket.principal !== principal) return 'FORBIDDEN';
+    this.handOff(this.environments.get(ticket.environment)!);
+    if (ticket.status === 'WAITING') ticket.status = 'CANCELLED';
+    return `OK:${ticket.status}`;
+  }
+
+  /** R37: the sweeper hands off every queue whose head could be granted or whose tickets expired. */
+  sweep(): void {
+    for (const env of this.environments.values()) {
+      const stored = this.tickets.filter(
+        (t) => t.environment === env.name && t.status === 'WAITING',
+      );
+      if (stored.some((t) => t.expiresAt <= this.now) || (stored.length && !this.liveLease(env)))
+        this.handOff(env);
+    }
   }
 
   freeze(name: string, reason: string, by: string): string {
@@ -246,6 +370,8 @@ export class ReferenceModel {
       frozen: null,
       policies: [],
       policyVersion: 0,
+      queueMode: 'FIFO',
+      maxQueueLength: 20,
     });
     return 'OK';
   }
@@ -254,18 +380,12 @@ export class ReferenceModel {
     this.expire();
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
+    this.handOff(env);
+    // R38: no queue jumping.
+    if (this.waiting(name).length) return 'LEASE_HELD';
     const live = this.liveLease(env);
     if (live && live.holder !== principal) return 'LEASE_HELD';
-    const generation = ++env.lastIssued;
-    env.grants.set(generation, principal);
-    env.lease = {
-      holder: principal,
-      principal,
-      generation,
-      expiresAt: this.now + ttlSeconds * 1000,
-    };
-    if (env.mode === 'STRICT') env.fence = generation;
-    this.markObsolete(env);
+    this.grant(env, principal, ttlSeconds);
     return 'OK';
   }
 
@@ -285,16 +405,23 @@ export class ReferenceModel {
 
   renew(principal: string, name: string, generation: number, ttlSeconds: number): string {
     const env = this.leaseCheck(principal, name, generation);
-    if (typeof env === 'string') return env;
+    if (typeof env === 'string') {
+      // The caller's lease is over: the queue is handed the environment (R37).
+      const found = this.environments.get(name);
+      if (found) this.handOff(found);
+      return env;
+    }
     env.lease!.expiresAt = this.now + ttlSeconds * 1000;
     return 'OK';
   }
 
   release(principal: string, name: string, generation: number): string {
     const env = this.leaseCheck(principal, name, generation);
-    if (typeof env === 'string') return env;
-    env.lease = null;
-    return 'OK';
+    if (typeof env !== 'string') env.lease = null;
+    // R37: granted in the transaction that frees the environment (or finds it free).
+    const found = this.environments.get(name);
+    if (found) this.handOff(found);
+    return typeof env === 'string' ? env : 'OK';
   }
 
   /** R9 around R3–R5: the outcome code, and the plan id when accepted. */

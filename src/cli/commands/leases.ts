@@ -37,3 +37,19 @@ export const releaseLease: Command = async ({ client, rest, print, need }) => {
   print({ released: true }, () => `released generation ${rest[1]} on ${rest[0]}`);
   return 0;
 };
+
+/** planfence lease wait: enqueue and wait for the grant (docs/leases.md). */
+export const waitForLease: Command = async ({ client, rest, values, print, need }) => {
+  need(1, 'lease wait ENV [--ttl SECONDS] [--instance LABEL] [--max-wait SECONDS]');
+  const lease = await client.waitForLease(rest[0], {
+    ttlSeconds: values.ttl ? integer(values.ttl, '--ttl') : undefined,
+    instance: values.instance,
+    maxWaitSeconds: values['max-wait'] ? integer(values['max-wait'], '--max-wait') : undefined,
+  });
+  print(
+    lease,
+    () =>
+      `generation ${lease.generation} on ${lease.environment} for ${lease.holder}, until ${lease.expiresAt}`,
+  );
+  return 0;
+};

@@ -11,6 +11,7 @@ import {
 } from 'class-validator';
 import { IsName, IsShortText } from '../../common/validation.js';
 import { PlanPolicyInput } from '../../policies/dto/plan-policy.input.js';
+import { QueueMode } from '../environment.entity.js';
 
 export const MAX_PROPOSAL_TTL_SECONDS = 2_592_000;
 
@@ -70,6 +71,17 @@ export class UpdateEnvironmentPolicyInput {
     description: "Replaces the environment's plan policies (0..20).",
   })
   planPolicies?: PlanPolicyInput[] | null;
+  /** Absent or null: unchanged (DESIGN §17). */
+  @Field(() => QueueMode, { nullable: true })
+  @IsOptional()
+  queueMode?: QueueMode | null;
+
+  @Field(() => Int, { nullable: true, description: '1..100' })
+  @IsOptional()
+  @IsInt()
+  @Min(1, { message: '$property must be 1 to 100' })
+  @Max(100, { message: '$property must be 1 to 100' })
+  maxQueueLength?: number | null;
 }
 
 @ArgsType()
