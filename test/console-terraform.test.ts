@@ -64,6 +64,7 @@ async function signIn(token: string): Promise<Page> {
   return page;
 }
 
+// proves: R32
 test('a reviewer reads a Terraform plan by its summary, destroys and replacements first, with no sensitive value reaching the browser', async () => {
   const reviewer = await world.issue('tara', 'REVIEWER');
   const agent = await world.issue('tf-agent', 'AGENT');

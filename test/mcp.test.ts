@@ -71,6 +71,7 @@ describe.each<Door>(['http', 'stdio'])('over %s', (door) => {
     expect(agent.client.getInstructions()).toContain('STALE_GENERATION');
   });
 
+  // proves: R29
   test('tools/list shows each role only what it may call, and nobody an approving tool', async () => {
     const seen: Record<string, string[]> = {};
     for (const name of ['agent-a', 'deployer', 'viewer', 'reviewer', 'scoped'])
@@ -235,6 +236,7 @@ describe.each<Door>(['http', 'stdio'])('over %s', (door) => {
     });
   });
 
+  // proves: R28, R30
   test('the paused agent: A submits after B published and gets STALE_GENERATION with what to do next', async () => {
     const env = await freshEnvironment();
     const a = await connect(tokens['agent-a'], door);
@@ -270,6 +272,7 @@ describe.each<Door>(['http', 'stdio'])('over %s', (door) => {
     ]);
   });
 
+  // proves: R28
   test('a scoped token neither sees nor touches another environment', async () => {
     const mine = await freshEnvironment('MONOTONIC', 'staging');
     const theirs = await freshEnvironment('MONOTONIC', 'prod');
@@ -334,6 +337,7 @@ describe('POST /mcp', () => {
     }
   });
 
+  // proves: R29
   test('an ADMIN token is refused: agents run with least privilege', async () => {
     await expect(connectMcp(app.url, world.admin, 'http')).rejects.toThrow(
       /ADMIN tokens are refused/,
@@ -389,6 +393,7 @@ describe('POST /mcp', () => {
     );
   });
 
+  // proves: R28
   test('submit_plan without a key: a repeated call gets the same plan back; audit events say via mcp', async () => {
     const env = await freshEnvironment();
     const agent = await connect(tokens['agent-a'], 'http');
@@ -456,6 +461,7 @@ describe('rate limits over MCP', () => {
     await limited?.close();
   });
 
+  // proves: R28, R30
   test('RATE_LIMITED carries retryAfterSeconds in the tool result; content over the limit is PAYLOAD_TOO_LARGE', async () => {
     limited = await startApp({
       PLANFENCE_RATE_LEASES_PER_MINUTE: '1',

@@ -134,6 +134,7 @@ const SECURITY_TWO: Policy = {
 };
 
 describe('saving policies', () => {
+  // proves: R34
   test('an ADMIN saves them in order; each change is audited and bumps the policy version', async () => {
     const { env } = await environment([]);
     const first = ok(await setPolicies(env, [DENY_BIG, WARN_HOTFIX])).updateEnvironmentPolicy;
@@ -266,6 +267,7 @@ describe('saving policies', () => {
 });
 
 describe('each effect', () => {
+  // proves: R35
   test('DENY refuses the submit: POLICY_DENIED {policy, message}, nothing stored, the fence unmoved, the rejection audited', async () => {
     const { env, generation } = await environment([DENY_BIG]);
     const before = await world.environment(env);
@@ -294,6 +296,7 @@ describe('each effect', () => {
     expect((accepted as { detail?: string }).detail).toBe('policy version 1');
   });
 
+  // proves: R35
   test('WARN is stored with the plan and shown with it', async () => {
     const { env, generation } = await environment([WARN_HOTFIX]);
     const plan = ok(await submit(env, generation, 'restart web', 'HOTFIX: restart web')).submitPlan;
@@ -331,6 +334,7 @@ describe('each effect', () => {
     expect(again.plan.policyResults).toEqual(expected);
   });
 
+  // proves: R35
   test('REQUIRE_APPROVAL adds its rule to the plan: pending, then counted by the quorum like an environment rule', async () => {
     const { env, generation } = await environment([SECURITY_TWO]);
     const other = ok(await submit(env, generation, 'plain change', 'scale web')).submitPlan;
@@ -434,6 +438,7 @@ describe('a policy change between evaluation and commit', () => {
     return seen;
   }
 
+  // proves: R34
   test('a submit allowed by the old policies but denied by the new ones is denied', async () => {
     const { env, generation } = await environment([WARN_HOTFIX]);
     const seen = changeAfterNextEvaluation(async () => {
@@ -448,6 +453,7 @@ describe('a policy change between evaluation and commit', () => {
     expect(await world.plans(env)).toEqual([]);
   });
 
+  // proves: R34
   test('a submit denied by the old policies but allowed by the new ones is stored, with the new results', async () => {
     const { env, generation } = await environment([DENY_BIG]);
     const seen = changeAfterNextEvaluation(async () => {
@@ -500,6 +506,7 @@ describe('fail closed', () => {
     );
   };
 
+  // proves: R35
   test('an expression that runs past its budget denies, is counted, and the next plan is evaluated by a fresh worker', async () => {
     const { env, generation } = await environment([
       { name: 'runaway', expression: runaway(8), effect: 'WARN', message: 'never decided' },
@@ -588,6 +595,7 @@ describe('fail closed', () => {
 });
 
 describe('break-glass', () => {
+  // proves: R36
   test('skips the approvals a policy requires and the freeze', async () => {
     const { env, generation } = await environment([SECURITY_TWO]);
     const plan = ok(await submit(env, generation, 'grant', 'iam: grant admin')).submitPlan;
@@ -603,6 +611,7 @@ describe('break-glass', () => {
     expect(glass.status).toBe('PUBLISHED');
   });
 
+  // proves: R36
   test('never a DENY: a denied plan does not exist, so there is nothing to break glass for', async () => {
     const { env, generation } = await environment([DENY_BIG]);
     const denied = await submit(env, generation, 'z'.repeat(300));

@@ -64,6 +64,7 @@ test('Environment.deploymentSequence counts the deployments started (0: none yet
   expect(await deploymentSequence('counted')).toBe(1);
 });
 
+// proves: R33
 test('a submit that publishes is refused once a deployment started after its plan was made; nothing is stored', async () => {
   await world.createEnvironment('auto', 'MONOTONIC', false);
   const generation = await world.acquire(tokens.agent, 'auto', 600);
@@ -90,6 +91,7 @@ test('a submit that publishes is refused once a deployment started after its pla
   );
 });
 
+// proves: R33
 test('where approval is needed, the plan is stored, and its approval is refused once a deployment started', async () => {
   await world.createEnvironment('reviewed', 'MONOTONIC', true);
   const generation = await world.acquire(tokens.agent, 'reviewed', 600);
@@ -115,6 +117,7 @@ test('where approval is needed, the plan is stored, and its approval is refused 
   expect(ok(await world.approve(tokens.reviewer, fresh.id)).approvePlan.status).toBe('PUBLISHED');
 });
 
+// proves: R33
 test('a published plan is deployed only while the sequence is the one it was made against: after a failed apply, plan again', async () => {
   await world.createEnvironment('retry', 'MONOTONIC', false);
   const generation = await world.acquire(tokens.agent, 'retry', 600);

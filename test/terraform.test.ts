@@ -159,6 +159,7 @@ test.each([
   },
 );
 
+// proves: R31
 test('a resource change carries its values before and after as JSON', async () => {
   const plan = await submitTerraform(fixture('update'));
   const [app] = plan.summary!.resourceChanges;
@@ -169,6 +170,7 @@ test('a resource change carries its values before and after as JSON', async () =
   expect(created.summary!.resourceChanges[0].before).toBeNull();
 });
 
+// proves: R32
 test('R32: every value Terraform marks sensitive reads "(sensitive)" in the summary', async () => {
   const content = fixture('sensitive');
   const plan = await submitTerraform(content);
@@ -294,6 +296,7 @@ test('the same document as TEXT is stored as it is, with no summary', async () =
   expect(plan).toMatchObject({ contentType: 'TEXT', summary: null });
 });
 
+// proves: R31
 test('the artifact travels with the plan: its base64 as submitted and the sha256 of its bytes', async () => {
   const bytes = Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0xff, 0x10, 0x80]);
   const artifact = bytes.toString('base64');
@@ -358,6 +361,7 @@ test('exactly PLANFENCE_MAX_ARTIFACT_BYTES is accepted', async () => {
   expect(plan.artifactHash).toBe(createHash('sha256').update(Buffer.alloc(1024, 7)).digest('hex'));
 });
 
+// proves: R31
 test('R31: a retried submit replays the first plan; another artifact under the same key is refused', async () => {
   const idempotencyKey = freshKey();
   const content = fixture('delete');
@@ -375,6 +379,7 @@ test('R31: a retried submit replays the first plan; another artifact under the s
   expect(codeOf(asText)).toBe('IDEMPOTENCY_KEY_REUSED');
 });
 
+// proves: R31
 test('retention purges the artifact with the content; the summary and the hashes stay', async () => {
   const retained = await startApp({ PLANFENCE_PLAN_RETENTION_DAYS: '1' });
   try {
