@@ -438,19 +438,28 @@ describe('POST /mcp', () => {
     }
   });
 
-  test('acquire_lease with waitSeconds gets the lease once its holder releases it', async () => {
+  // proves: R37
+  test('acquire_lease with waitSeconds waits in the lease queue and gets the lease once its holder releases it', async () => {
     const env = await freshEnvironment();
     const a = await connect(tokens['agent-a'], 'http');
     const b = await connect(tokens['agent-b'], 'http');
+    const c = await connect(tokens['agent-b'], 'http');
     const held = await a.ok('acquire_lease', { environment: env, ttlSeconds: 600 });
     const waiting = b.ok('acquire_lease', { environment: env, waitSeconds: 60 });
-    // B's first attempt is refused and audited before A lets go.
-    const refusedOnce = async () =>
-      (await world.auditEvents(env)).some((e) => e.code === 'LEASE_HELD');
-    for (let i = 0; i < 1200 && !(await refusedOnce()); i++)
+    // B's ticket waits (enqueued and audited) before A lets go.
+    const enqueued = async () =>
+      (await world.auditEvents(env)).some(
+        (e) => e.action === 'ENQUEUE_LEASE' && e.outcome === 'ACCEPTED',
+      );
+    for (let i = 0; i < 1200 && !(await enqueued()); i++)
       await new Promise((resolve) => setTimeout(resolve, 25));
-    expect(await refusedOnce()).toBe(true);
+    expect(await enqueued()).toBe(true);
+    const listed = await c.ok('list_environments', {});
+    expect(listed.environments.find((e: { name: string }) => e.name === env)).toMatchObject({
+      queueLength: 1,
+    });
     await a.ok('release_lease', { environment: env, generation: held.generation });
+    // The release hands the lease to B's ticket in its own transaction (R37).
     expect(await waiting).toMatchObject({ environment: env, generation: 2, holder: 'agent-b' });
   });
 });

@@ -15,6 +15,6 @@ import { LeasesService } from './leases.service.js';
     LeaseQueueResolver,
     LeaseQueueSweeper,
   ],
-  exports: [LeasesService],
+  exports: [LeasesService, LeaseQueueService],
 })
 export class LeasesModule {}

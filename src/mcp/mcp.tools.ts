@@ -7,9 +7,8 @@ import type { Handler } from '../auth/auth.guard.js';
 import { type Principal, Role } from '../auth/principal.entity.js';
 import { allowsEnvironment } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
-import { isDomainError } from '../common/errors.js';
 import { sha256 } from '../common/hash.js';
-import { type AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
+import type { AuditEvent } from '../audit/audit-event.entity.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import { DeploymentsResolver } from '../deployments/deployments.resolver.js';
 import { DeploymentsService } from '../deployments/deployments.service.js';
@@ -28,6 +27,10 @@ import {
   RenewLeaseInput,
 } from '../leases/dto/lease.inputs.js';
 import type { Lease } from '../leases/lease.model.js';
+import { EnqueueLeaseInput } from '../leases/dto/lease-queue.inputs.js';
+import { LeaseTicketStatus } from '../leases/lease-ticket.entity.js';
+import { LeaseQueueResolver } from '../leases/lease-queue.resolver.js';
+import { LeaseQueueService } from '../leases/lease-queue.service.js';
 import { LeasesResolver } from '../leases/leases.resolver.js';
 import { LeasesService } from '../leases/leases.service.js';
 import { SubmitPlanInput } from '../plans/dto/plan.inputs.js';
@@ -191,6 +194,7 @@ export class McpTools {
     private readonly environments: EnvironmentsService,
     private readonly plans: PlansService,
     private readonly leases: LeasesService,
+    private readonly queue: LeaseQueueService,
     private readonly deployments: DeploymentsService,
     private readonly events: EventsService,
     private readonly clock: Clock,
@@ -271,10 +275,11 @@ export class McpTools {
   }
 
   /**
-   * acquire_lease with `waitSeconds` > 0. Until the lease queue (DESIGN §17) exists, waiting
-   * means: on LEASE_HELD, acquire again when the holder's lease expires or something happens
-   * in the environment (a release), until `waitSeconds` have passed; each attempt is a full
-   * acquireLease (checked, charged and audited), and the last refusal is the answer.
+   * acquire_lease with `waitSeconds` > 0 waits its turn in the environment's lease queue
+   * (DESIGN §17): a ticket with maxWaitSeconds = waitSeconds (enqueueLease, checked, charged
+   * and audited like the GraphQL call), read again whenever the environment records
+   * something (and every 250 ms), until it is granted. A ticket not granted in time has
+   * expired (R39); the answer is then what acquireLease says at that moment.
    */
   private async acquire(
     principal: Principal,
@@ -292,35 +297,33 @@ export class McpTools {
       instance: args.instance ?? null,
     };
     if (waitSeconds === 0) return this.acquireOnce(principal, raw);
-    const deadline = performance.now() + waitSeconds * 1000;
-    // A release frees the lease (expiry is the timer); the waiter's own refusals do not.
-    const wake = new EnvironmentSignal(
-      this.events,
-      args.environment,
-      (kind, object) =>
-        kind === 'audit' &&
-        (object as AuditEvent).action === 'RELEASE_LEASE' &&
-        (object as AuditEvent).outcome === AuditOutcome.ACCEPTED,
+    const request = { ...raw, maxWaitSeconds: waitSeconds };
+    let ticket = await this.pass(
+      principal,
+      {
+        handler: method(LeaseQueueResolver, 'enqueueLease'),
+        root: 'Mutation',
+        args: { input: request },
+      },
+      async () => this.queue.enqueue(principal, await this.gate.valid(EnqueueLeaseInput, request)),
     );
+    const wake = new EnvironmentSignal(this.events, args.environment);
     try {
-      for (;;) {
+      while (ticket.status === LeaseTicketStatus.WAITING && !signal.aborted) {
         const since = wake.count;
-        try {
-          return await this.acquireOnce(principal, raw);
-        } catch (error) {
-          const left = deadline - performance.now();
-          if (!isDomainError(error) || error.code !== 'LEASE_HELD' || left <= 0 || signal.aborted)
-            throw error;
-          const expiresAt = Date.parse(String(error.details.expiresAt));
-          const untilExpiry = Number.isFinite(expiresAt)
-            ? expiresAt - (await this.clock.now())
-            : left;
-          await wake.wait(since, Math.min(left, Math.max(50, untilExpiry + 20)), signal);
-        }
+        const left = ticket.expiresAt.getTime() - (await this.clock.now());
+        if (left <= 0) break;
+        await wake.wait(since, Math.min(left, 250), signal);
+        ticket = (await this.queue.find(ticket.id)) ?? ticket;
       }
     } finally {
       wake.close();
     }
+    if (ticket.status === LeaseTicketStatus.GRANTED) {
+      const lease = await this.queue.lease(ticket);
+      if (lease) return lease;
+    }
+    return this.acquireOnce(principal, raw);
   }
 
   /** wait_for_decision: reads the plan again whenever its environment records something, at its expiry, and at the time-out. */
@@ -416,7 +419,7 @@ export class McpTools {
                         generation: lease.generation,
                         expiresAt: lease.expiresAt.toISOString(),
                       },
-                      queueLength: 0,
+                      queueLength: (await this.queue.queue(env.name)).length,
                     };
                   }),
                 ),
@@ -480,7 +483,7 @@ export class McpTools {
         name: 'acquire_lease',
         title: 'Acquire the lease',
         description:
-          'Takes the lease on an environment and returns a new generation (the fencing token). Carry it to every submit_plan; it never changes when renewing. waitSeconds > 0 waits for a lease another agent holds.',
+          'Takes the lease on an environment and returns a new generation (the fencing token). Carry it to every submit_plan; it never changes when renewing. waitSeconds > 0 waits its turn in the lease queue of the environment for a lease another agent holds.',
         standsFor: method(LeasesResolver, 'acquireLease'),
         annotations: {
           readOnlyHint: false,
