@@ -40,6 +40,9 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
 export default {
   projects,
   testTimeout: 60000,
+  // One test file at a time, in a worker process that is replaced once a file leaves it
+  // above this much memory: what one file keeps alive cannot slow down the files after it.
+  workerIdleMemoryLimit: '1GB',
   globalSetup: '<rootDir>/test/support/global-setup.js',
   globalTeardown: '<rootDir>/test/support/global-teardown.js',
 };
