@@ -4,9 +4,10 @@
  * server (each test app gets a database of its own there). The same suites run in both.
  */
 const base = {
-  testEnvironment: '<rootDir>/test/support/environment.js',
+  testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
+  setupFilesAfterEnv: ['<rootDir>/test/support/setup.ts'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: {
