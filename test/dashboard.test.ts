@@ -103,7 +103,8 @@ async function createEnvironments(names: string[], perRequest = 20, parallel = 4
       } catch (error) {
         // A pooled connection the service closed as idle (keep-alive) just as it was reused:
         // the batch is sent again; names it already created answer ALREADY_EXISTS.
-        if (!(error instanceof TypeError)) throw error;
+        // fetch's TypeError comes from another realm under jest's VM modules: compare by name.
+        if ((error as Error | undefined)?.name !== 'TypeError') throw error;
         batches.push(batch);
         continue;
       }
