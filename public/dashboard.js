@@ -201,8 +201,17 @@ async function flush() {
 
 const ACTIVITY = 'subscription { activityRecorded { id environment action outcome planId generation } }';
 
+/**
+ * Opens the activity subscription; resolves once it is asked for (or the socket failed), so
+ * that a load started afterwards misses no event: what happens during the load arrives as an
+ * event too, and refreshing twice is harmless.
+ */
 function connect() {
   if (socket) socket.close();
+  let subscribed;
+  const asked = new Promise((resolve) => {
+    subscribed = resolve;
+  });
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/graphql`;
   const ws = new WebSocket(url, 'graphql-transport-ws');
   socket = ws;
@@ -214,6 +223,7 @@ function connect() {
       ws.send(JSON.stringify({ id: 'activity', type: 'subscribe', payload: { query: ACTIVITY } }));
       $('status').textContent = 'live';
       $('status').classList.add('live');
+      subscribed();
     } else if (msg.type === 'next') {
       const event = msg.payload && msg.payload.data && msg.payload.data.activityRecorded;
       if (event) {
@@ -228,12 +238,14 @@ function connect() {
     }
   });
   ws.addEventListener('close', () => {
+    subscribed();
     if (socket !== ws) return;
     $('status').textContent = 'reconnecting…';
     $('status').classList.remove('live');
     // Catch up on what happened while disconnected, then listen again.
     setTimeout(() => start().catch(showError), 1000);
   });
+  return asked;
 }
 
 function showError(error) {
@@ -252,6 +264,8 @@ function showError(error) {
 
 async function start() {
   const mine = ++generation;
+  await connect();
+  if (mine !== generation) return;
   const environments = await loadAll();
   if (mine !== generation) return;
   environments.forEach((env) => putSummary(env, true));
@@ -269,7 +283,6 @@ async function start() {
   if (!environments.length && !$('empty')) {
     $('environments').insertAdjacentHTML('beforeend', '<p id="empty" class="empty">no environments yet</p>');
   }
-  connect();
 }
 
 function showLogin(message = '') {

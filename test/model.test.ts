@@ -716,7 +716,11 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
   await fc.assert(
     fc.asyncProperty(
       environmentSetup,
-      fc.commands(weighted, { maxCommands: 50, size: 'large' }),
+      fc.commands(weighted, {
+        maxCommands: 50,
+        size: 'large',
+        replayPath: process.env.FC_REPLAY_PATH,
+      }),
       async (setup, cmds) => {
         const run = ++runs;
         const s: ModelState = {
@@ -757,12 +761,17 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
         await fc.asyncModelRun(() => ({ model: s, real: world }), cmds);
       },
     ),
-    { numRuns: RUNS, seed: process.env.FC_SEED ? Number(process.env.FC_SEED) : undefined },
+    {
+      numRuns: RUNS,
+      seed: process.env.FC_SEED ? Number(process.env.FC_SEED) : undefined,
+      // FC_PATH and FC_REPLAY_PATH (with FC_SEED) replay one failing run that fast-check printed.
+      path: process.env.FC_PATH,
+    },
   );
   // FC_STATS=1 shows which outcomes the runs reached.
   if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
   // Enough runs reach every outcome that matters; fewer (FC_RUNS) may not.
-  if (RUNS >= 100)
+  if (RUNS >= 100 && !process.env.FC_PATH)
     for (const reached of [
       'acquires OK',
       'acquires LEASE_HELD',

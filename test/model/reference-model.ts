@@ -317,6 +317,8 @@ export class ReferenceModel {
 
   /** R37: the sweeper hands off every queue whose head could be granted or whose tickets expired. */
   sweep(): void {
+    // A plan whose proposal TTL ran out before the sweep is EXPIRED; a grant cannot make it OBSOLETE.
+    this.expire();
     for (const env of this.environments.values()) {
       const stored = this.tickets.filter(
         (t) => t.environment === env.name && t.status === 'WAITING',
