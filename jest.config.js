@@ -4,10 +4,9 @@
  * server (each test app gets a database of its own there). The same suites run in both.
  */
 const base = {
-  testEnvironment: 'node',
+  testEnvironment: '<rootDir>/test/support/environment.js',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
-  setupFilesAfterEnv: ['<rootDir>/test/support/setup.ts'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: {

@@ -152,6 +152,8 @@ export async function createPostgresDatabase(
   prefix: string,
   /** A database to copy (CREATE DATABASE … TEMPLATE), e.g. one already migrated. */
   template?: string,
+  /** Settings for every session on the new database (ALTER DATABASE … SET). */
+  settings: Record<string, string> = {},
 ): Promise<{ url: string; drop: () => Promise<void> }> {
   const { default: pg } = await import('pg');
   const name = `${prefix}_${process.pid}_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
@@ -165,6 +167,8 @@ export async function createPostgresDatabase(
     }
   };
   await admin(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
+  for (const [setting, value] of Object.entries(settings))
+    await admin(`ALTER DATABASE ${name} SET ${setting} = ${value}`);
   const url = new URL(server);
   url.pathname = `/${name}`;
   return { url: url.toString(), drop: () => dropPostgresDatabase(server, name) };

@@ -53,7 +53,12 @@ export async function scratchDatabase(
   const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
   if (!server) throw new Error('PLANFENCE_TEST_POSTGRES_URL is not set');
   const template = migrated ? await migratedTemplate(server) : null;
-  const database = await createPostgresDatabase(server, 'planfence_test', template ?? undefined);
+  // A commit returns before PostgreSQL flushes its WAL: what a commit makes visible is the
+  // same, only a crash of PostgreSQL itself (which no test causes) could lose it. The
+  // fault harnesses, which crash the service, keep the default.
+  const database = await createPostgresDatabase(server, 'planfence_test', template ?? undefined, {
+    synchronous_commit: 'off',
+  });
   return { url: database.url, cleanup: database.drop };
 }
 
@@ -114,12 +119,12 @@ export async function startApp(
       open.delete(closeOnce);
       // Every part is released even when an earlier one fails; the first failure is reported.
       const results = await Promise.allSettled([app.close()]);
-      results.push(
-        ...(await Promise.allSettled([
-          Promise.resolve().then(scratch.cleanup),
-          database.cleanup(),
-        ])),
-      );
+      // A PostgreSQL database is dropped while the file's next tests run (a drop waits for a
+      // checkpoint); the file's end waits for every drop (`closeOpenApps`).
+      const dropped = database.cleanup();
+      drops.add(dropped);
+      void dropped.finally(() => drops.delete(dropped)).catch(() => undefined);
+      results.push(...(await Promise.allSettled([Promise.resolve().then(scratch.cleanup)])));
       const failed = results.find((r) => r.status === 'rejected');
       if (failed) throw failed.reason;
     })();
@@ -132,9 +137,20 @@ export async function startApp(
 /** Apps started by this test file and not closed yet: `closeOpenApps` closes them after the file. */
 const open = new Set<() => Promise<void>>();
 
-/** Closes every app this test file left open, whatever path its tests took (test/support/setup.ts). */
+// test/support/environment.js calls it once the file's own hooks have run.
+(globalThis as { __planfenceCloseOpenApps?: () => Promise<void> }).__planfenceCloseOpenApps =
+  closeOpenApps;
+
+/** Databases of closed apps still being dropped. */
+const drops = new Set<Promise<void>>();
+
+/**
+ * Closes every app this test file left open, whatever path its tests took, and waits for
+ * their databases to be dropped (test/support/environment.js).
+ */
 export async function closeOpenApps(): Promise<void> {
   const results = await Promise.allSettled([...open].map((close) => close()));
+  results.push(...(await Promise.allSettled([...drops])));
   const failed = results.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
 }
