@@ -23,7 +23,7 @@ export function helmetHeaders(options: HelmetOptions): Record<string, string> {
     {} as IncomingMessage,
     response as unknown as ServerResponse,
     (error?: unknown) => {
-      if (error) throw error instanceof Error ? error : new Error(String(error));
+      if (error) throw error instanceof Error ? error : new Error('helmet refused its options');
       done = true;
     },
   );
