@@ -90,6 +90,8 @@ export async function prepareTemplate(
     seed?: (file: string) => void;
     /** A PostgreSQL server URL: the template is a database there instead of a SQLite file. */
     postgres?: string;
+    /** Plan policies every environment gets (updateEnvironmentPolicy). */
+    planPolicies?: { name: string; expression: string; effect: string; message: string }[];
   },
 ): Promise<Template> {
   mkdirSync(dir, { recursive: true });
@@ -120,6 +122,14 @@ export async function prepareTemplate(
         },
       ),
     );
+    if (options.planPolicies)
+      await inParallel(environments, 8, (environment) =>
+        service.ok(
+          ADMIN_TOKEN,
+          'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+          { input: { environment, planPolicies: options.planPolicies } },
+        ),
+      );
     if (options.seed) {
       await service.stop();
       options.seed(file);

@@ -9,31 +9,12 @@
 import { pino } from 'pino';
 import { createApp } from '../src/app.js';
 import { loadConfig } from '../src/config/config.js';
+import { POLICIES } from './policy-set.js';
 
 const TOKEN = 'pf_admin_token_for_bench_0123456789';
 const REQUESTS = Number(process.env.BENCH_POLICY_REQUESTS ?? 40);
 
-const POLICIES = [
-  [
-    'prod-destroy',
-    'plan.environment == "prod" && summary.destroy + summary.replace > 0 && !("security" in plan.submitterGroups)',
-  ],
-  [
-    'no-db-destroy',
-    'summary.resourceChanges.exists(r, "delete" in r.actions && r.type.matches("^(aws_db_instance|aws_rds_cluster)$"))',
-  ],
-  ['big-change', 'summary.add + summary.change + summary.destroy + summary.replace > 20000'],
-  ['text-in-prod', 'plan.environment == "prod" && plan.contentType == "TEXT"'],
-  ['iam', 'summary.resourceChanges.exists(r, r.type.startsWith("aws_iam_"))'],
-  ['size', 'plan.contentBytes > 64 * 1024 * 1024'],
-  ['title', 'plan.title.lowerAscii().contains("hotfix")'],
-  ['groups', 'size(plan.submitterGroups) > 5'],
-  ['doc-version', 'terraform != null && terraform.format_version != "1.2"'],
-  [
-    'doc-outputs',
-    'terraform != null && has(terraform.output_changes) && size(terraform.output_changes) > 1000',
-  ],
-].map(([name, expression]) => ({ name, expression, effect: 'WARN', message: name }));
+
 
 function terraformPlan(bytes: number): string {
   const changes = [];

@@ -330,6 +330,25 @@ export function report(rows: Row[], machine: Machine): string {
       times <= 3,
     );
   }
+  const policies0 = summaries.find(
+    (s) => s.scenario.startsWith('12 ') && s.variant.endsWith(', 0 policies'),
+  );
+  const policies10 = summaries.find(
+    (s) => s.scenario.startsWith('12 ') && s.variant.endsWith(', 10 policies'),
+  );
+  if (policies0?.cpuMsPerRequest && policies10?.cpuMsPerRequest) {
+    const extra = policies10.cpuMsPerRequest - policies0.cpuMsPerRequest;
+    const refused = Object.entries(policies10.outcomes)
+      .filter(([outcome]) => outcome !== 'ok')
+      .map(([outcome, count]) => `${outcome}=${count}`);
+    target(
+      'Ten policies on a 1 MiB Terraform plan cost less CPU than one plan\'s evaluation budget (250 ms), and no submit is refused for running out of it',
+      `${fixed(policies10.cpuMsPerRequest, 1)} vs ${fixed(policies0.cpuMsPerRequest, 1)} ms per submit at c=1 ` +
+        `(+${fixed(extra, 1)} ms, ${fixed(policies10.cpuMsPerRequest / policies0.cpuMsPerRequest, 2)}×)` +
+        (refused.length ? `; refused: ${refused.join(' ')}` : ''),
+      extra <= 250 && refused.length === 0,
+    );
+  }
   // Scenario 11 keeps ten 1 MiB requests in flight on purpose: its memory is not the service's at rest.
   const measured = summaries.filter((s) => s.peakRssMb != null && !s.scenario.startsWith('11 '));
   if (measured.length) {

@@ -53,11 +53,12 @@ import { Receiver } from '../test/support/receiver.js';
 import { addWebhooks, refusingUrl, runWithWebhooks } from './webhooks.js';
 import { runStorageFloor } from './storage-floor.js';
 import { BIG_PLANS, bigSubmits, health } from './terraform.js';
+import { POLICIES } from './policy-set.js';
 
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 5);
 const runs = option(argv, 'runs', 3);
-const ALL = '0,1,2,3,4,5,6,7,8,9,10,11';
+const ALL = '0,1,2,3,4,5,6,7,8,9,10,11,12';
 const only = new Set((textOption(argv, 'only') ?? ALL).split(',').map(Number));
 const numbers = (text: string) => text.split(',').map(Number);
 const mainCounts = numbers(textOption(argv, 'connections') ?? '1,10,50');
@@ -117,6 +118,13 @@ async function main(): Promise<void> {
   };
   const publishTemplate = template('publish', () =>
     prepareTemplate(workDir, 'publish', { count: 1, requireApproval: false }),
+  );
+  const policiesTemplate = template('policies', () =>
+    prepareTemplate(workDir, 'policies', {
+      count: 1,
+      requireApproval: false,
+      planPolicies: POLICIES,
+    }),
   );
   const approvalTemplate = (approvals: number, postgres?: string) =>
     template(`approval${approvals}${postgres ? 'pg' : ''}`, () =>
@@ -443,6 +451,21 @@ async function main(): Promise<void> {
             },
           );
       }
+    },
+    12: () => {
+      // What plan policies cost: the same 1 MiB Terraform submit, one at a time, without and
+      // with ten policies (evaluated in the policy worker, whose CPU is the service's).
+      const row = { scenario: '12 plan policies', durability: 'FULL' as const, connections: 1 };
+      for (const [count, made] of [
+        [0, publishTemplate],
+        [POLICIES.length, policiesTemplate],
+      ] as const)
+        http(
+          { ...row, variant: `submit 1 MiB TERRAFORM_PLAN_JSON, ${count} policies` },
+          made,
+          bigSubmits('TERRAFORM_PLAN_JSON'),
+          { env: BIG_PLANS },
+        );
     },
   };
   for (const [number, add] of Object.entries(scenarios)) if (only.has(Number(number))) add();
