@@ -14,8 +14,6 @@ import { POLICIES } from './policy-set.js';
 const TOKEN = 'pf_admin_token_for_bench_0123456789';
 const REQUESTS = Number(process.env.BENCH_POLICY_REQUESTS ?? 40);
 
-
-
 function terraformPlan(bytes: number): string {
   const changes = [];
   let size = 0;

@@ -342,7 +342,7 @@ export function report(rows: Row[], machine: Machine): string {
       .filter(([outcome]) => outcome !== 'ok')
       .map(([outcome, count]) => `${outcome}=${count}`);
     target(
-      'Ten policies on a 1 MiB Terraform plan cost less CPU than one plan\'s evaluation budget (250 ms), and no submit is refused for running out of it',
+      "Ten policies on a 1 MiB Terraform plan cost less CPU than one plan's evaluation budget (250 ms), and no submit is refused for running out of it",
       `${fixed(policies10.cpuMsPerRequest, 1)} vs ${fixed(policies0.cpuMsPerRequest, 1)} ms per submit at c=1 ` +
         `(+${fixed(extra, 1)} ms, ${fixed(policies10.cpuMsPerRequest / policies0.cpuMsPerRequest, 2)}×)` +
         (refused.length ? `; refused: ${refused.join(' ')}` : ''),
