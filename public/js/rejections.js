@@ -26,11 +26,10 @@ export function rejectionsHtml(auditEvents) {
   return REJECTION_KINDS.map(({ kind, words }) => {
     const members = rejected.filter((e) => kindOf(e.code) === kind);
     if (!members.length) return '';
+    // Two cells a row, two lines each: the code (whole) over the time, the request over who sent it.
     const rows = members.slice(0, PER_KIND).map((e) => `<tr>
-      <td class="code">${esc(e.code)}</td>
-      <td class="action">${esc(e.action)} g${esc(e.generation)}</td>
-      <td class="actor"><span class="name" title="${esc(e.actor)}">${esc(e.actor)}</span></td>
-      <td class="at">${esc(new Date(e.at).toLocaleTimeString())}</td></tr>`).join('');
+      <td class="what"><span class="code">${esc(e.code)}</span><br><span class="at">${esc(new Date(e.at).toLocaleTimeString())}</span></td>
+      <td class="who"><span class="action">${esc(e.action)}${e.generation != null ? ` g${Number(e.generation)}` : ''}</span><br><span class="actor name" title="${esc(e.actor)}">${esc(e.actor)}</span></td></tr>`).join('');
     const more = members.length > PER_KIND ? ` (latest ${PER_KIND})` : '';
     return `<div class="rejection-group" data-kind="${kind}">
       <h4>${esc(words)} · ${members.length}${more}</h4>
