@@ -71,7 +71,8 @@ export async function refreshQueue() {
       cell('generation', 'generation', String(plan.generation)),
       cell('title', 'title', plan.title ?? '(untitled)'),
       cell('changes', 'changes', plan.summary ? countsOf(plan.summary) : 'text'),
-      cell('age', 'age', duration(seconds(now - Date.parse(plan.submittedAt)))),
+      // A browser clock a little behind the service's shows 0s, not a negative age.
+      cell('age', 'age', duration(Math.max(0, seconds(now - Date.parse(plan.submittedAt))))),
       cell('left', 'time left', left),
       cell('approvals', 'approvals', String(plan.approvals.length)),
       cell('missing', 'still missing', rulesText(plan.pendingApprovalRules)),
