@@ -239,7 +239,6 @@ test('a frozen environment is badged FROZEN on its card, in the queue and on the
       { e: 'cold', r: 'release freeze' },
     ),
   );
-
   const page = await signIn(reviewer, 1280, 800);
   const coldRow = page.locator(`#queue-table tr[data-plan="${coldPlan.id}"]`);
   const warmRow = page.locator(`#queue-table tr[data-plan="${warmPlan.id}"]`);
@@ -281,6 +280,32 @@ test('a frozen environment is badged FROZEN on its card, in the queue and on the
   expect(await notice.evaluate((n) => [...n.classList].sort())).toEqual(['notice', 'success']);
   await expect(style(notice, 'background-color')).resolves.toBe('rgb(230, 246, 234)');
   await expect(style(notice, 'color')).resolves.toBe('rgb(11, 90, 36)');
+
+  // More environments in the queue than one request may name (32 root fields by
+  // default): the last is frozen too, and badged.
+  const many = Array.from({ length: 34 }, (_, i) => `many-${String(i).padStart(2, '0')}`);
+  const manyPlans: string[] = [];
+  for (const name of many) {
+    await world.createEnvironment(name, 'MONOTONIC');
+    const g = await world.acquire(agent, name, 600);
+    manyPlans.push((await world.submitOk(agent, name, g, 'replicas: 1\n')).id);
+  }
+  ok(
+    await world.gql(
+      ADMIN_TOKEN,
+      'mutation($e: String!, $r: String!) { freezeEnvironment(environment: $e, reason: $r) { name } }',
+      { e: many[33], r: 'late freeze' },
+    ),
+  );
+
+  // The open page hears of them and badges the last one too.
+  await page
+    .locator(`#queue-table tr[data-plan="${manyPlans[33]}"] .badge.frozen`)
+    .waitFor({ timeout: 10_000 });
+  expect(await page.locator(`#queue-table tr[data-plan="${manyPlans[0]}"] .badge`).count()).toBe(0);
+  expect(await page.locator('#queue-table tr[data-frozen]').count()).toBe(2);
+  for (const id of manyPlans) ok(await world.reject(ADMIN_TOKEN, id, 'cleared'));
+  await page.locator(`#queue-table tr[data-plan="${manyPlans[0]}"]`).waitFor({ state: 'detached' });
 }, 90_000);
 
 test('at phone width the queue, its Review button and what is missing, the cards and the diff fit the screen; wider content scrolls in its own box with a cue', async () => {

@@ -32,14 +32,27 @@ export function countsOf(summary) {
   return box;
 }
 
-/** The freezes of the queue's environments, one request: name -> { reason, frozenBy } | null. */
-async function freezesOf(names) {
-  if (!names.length) return new Map();
+/** Aliases per request: the service caps root fields per operation (PLANFENCE_MAX_ROOT_FIELDS, 32 by default). */
+const FREEZES_PER_REQUEST = 20;
+
+async function freezesBatch(names) {
   const params = names.map((_, i) => `$e${i}: String!`).join(', ');
   const fields = names.map((_, i) => `e${i}: environment(name: $e${i}) { name freeze { reason frozenBy } }`).join(' ');
   const variables = Object.fromEntries(names.map((name, i) => [`e${i}`, name]));
   const data = await gql(`query(${params}) { ${fields} }`, variables);
-  return new Map(names.map((name, i) => [name, (data[`e${i}`] && data[`e${i}`].freeze) || null]));
+  return names.map((name, i) => [name, (data[`e${i}`] && data[`e${i}`].freeze) || null]);
+}
+
+/**
+ * The freezes of the queue's environments, a request per 20 of them: name -> freeze | null.
+ * A batch that fails leaves its environments unbadged; the plan view reads the freeze
+ * again and keeps Approve off.
+ */
+async function freezesOf(names) {
+  const batches = [];
+  for (let i = 0; i < names.length; i += FREEZES_PER_REQUEST) batches.push(names.slice(i, i + FREEZES_PER_REQUEST));
+  const answers = await Promise.all(batches.map((batch) => freezesBatch(batch).catch(() => [])));
+  return new Map(answers.flat());
 }
 
 export async function refreshQueue() {
