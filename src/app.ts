@@ -27,7 +27,7 @@ export interface AppOptions {
 }
 
 /**
- * The dashboard (/, /dashboard.js, /dashboard.css) loads only its own files and talks to
+ * The dashboard (/, /js/*.js modules, /dashboard.css) loads only its own files and talks to
  * /graphql over fetch and a same-origin WebSocket: no inline script, no other origin.
  */
 const CONTENT_SECURITY_POLICY = {

@@ -3,17 +3,17 @@
  * (counts, the changed resources grouped by action, replacements and destroys on top, the
  * attribute changes of each), sensitive values masked, and no sensitive value in the page
  * or in any answer the browser receives. The review queue shows the counts. Screenshot
- * test-output/console-terraform.png.
+ * test-output/console-terraform.png (docs/pictures/ with PLANFENCE_DOCS_PICTURES=1).
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { ManualClock } from '../src/common/clock.js';
 import { launchChromium } from './support/browser.js';
 import { startApp, type TestApp } from './support/app.js';
 import { freshKey, ok, World } from './support/world.js';
+import { picture, SHOT } from './support/pictures.js';
 
-const OUTPUT = new URL('../test-output/', import.meta.url);
 const FIXTURES = join(process.cwd(), 'test/fixtures/terraform');
 /** Values the fixtures hold in clear text and Terraform marks sensitive. */
 const SECRETS = [
@@ -36,7 +36,6 @@ beforeAll(async () => {
   app = await startApp({}, new ManualClock(Date.now()));
   world = new World(app);
   ({ browser } = await launchChromium());
-  mkdirSync(OUTPUT, { recursive: true });
 }, 120_000);
 afterEach(() => expect(errors).toEqual([]));
 afterAll(async () => {
@@ -159,10 +158,7 @@ test('a reviewer reads a Terraform plan by its summary, destroys and replacement
   ).resolves.toContain('"(sensitive)"');
   await expect(page.locator('#plan-based-on').textContent()).resolves.toContain('abc1234');
 
-  await page.screenshot({
-    path: new URL('console-terraform.png', OUTPUT).pathname,
-    fullPage: true,
-  });
+  await page.locator('#plan-view').screenshot({ path: picture('console-terraform'), ...SHOT });
 
   // Approving pins the content hash of the plan whose summary was shown.
   await page.click('#approve');

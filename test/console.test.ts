@@ -2,17 +2,17 @@
  * The reviewer's console in a real browser against the real app over HTTP: the review
  * queue, the plan's diff against the published plan, approvals pinned to the content hash
  * shown, quorum, a plan that turns OBSOLETE while on screen, hostile text, a VIEWER's
- * forged approval, the timeline and the deployment panel. Screenshots go to test-output/.
+ * forged approval, the timeline and the deployment panel. Screenshots go to test-output/
+ * (docs/pictures/ with PLANFENCE_DOCS_PICTURES=1, `npm run docs:pictures`).
  */
-import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { ManualClock } from '../src/common/clock.js';
 import { launchChromium } from './support/browser.js';
 import { ADMIN_TOKEN, startApp, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
+import { picture, SHOT } from './support/pictures.js';
 
-const OUTPUT = new URL('../test-output/', import.meta.url);
-const shot = (name: string) => new URL(`console-${name}.png`, OUTPUT).pathname;
+const shot = (name: string) => ({ path: picture(`console-${name}`), ...SHOT });
 
 let app: TestApp;
 let world: World;
@@ -65,7 +65,6 @@ beforeAll(async () => {
   ({ browser } = await launchChromium());
   // Pages stay open until the browser closes: the single-process Chromium that npm
   // installs does not survive a page being closed.
-  mkdirSync(OUTPUT, { recursive: true });
 }, 120_000);
 afterAll(async () => {
   await browser?.close();
@@ -110,7 +109,7 @@ test('a reviewer opens a queued plan, reads its diff, approves what was shown, a
   await expect(
     page.locator(`#queue-table tr[data-plan="${second.id}"] .missing`).textContent(),
   ).resolves.toContain('1 from any approver');
-  await page.screenshot({ path: shot('queue'), fullPage: false });
+  await page.screenshot({ ...shot('queue'), fullPage: false });
 
   await openFromQueue(page, second.id);
   await expect(page.locator('#plan-title').textContent()).resolves.toBe('scale web to 4');
@@ -122,7 +121,7 @@ test('a reviewer opens a queued plan, reads its diff, approves what was shown, a
     '+ zone: b',
   ]);
   expect(await page.locator('#plan-diff .line.same').count()).toBe(2);
-  await page.locator('#plan-view').screenshot({ path: shot('plan-diff') });
+  await page.locator('#plan-view').screenshot({ ...shot('plan-diff') });
 
   const prod = page.locator('section[data-env="prod"]');
   await prod.scrollIntoViewIfNeeded();
@@ -263,7 +262,7 @@ test('the plan view shows its policy results: a warning in amber, a required app
   await expect(page.locator('#plan-policies .policy-passed').textContent()).resolves.toBe(
     '1 passed',
   );
-  await page.screenshot({ path: shot('policies'), fullPage: true });
+  await page.screenshot({ ...shot('policies'), fullPage: true });
 }, 90_000);
 
 // proves: R8
@@ -313,7 +312,7 @@ test('a newer plan published by another agent while a plan is on screen turns it
     undefined,
     { timeout: 10_000 },
   );
-  await race.screenshot({ path: shot('timeline') });
+  await race.screenshot({ ...shot('timeline') });
 }, 90_000);
 
 test('hostile text in titles, content, reasons and instance labels renders as text', async () => {
@@ -367,7 +366,10 @@ test('hostile text in titles, content, reasons and instance labels renders as te
     const d = (globalThis as any).document;
     return { img: d.querySelectorAll('img').length, scripts: d.querySelectorAll('script').length };
   });
-  expect(injected).toEqual({ img: 0, scripts: 3 });
+  // Exactly the page's own scripts: the diff library and the console's entry module.
+  const html = await (await fetch(app.url)).text();
+  expect(html.match(/<script\b/g)).toHaveLength(2);
+  expect(injected).toEqual({ img: 0, scripts: 2 });
 }, 90_000);
 
 test('a VIEWER sees no action buttons, and a forged approval from the page is FORBIDDEN', async () => {
@@ -390,8 +392,15 @@ test('a VIEWER sees no action buttons, and a forged approval from the page is FO
     expect(await page.getByRole('button', { name }).count()).toBe(0);
   }
 
-  // Forged: the page's own approve path, and a bare request with the page's token.
-  await page.evaluate(() => (globalThis as any).sendApproval());
+  // Forged: the page's own approve path (its hidden button shown and clicked), and a bare
+  // request with the page's token.
+  await page.evaluate(() => {
+    const d = (globalThis as any).document;
+    d.getElementById('plan-actions').hidden = false;
+    d.getElementById('approve').hidden = false;
+    d.getElementById('approve').disabled = false;
+    d.getElementById('approve').click();
+  });
   await page.locator('#plan-notice', { hasText: 'FORBIDDEN' }).waitFor();
   const code = await page.evaluate(async (id) => {
     const response = await fetch('/graphql', {
@@ -453,7 +462,7 @@ test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles
   expect(codeOf(again)).toBe('DEPLOYMENT_ACTIVE');
   await card.locator('.dstatus', { hasText: 'UNKNOWN' }).waitFor({ timeout: 10_000 });
   await card.locator('.heartbeat', { hasText: 'lapsed' }).waitFor();
-  await card.locator('.deploy').screenshot({ path: shot('deployment') });
+  await card.locator('.deploy').screenshot({ ...shot('deployment') });
 
   await card.locator('.reconcile select').selectOption('FAILED');
   await card.locator('.reconcile input').fill('checked the cluster: not applied');
@@ -477,15 +486,35 @@ test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles
     return d.scrollWidth - d.clientWidth;
   });
   expect(overflow).toBeLessThanOrEqual(0);
-  await phone.screenshot({ path: shot('phone') });
+  await phone.screenshot({ ...shot('phone') });
 }, 90_000);
 
 test('the console assets are same-origin and the diff library is served by the app', async () => {
-  for (const path of ['/console.js', '/vendor/diff.min.js']) {
+  for (const path of ['/js/main.js', '/js/plan-view.js', '/vendor/diff.min.js']) {
     const response = await fetch(`${app.url}${path}`);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toContain('text/javascript');
   }
   const html = await (await fetch(app.url)).text();
   expect(html).not.toMatch(/<script>|\son[a-z]+=|https?:\/\//);
+  expect(html).toContain('<script type="module" src="/js/main.js"></script>');
+});
+
+test('only the listed console modules are served: no other file and no path out of public/js', async () => {
+  for (const path of [
+    '/js/nope.js',
+    '/js/..%2Fdashboard.css',
+    '/js/..%2F..%2Fpackage.json',
+    '/js/%2E%2E%2Findex.html',
+    '/js/',
+    '/dashboard.js',
+    '/console.js',
+  ]) {
+    const response = await fetch(`${app.url}${path}`);
+    expect([path, response.status]).toEqual([path, 404]);
+    expect(await response.text()).not.toContain('"name": "planfence"');
+  }
+  const module = await fetch(`${app.url}/js/api.js`);
+  expect(module.headers.get('content-security-policy')).toContain("script-src 'self'");
+  expect(module.headers.get('x-content-type-options')).toBe('nosniff');
 });

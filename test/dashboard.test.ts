@@ -7,6 +7,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { ManualClock } from '../src/common/clock.js';
+import { CONSOLE_MODULES } from '../src/dashboard/dashboard.controller.js';
 import { launchChromium } from './support/browser.js';
 import { ADMIN_TOKEN, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
@@ -213,7 +214,8 @@ test('environments page through in name order; without arguments all of them', a
 });
 
 test('the assets are small and served without any CDN', async () => {
-  for (const path of ['/', '/dashboard.js', '/dashboard.css']) {
+  const modules = CONSOLE_MODULES.map((name) => `/js/${name}`);
+  for (const path of ['/', ...modules, '/dashboard.css']) {
     const response = await fetch(`${app.url}${path}`);
     expect(response.status).toBe(200);
     const text = await response.text();

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { Controller, Get, Header } from '@nestjs/common';
+import { Controller, Get, Header, HttpException, HttpStatus, Param } from '@nestjs/common';
 
 /** public/ sits at the project root, above src/ (sources) and dist/src/ (build). */
 function publicFile(name: string): string {
@@ -10,6 +10,27 @@ function publicFile(name: string): string {
   }
   throw new Error(`dashboard asset ${name} not found`);
 }
+
+/**
+ * The console's ES modules (public/js/), one job each. Only these names are served: a
+ * request names a key of this list, never a path, so nothing else under public/ or
+ * beyond it can be reached.
+ */
+export const CONSOLE_MODULES = [
+  'api.js',
+  'dom.js',
+  'status.js',
+  'role.js',
+  'scroll-cue.js',
+  'environments.js',
+  'rejections.js',
+  'timeline.js',
+  'deployment-panel.js',
+  'queue.js',
+  'plan-view.js',
+  'subscription.js',
+  'main.js',
+] as const;
 
 /** The `diff` package's browser build (BSD-3-Clause), served from node_modules with its licence named. */
 function diffLibrary(): string {
@@ -27,8 +48,9 @@ function diffLibrary(): string {
 @Controller()
 export class DashboardController {
   private readonly html = publicFile('index.html');
-  private readonly script = publicFile('dashboard.js');
-  private readonly consoleScript = publicFile('console.js');
+  private readonly modules = new Map<string, string>(
+    CONSOLE_MODULES.map((name) => [name, publicFile(`js/${name}`)]),
+  );
   private readonly style = publicFile('dashboard.css');
   private readonly diff = diffLibrary();
 
@@ -38,18 +60,13 @@ export class DashboardController {
     return this.html;
   }
 
-  @Get('dashboard.js')
+  @Get('js/:name')
   @Header('content-type', 'text/javascript; charset=utf-8')
   @Header('cache-control', 'no-cache')
-  javascript(): string {
-    return this.script;
-  }
-
-  @Get('console.js')
-  @Header('content-type', 'text/javascript; charset=utf-8')
-  @Header('cache-control', 'no-cache')
-  consoleJavascript(): string {
-    return this.consoleScript;
+  module(@Param('name') name: string): string {
+    const code = this.modules.get(name);
+    if (code === undefined) throw new HttpException('Not Found', HttpStatus.NOT_FOUND);
+    return code;
   }
 
   @Get('vendor/diff.min.js')

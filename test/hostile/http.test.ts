@@ -101,7 +101,7 @@ test('connections beyond PLANFENCE_MAX_CONNECTIONS are dropped, and the service 
 test('every response carries the security headers; the dashboard policy allows no inline script and no framing', async () => {
   const responses = await Promise.all([
     fetch(`${app.url}/`),
-    fetch(`${app.url}/dashboard.js`),
+    fetch(`${app.url}/js/main.js`),
     fetch(`${app.url}/health`),
     fetch(`${app.url}/graphql`, {
       method: 'POST',

@@ -1,0 +1,90 @@
+// planfence dashboard and reviewer's console: plain ES modules, no dependencies but the
+// served `diff` library, no inline script. Signs in, subscribes before it loads (so that
+// no event during the load is missed), draws every environment and, for REVIEWER/ADMIN,
+// the review queue; activity events refresh what they touch.
+
+import { gql, forgetToken, setToken, token } from './api.js';
+import { $ } from './dom.js';
+import { onUnauthenticated, showError } from './status.js';
+import { canAct, setMe } from './role.js';
+import { connect, disconnect } from './subscription.js';
+import { currentGeneration, loadAll, markDirty, nextGeneration, showAll, tickLeases } from './environments.js';
+import { refreshQueue } from './queue.js';
+import { failed, refreshView, viewedEnvironment, wirePlanView } from './plan-view.js';
+import { tickHeartbeats } from './deployment-panel.js';
+
+function showLogin(message = '') {
+  $('login').hidden = false;
+  $('sign-out').hidden = true;
+  $('login-error').textContent = message;
+}
+
+onUnauthenticated((message) => {
+  forgetToken();
+  disconnect();
+  showLogin(message);
+});
+
+/** The role adapts the page: the queue for REVIEWER/ADMIN; the plan on screen is read again. */
+async function consoleStart() {
+  const me = (await gql('{ whoami { name role groups } }')).whoami;
+  setMe(me);
+  $('who').textContent = `${me.name} · ${me.role}`;
+  document.body.dataset.role = me.role;
+  $('queue').hidden = !canAct();
+  if (canAct()) await refreshQueue();
+  await refreshView();
+}
+
+// Every audit event: its environment's card, and shortly after the queue and the plan on screen.
+let liveTimer = null;
+const liveEnvironments = new Set();
+
+function activity(event) {
+  markDirty(event.environment);
+  liveEnvironments.add(event.environment);
+  if (liveTimer) return;
+  liveTimer = setTimeout(() => {
+    liveTimer = null;
+    const touched = liveEnvironments.has(viewedEnvironment());
+    liveEnvironments.clear();
+    Promise.all([canAct() ? refreshQueue() : null, touched ? refreshView() : null]).catch(failed);
+  }, 120);
+}
+
+// Catch up on what happened while disconnected, then listen again.
+const reconnect = () => setTimeout(() => start().catch(showError), 1000);
+
+async function start() {
+  const mine = nextGeneration();
+  await connect(activity, reconnect);
+  if (mine !== currentGeneration()) return;
+  const environments = await loadAll();
+  if (mine !== currentGeneration()) return;
+  showAll(environments);
+  consoleStart().catch(showError);
+}
+
+wirePlanView();
+$('login').addEventListener('submit', (event) => {
+  event.preventDefault();
+  setToken($('token').value.trim());
+  $('login').hidden = true;
+  $('sign-out').hidden = false;
+  start().catch(showError);
+});
+$('sign-out').addEventListener('click', () => {
+  forgetToken();
+  location.reload();
+});
+setInterval(() => {
+  tickLeases();
+  tickHeartbeats();
+}, 1000);
+
+if (token()) {
+  $('sign-out').hidden = false;
+  start().catch(showError);
+} else {
+  showLogin();
+}
