@@ -7,7 +7,7 @@ import { createApp } from '../src/app.js';
 import { Clock, DatabaseClock, SystemClock } from '../src/common/clock.js';
 import { ConfigError, loadConfig } from '../src/config/config.js';
 import { distFile } from './fault/service.js';
-import { scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
+import { codeOf, scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
 
 test.each([
   ['PORT', 'http'],
@@ -73,6 +73,51 @@ test('the first start without PLANFENCE_ADMIN_TOKEN writes one, readable by its 
       whoami: { name: 'admin' },
     });
     await second.close();
+  } finally {
+    dir.cleanup();
+    await database.cleanup();
+  }
+});
+
+test('PLANFENCE_ADMIN_TOKEN replacing the token of the file makes the start warn, naming the file', async () => {
+  const dir = scratchDir();
+  const database = await scratchDatabase();
+  const file = join(dir.path, 'admin-token');
+  const env = { DATABASE_URL: database.url, PLANFENCE_ADMIN_TOKEN_FILE: file };
+  const lines: string[] = [];
+  const capture = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+  try {
+    await (await startApp({ ...env, PLANFENCE_ADMIN_TOKEN: '' })).close();
+    const fileToken = readFileSync(file, 'utf8').trim();
+
+    const replaced = await startApp(
+      { ...env, PLANFENCE_ADMIN_TOKEN: 'an-operator-chosen-token-0123' },
+      undefined,
+      capture,
+    );
+    const warnings = lines
+      .map((line) => JSON.parse(line) as { level: number; msg: string })
+      .filter((line) => line.level === 40 && line.msg.includes('PLANFENCE_ADMIN_TOKEN'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0].msg).toContain(file);
+    const old = await replaced.gql(fileToken, '{ whoami { name } }');
+    expect(codeOf(old)).toBe('UNAUTHENTICATED');
+    expect(old.errors?.[0].message).toContain('unknown token');
+    expect(
+      (await replaced.gql('an-operator-chosen-token-0123', '{ whoami { name } }')).data,
+    ).toEqual({ whoami: { name: 'admin' } });
+    await replaced.close();
+
+    // The same token again replaces nothing: no warning.
+    lines.length = 0;
+    await (
+      await startApp(
+        { ...env, PLANFENCE_ADMIN_TOKEN: 'an-operator-chosen-token-0123' },
+        undefined,
+        capture,
+      )
+    ).close();
+    expect(lines.filter((line) => line.includes('replaced the admin'))).toEqual([]);
   } finally {
     dir.cleanup();
     await database.cleanup();
