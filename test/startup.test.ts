@@ -166,6 +166,10 @@ test('headers allowed longer than the whole request stop the start with a config
   expect(() => loadConfig(env)).toThrow(
     /PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS.*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS/,
   );
+  // The request timeout alone below the headers' default (10 s) is the same error.
+  expect(() => loadConfig({ PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS: '5' })).toThrow(
+    /PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS \(10\).*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS \(5\)/,
+  );
 
   const dir = scratchDir();
   try {
