@@ -25,6 +25,7 @@ test.each([
   ['PLANFENCE_PLAN_RETENTION_DAYS', 'forever'],
   ['PLANFENCE_RETENTION_INTERVAL_SECONDS', '0'],
   ['LOG_LEVEL', 'loud'],
+  ['PLANFENCE_LOG_FORMAT', 'colour'],
 ])('a bad %s (%s) stops the start with a message naming it', (variable, value) => {
   let error: unknown;
   try {
