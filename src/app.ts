@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import helmet from '@fastify/helmet';
 import type { Logger } from 'pino';
 import { createLogger, logRequests, PinoNestLogger } from './common/logging.js';
 import { NestFactory } from '@nestjs/core';
@@ -9,6 +8,7 @@ import { AppModule } from './app.module.js';
 import { AuthService } from './auth/auth.service.js';
 import type { Clock } from './common/clock.js';
 import { validationPipe } from './common/validation.js';
+import { securityHeaders } from './common/security-headers.js';
 import type { Config } from './config/config.js';
 import {
   heavyQueryGate,
@@ -78,7 +78,7 @@ export async function createApp(
   });
   const fastify = adapter.getInstance();
   logRequests(fastify, logger, config.limits.maxLogFieldChars);
-  await fastify.register(helmet, {
+  securityHeaders(fastify, {
     contentSecurityPolicy: CONTENT_SECURITY_POLICY,
     // A same-origin WebSocket and fetch: nothing here needs cross-origin isolation headers.
     crossOriginEmbedderPolicy: false,

@@ -8,6 +8,7 @@ import {
   StaleGenerationError,
 } from '../src/client/index.js';
 import { startApp, type TestApp } from './support/app.js';
+import { until } from './support/until.js';
 import { World } from './support/world.js';
 
 let app: TestApp;
@@ -37,9 +38,15 @@ test('withLease renews in the background and keeps the lease alive past several 
   const seen = await client.withLease(
     env,
     async ({ generation, signal }) => {
+      // 8 s of service time under a 2-second lease: each second passes once the lease was
+      // renewed after the one before (a renewal reaches 2 s past the moved clock).
       for (let i = 0; i < 8; i++) {
-        app.clock.advance(1000); // 8 s of service time under a 2-second lease
-        await sleep(120);
+        app.clock.advance(1000);
+        const now = await app.clock.now();
+        await until('a renewal after the clock moved', async () => {
+          const lease = (await client.environment(env))?.lease;
+          return lease != null && Date.parse(lease.expiresAt) >= now + 2000;
+        });
         expect(signal.aborted).toBe(false);
       }
       const held = await client.environment(env);

@@ -13,6 +13,7 @@ import { EVENT_TYPES } from '../src/outbox/outbox-event.js';
 import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDatabase, startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
+import { until } from './support/until.js';
 import { codeOf, ok, World } from './support/world.js';
 
 interface Received {
@@ -78,21 +79,6 @@ class Receiver {
   }
 }
 
-/** Waits until `probe` gives a value (not undefined/false/null), polling; fails after `ms`. */
-async function until<T>(
-  what: string,
-  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  ms = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== null && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 interface Delivery {
   id: string;
   webhookId: string;
@@ -139,10 +125,16 @@ async function deliveries(world: World, webhookId: string, status?: string): Pro
 
 /** Waits until the webhook has `count` deliveries and all of them are DELIVERED. */
 function allDelivered(world: World, webhookId: string, count: number): Promise<Delivery[]> {
-  return until(`${count} deliveries of ${webhookId} DELIVERED`, async () => {
-    const list = await deliveries(world, webhookId);
-    return list.length === count && list.every((d) => d.status === 'DELIVERED') && list;
-  });
+  let delivered = 0;
+  return until(
+    `${count} deliveries of ${webhookId} DELIVERED`,
+    async () => {
+      const list = await deliveries(world, webhookId);
+      delivered = list.filter((d) => d.status === 'DELIVERED').length;
+      return list.length === count && delivered === count && list;
+    },
+    { progress: () => delivered },
+  );
 }
 
 function hmac(secret: string, t: string, body: string): string {
@@ -530,14 +522,24 @@ describe('200 concurrent decisions across 3 environments', () => {
     // The commit order of each environment: its plans' events as the outbox numbered them,
     // which for publications is (generation, sequence) order.
     const perEnvironment = new Map<string, WebhookEvent[]>();
-    const expectedCount = await until('every delivery of the first webhook', async () => {
-      const list = await deliveries(world, all.webhook.id);
-      return list.every((d) => d.status === 'DELIVERED') && list.length;
-    });
-    await until('every delivery of the filtered webhook', async () => {
-      const list = await deliveries(world, filtered.webhook.id);
-      return list.every((d) => d.status === 'DELIVERED') && list.length;
-    });
+    // The receiver's count moves while deliveries flow: a slow machine is waited for.
+    const arrived = { progress: () => receiver.requests.length };
+    const expectedCount = await until(
+      'every delivery of the first webhook',
+      async () => {
+        const list = await deliveries(world, all.webhook.id);
+        return list.every((d) => d.status === 'DELIVERED') && list.length;
+      },
+      arrived,
+    );
+    await until(
+      'every delivery of the filtered webhook',
+      async () => {
+        const list = await deliveries(world, filtered.webhook.id);
+        return list.every((d) => d.status === 'DELIVERED') && list.length;
+      },
+      arrived,
+    );
     const received = receiver.accepted().map((r) => ({ r, e: JSON.parse(r.body) as WebhookEvent }));
     const allRequests = received.filter(({ r }) => r.path === '/hooks');
     const filteredRequests = received.filter(({ r }) => r.path === '/hooks?only=e1');
