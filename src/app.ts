@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { pino, type Logger } from 'pino';
-import { logRequests, PinoNestLogger } from './common/logging.js';
+import type { Logger } from 'pino';
+import { createLogger, logRequests, PinoNestLogger } from './common/logging.js';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module.js';
@@ -58,7 +58,7 @@ export async function createApp(
   config: Config,
   options: AppOptions = {},
 ): Promise<NestFastifyApplication> {
-  const logger = options.logger ?? pino({ level: config.logLevel, base: { service: 'planfence' } });
+  const logger = options.logger ?? createLogger(config.logLevel, config.logFormat);
   const { http } = config;
   const adapter = new FastifyAdapter({
     bodyLimit: http.bodyLimit,

@@ -21,7 +21,18 @@ async function main(): Promise<void> {
     config.database.kind === 'sqlite'
       ? `SQLite ${config.database.path} (synchronous=${config.database.synchronous})`
       : 'PostgreSQL';
-  logger.log(`listening on http://${config.host}:${config.port}/graphql, storage: ${where}`);
+  const address = app.getHttpServer().address();
+  const port = address && typeof address === 'object' ? address.port : config.port;
+  const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  logger.log(
+    `listening on ${base}/graphql, dashboard ${base}/, health ${base}/health, storage: ${where}`,
+  );
+  const oidc = config.identity.oidc;
+  logger.log(
+    oidc
+      ? `OIDC configuration loaded from ${process.env.PLANFENCE_OIDC_CONFIG}: ${oidc.issuers.length} issuer(s) (${oidc.issuers.map((i) => i.issuer).join(', ')})`
+      : 'no OIDC configuration (PLANFENCE_OIDC_CONFIG is not set): token exchange is off',
+  );
 
   /**
    * SIGTERM/SIGINT: stop accepting, answer the requests in flight, close idle connections;

@@ -181,6 +181,23 @@ test.each(
   );
 });
 
+test.each([
+  ['Bearer ', 'no token'],
+  ['Bearer', 'no token'],
+  ['Token abc', 'malformed Authorization header'],
+])('the header "%s" is UNAUTHENTICATED and says "%s"', async (authorization, message) => {
+  const response = await fetch(`${app.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization },
+    body: JSON.stringify({ query: '{ whoami { name } }' }),
+  });
+  const body = (await response.json()) as {
+    errors: { message: string; extensions: { code: string } }[];
+  };
+  expect(body.errors[0].extensions.code).toBe('UNAUTHENTICATED');
+  expect(body.errors[0].message).toContain(message);
+});
+
 test('a refused caller changed nothing', async () => {
   const before = await world.environment('shared');
   expect(codeOf(await world.acquireRaw(tokens.VIEWER, 'shared'))).toBe('FORBIDDEN');

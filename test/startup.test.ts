@@ -7,7 +7,7 @@ import { createApp } from '../src/app.js';
 import { Clock, DatabaseClock, SystemClock } from '../src/common/clock.js';
 import { ConfigError, loadConfig } from '../src/config/config.js';
 import { distFile } from './fault/service.js';
-import { scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
+import { codeOf, scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
 
 test.each([
   ['PORT', 'http'],
@@ -25,6 +25,7 @@ test.each([
   ['PLANFENCE_PLAN_RETENTION_DAYS', 'forever'],
   ['PLANFENCE_RETENTION_INTERVAL_SECONDS', '0'],
   ['LOG_LEVEL', 'loud'],
+  ['PLANFENCE_LOG_FORMAT', 'colour'],
 ])('a bad %s (%s) stops the start with a message naming it', (variable, value) => {
   let error: unknown;
   try {
@@ -79,6 +80,51 @@ test('the first start without PLANFENCE_ADMIN_TOKEN writes one, readable by its 
   }
 });
 
+test('PLANFENCE_ADMIN_TOKEN replacing the token of the file makes the start warn, naming the file', async () => {
+  const dir = scratchDir();
+  const database = await scratchDatabase();
+  const file = join(dir.path, 'admin-token');
+  const env = { DATABASE_URL: database.url, PLANFENCE_ADMIN_TOKEN_FILE: file };
+  const lines: string[] = [];
+  const capture = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+  try {
+    await (await startApp({ ...env, PLANFENCE_ADMIN_TOKEN: '' })).close();
+    const fileToken = readFileSync(file, 'utf8').trim();
+
+    const replaced = await startApp(
+      { ...env, PLANFENCE_ADMIN_TOKEN: 'an-operator-chosen-token-0123' },
+      undefined,
+      capture,
+    );
+    const warnings = lines
+      .map((line) => JSON.parse(line) as { level: number; msg: string })
+      .filter((line) => line.level === 40 && line.msg.includes('PLANFENCE_ADMIN_TOKEN'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0].msg).toContain(file);
+    const old = await replaced.gql(fileToken, '{ whoami { name } }');
+    expect(codeOf(old)).toBe('UNAUTHENTICATED');
+    expect(old.errors?.[0].message).toContain('unknown token');
+    expect(
+      (await replaced.gql('an-operator-chosen-token-0123', '{ whoami { name } }')).data,
+    ).toEqual({ whoami: { name: 'admin' } });
+    await replaced.close();
+
+    // The same token again replaces nothing: no warning.
+    lines.length = 0;
+    await (
+      await startApp(
+        { ...env, PLANFENCE_ADMIN_TOKEN: 'an-operator-chosen-token-0123' },
+        undefined,
+        capture,
+      )
+    ).close();
+    expect(lines.filter((line) => line.includes('replaced the admin'))).toEqual([]);
+  } finally {
+    dir.cleanup();
+    await database.cleanup();
+  }
+});
+
 test('GET /health answers 200 when the database answers', async () => {
   const app = await startApp();
   try {
@@ -120,6 +166,10 @@ test('headers allowed longer than the whole request stop the start with a config
   expect(() => loadConfig(env)).toThrow(ConfigError);
   expect(() => loadConfig(env)).toThrow(
     /PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS.*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS/,
+  );
+  // The request timeout alone below the headers' default (10 s) is the same error.
+  expect(() => loadConfig({ PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS: '5' })).toThrow(
+    /PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS \(10\).*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS \(5\)/,
   );
 
   const dir = scratchDir();

@@ -1,15 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  constants as fsConstants,
-  fchmodSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  rmSync,
-  writeSync,
-} from 'node:fs';
-import { dirname } from 'node:path';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Clock } from '../common/clock.js';
@@ -18,11 +6,11 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute, select } from '../database/database.js';
 import { PrincipalChanges } from '../events/principal-changes.js';
+import { bootstrapAdmin, newToken } from './admin-bootstrap.js';
 import { AuthError } from './auth.errors.js';
+import { PrincipalMemory } from './principal-memory.js';
 import { type IssuedToken, Principal, Role } from './principal.entity.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
-
-export const ADMIN_NAME = 'admin';
 
 /** What a token may do besides its role (R14, R26). */
 export interface TokenScope {
@@ -31,56 +19,6 @@ export interface TokenScope {
   environments?: string[] | null;
   /** Lifetime from now, by the service clock; null: no expiry. */
   expiresInSeconds?: number | null;
-}
-
-function newToken(): string {
-  return `pf_${randomBytes(32).toString('base64url')}`;
-}
-
-/** At most this many principals are kept in memory (the least recently authenticated go first). */
-const REMEMBERED_PRINCIPALS = 10_000;
-
-/**
- * The principals that tokens named, by token hash, kept in memory so that an authenticated
- * request reads nothing from the database (on SQLite that read would also wait for the
- * group commit in progress). Exact, not a time-limited cache:
- * - every change of a principal's access (revocation, rotation, an OIDC renewal, the admin
- *   token restored) raises a PrincipalChanges signal that this instance hears right after
- *   the commit, before any later request is served; `forget` then drops the principal;
- * - a lookup that was under way when a change was heard is not kept (`changes` moved), so a
- *   row read before the commit never outlives it;
- * - expiry is judged on every request by the service clock, cached or not.
- * Only on SQLite, where one process owns the database file and so hears every change at its
- * commit. On PostgreSQL another instance's change arrives by NOTIFY over a connection that
- * can be lost for a while, so every request reads the row there.
- */
-class PrincipalMemory {
-  private readonly byHash = new Map<string, Principal>();
-  /** Signals heard so far: a lookup started before one of them may have read a stale row. */
-  changes = 0;
-
-  get(tokenHash: string): Principal | undefined {
-    const principal = this.byHash.get(tokenHash);
-    if (principal) {
-      // Most recently used last: the first entry is the one to evict.
-      this.byHash.delete(tokenHash);
-      this.byHash.set(tokenHash, principal);
-    }
-    return principal;
-  }
-
-  keep(tokenHash: string, principal: Principal, changesBefore: number): void {
-    if (changesBefore !== this.changes) return;
-    this.byHash.set(tokenHash, principal);
-    if (this.byHash.size > REMEMBERED_PRINCIPALS)
-      this.byHash.delete(this.byHash.keys().next().value as string);
-  }
-
-  forget(name: string): void {
-    this.changes++;
-    for (const [hash, principal] of this.byHash)
-      if (principal.name === name) this.byHash.delete(hash);
-  }
 }
 
 @Injectable()
@@ -100,90 +38,29 @@ export class AuthService implements OnApplicationBootstrap {
     if (memory) changes.onChange((name) => memory.forget(name));
   }
 
-  /**
-   * `PLANFENCE_ADMIN_TOKEN`, when set, is the admin's token: the row `admin` gets its hash,
-   * the ADMIN role and no revocation (so a restart with a new token restores access).
-   * Otherwise the first start creates a token and writes it to a new file only its owner
-   * can read; the file and the admin row are both written or neither, and the start stops
-   * when the file cannot be created exclusively (it exists, or is a symlink).
-   */
-  async onApplicationBootstrap(): Promise<void> {
-    const now = await this.clock.now();
-    const configured = this.config.adminToken;
-    if (configured) {
-      const tokenHash = sha256(configured);
-      // Nothing to change: no write at all, so a read-only database still starts (and says so on /health).
-      const current = await this.db.read((m) => findOne(m, Principal, { name: ADMIN_NAME }));
-      if (
-        current &&
-        current.tokenHash === tokenHash &&
-        current.role === Role.ADMIN &&
-        current.revokedAt == null &&
-        current.environments == null &&
-        current.expiresAt == null
-      ) {
-        return;
-      }
-      await this.db.write(async (m) => {
-        const restored = await execute(
-          m,
-          `UPDATE principals SET token_hash = :tokenHash, role = :role, revoked_at = NULL,
-             environments = NULL, expires_at = NULL
-           WHERE name = :name
-             AND (token_hash <> :tokenHash OR role <> :role OR revoked_at IS NOT NULL
-               OR environments IS NOT NULL OR expires_at IS NOT NULL)`,
-          { tokenHash, role: Role.ADMIN, name: ADMIN_NAME },
-        );
-        if (restored) await this.changes.changed(m, ADMIN_NAME);
-        else if (!(await exists(m, Principal, { name: ADMIN_NAME }))) {
-          await insertRow(m, Principal, {
-            name: ADMIN_NAME,
-            role: Role.ADMIN,
-            tokenHash,
-            createdAt: new Date(now),
-            revokedAt: null,
-            environments: null,
-            expiresAt: null,
-            oidcIssuer: null,
-          });
-        }
-      });
-      return;
-    }
-    if (await this.db.read((m) => exists(m, Principal, { name: ADMIN_NAME }))) return;
-    const path = this.config.adminTokenFile;
-    const token = newToken();
-    writeNewSecretFile(path, `${token}\n`);
-    try {
-      await this.db.write((m) =>
-        insertRow(m, Principal, {
-          name: ADMIN_NAME,
-          role: Role.ADMIN,
-          tokenHash: sha256(token),
-          createdAt: new Date(now),
-          revokedAt: null,
-          environments: null,
-          expiresAt: null,
-          oidcIssuer: null,
-        }),
-      );
-    } catch (error) {
-      rmSync(path, { force: true });
-      throw new Error(
-        `could not store the admin principal, so the token file ${path} was removed again: ${(error as Error).message}`,
-      );
-    }
-    this.logger.log(`created the admin token; it is in ${path} (readable by its owner only)`);
+  /** The admin's token, from PLANFENCE_ADMIN_TOKEN or a new token file (see bootstrapAdmin). */
+  onApplicationBootstrap(): Promise<void> {
+    return bootstrapAdmin({
+      db: this.db,
+      clock: this.clock,
+      changes: this.changes,
+      config: this.config,
+      logger: this.logger,
+    });
   }
 
   /**
-   * The principal a bearer header names; UNAUTHENTICATED for a missing, malformed, unknown,
+   * The principal a bearer header names; UNAUTHENTICATED for a missing, empty, malformed, unknown,
    * revoked or expired token (R26: expired by the service clock, at its instant).
    */
   async authenticate(header: string | undefined): Promise<Principal> {
     if (!header)
       throw new AuthError('UNAUTHENTICATED', 'missing Authorization: Bearer <token> header');
-    const match = /^Bearer ([A-Za-z0-9._~+/=-]{1,512})$/.exec(header.trim());
+    const trimmed = header.trim();
+    // "Bearer " with nothing after it: a client whose token variable was empty.
+    if (/^Bearer$/i.test(trimmed))
+      throw new AuthError('UNAUTHENTICATED', 'no token: expected "Bearer <token>"');
+    const match = /^Bearer ([A-Za-z0-9._~+/=-]{1,512})$/.exec(trimmed);
     if (!match)
       throw new AuthError(
         'UNAUTHENTICATED',
@@ -401,36 +278,3 @@ export class AuthService implements OnApplicationBootstrap {
 
 /** Transaction lock key that orders revocations on PostgreSQL (an arbitrary constant). */
 const ADMIN_REVOCATION_LOCK = 7_114_020_11;
-
-/**
- * Creates `path` with `content`, readable and writable by its owner only (0600). Never
- * follows a symlink and never reuses an existing file: either is an Error naming the path.
- */
-export function writeNewSecretFile(path: string, content: string): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  let fd: number;
-  try {
-    fd = openSync(
-      path,
-      fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW,
-      0o600,
-    );
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const why =
-      code === 'EEXIST' || code === 'ELOOP'
-        ? 'a file or symlink is already there; it was left untouched. Move it away (or set PLANFENCE_ADMIN_TOKEN) and start again'
-        : (error as Error).message;
-    throw new Error(`cannot create the admin token file ${path}: ${why}`);
-  }
-  try {
-    fchmodSync(fd, 0o600);
-    writeSync(fd, content);
-    fsyncSync(fd);
-  } catch (error) {
-    closeSync(fd);
-    rmSync(path, { force: true });
-    throw new Error(`cannot write the admin token file ${path}: ${(error as Error).message}`);
-  }
-  closeSync(fd);
-}

@@ -1,12 +1,80 @@
 import type { LoggerService } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Logger } from 'pino';
+import { type Logger, pino, stdTimeFunctions } from 'pino';
+import type { LogFormat } from '../config/config.js';
 
-/** Nest's own messages (start-up, errors) as JSON lines through the same pino logger. */
+/**
+ * The service's logger: `json` lines with ISO times, or `pretty` lines for a person
+ * (`2026-12-01 10:00:26.123Z INFO  message key=value`); `auto` is pretty on a terminal.
+ */
+export function createLogger(
+  level: string,
+  format: LogFormat,
+  destination: { write(line: string): unknown; isTTY?: boolean } = process.stdout,
+): Logger {
+  const pretty = format === 'pretty' || (format === 'auto' && destination.isTTY === true);
+  return pino(
+    { level, base: { service: 'planfence' }, timestamp: stdTimeFunctions.isoTime },
+    pretty ? prettyLines(destination) : destination,
+  );
+}
+
+const LEVEL_NAMES: Record<number, string> = {
+  10: 'TRACE',
+  20: 'DEBUG',
+  30: 'INFO',
+  40: 'WARN',
+  50: 'ERROR',
+  60: 'FATAL',
+};
+/** Fields every line has, or that the pretty line shows in its own place. */
+const OWN_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'service', 'msg', 'context']);
+
+/** A destination that turns pino's JSON lines into one readable line each. */
+function prettyLines(out: { write(line: string): unknown }): { write(line: string): void } {
+  return {
+    write(line: string) {
+      let entry: Record<string, unknown>;
+      try {
+        entry = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        out.write(line);
+        return;
+      }
+      const time = typeof entry.time === 'string' ? entry.time.replace('T', ' ') : '';
+      const level = (LEVEL_NAMES[entry.level as number] ?? String(entry.level)).padEnd(5);
+      const context = typeof entry.context === 'string' ? `[${entry.context}] ` : '';
+      const fields = Object.entries(entry)
+        .filter(([key, value]) => !OWN_FIELDS.has(key) && value !== undefined && value !== null)
+        .map(
+          ([key, value]) => `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`,
+        );
+      out.write(
+        `${time} ${level} ${context}${typeof entry.msg === 'string' ? entry.msg : ''}${fields.length ? ` ${fields.join(' ')}` : ''}\n`,
+      );
+    },
+  };
+}
+
+/**
+ * Nest's start-up chatter (one line per module, route and resolver): debug, so that a start
+ * at the default level says only what the service itself has to say.
+ */
+const FRAMEWORK_STARTUP = new Set([
+  'NestFactory',
+  'InstanceLoader',
+  'RoutesResolver',
+  'RouterExplorer',
+  'NestApplication',
+  'GraphQLModule',
+]);
+
+/** Nest's own messages (start-up, errors) through the same pino logger. */
 export class PinoNestLogger implements LoggerService {
   constructor(private readonly pino: Logger) {}
   log(message: unknown, context?: string) {
-    this.pino.info({ context }, String(message));
+    if (context && FRAMEWORK_STARTUP.has(context)) this.pino.debug({ context }, String(message));
+    else this.pino.info({ context }, String(message));
   }
   error(message: unknown, trace?: string, context?: string) {
     this.pino.error({ context, trace }, String(message));

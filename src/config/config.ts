@@ -1,6 +1,8 @@
 import { dirname, resolve } from 'node:path';
 import { type OidcConfig, OidcConfigProblem, readOidcConfig } from './oidc-config.js';
 
+export type LogFormat = 'auto' | 'json' | 'pretty';
+
 export type SqliteSynchronous = 'FULL' | 'NORMAL';
 
 export type DatabaseConfig =
@@ -24,6 +26,8 @@ export interface Config {
   /** How often the retention job runs. */
   retentionIntervalMs: number;
   logLevel: string;
+  /** `json` lines, `pretty` lines for people, or `auto`: pretty on a terminal, else JSON. */
+  logFormat: LogFormat;
   quotas: QuotaConfig;
   sockets: SocketLimits;
   storage: StorageConfig;
@@ -387,6 +391,13 @@ export function loadConfig(env: Env = process.env): Config {
       `must be fatal, error, warn, info, debug, trace or silent (got "${logLevel}")`,
     );
   }
+  const logFormat = (env.PLANFENCE_LOG_FORMAT || 'auto') as LogFormat;
+  if (!['auto', 'json', 'pretty'].includes(logFormat)) {
+    throw new ConfigError(
+      'PLANFENCE_LOG_FORMAT',
+      `must be auto, json or pretty (got "${logFormat}")`,
+    );
+  }
   const maxPlanBytes = integer(env, 'PLANFENCE_MAX_PLAN_BYTES', 1024 * 1024, 1, 64 * 1024 * 1024);
   const maxArtifactBytes = integer(
     env,
@@ -410,6 +421,7 @@ export function loadConfig(env: Env = process.env): Config {
     retentionIntervalMs:
       integer(env, 'PLANFENCE_RETENTION_INTERVAL_SECONDS', 3600, 1, 7 * 86400) * 1000,
     logLevel,
+    logFormat,
     quotas: quotas(env, maxPlanBytes),
     sockets: socketLimits(env),
     storage: storage(env),

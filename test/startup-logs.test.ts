@@ -1,0 +1,190 @@
+/**
+ * What a start says (the built service, `node dist/src/main.js`): a few lines, not the
+ * framework's module-loading chatter; ISO times; one listening line that names the
+ * dashboard; one line on the OIDC configuration; PLANFENCE_LOG_FORMAT chooses JSON or lines
+ * for people and is validated like every other variable.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { distFile } from './fault/service.js';
+import { scratchDir } from './support/app.js';
+
+interface Started {
+  child: ChildProcess;
+  lines: string[];
+  /** The dashboard URL of the listening line. */
+  dashboard: string;
+}
+
+// Each test starts the built service; on a busy machine a start takes a while.
+const START_BOUND_MS = 180_000;
+
+const children = new Set<ChildProcess>();
+afterEach(async () => {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }
+  children.clear();
+});
+
+/** Starts the service on a fresh SQLite file and waits until it has said what it says at start. */
+async function start(env: Record<string, string>, dir: string): Promise<Started> {
+  const inherited = { ...process.env };
+  for (const name of ['PLANFENCE_ADMIN_TOKEN', 'LOG_LEVEL', 'PLANFENCE_LOG_FORMAT'])
+    delete inherited[name];
+  const child = spawn(process.execPath, [distFile('src/main.js')], {
+    env: {
+      ...inherited,
+      DATABASE_URL: `sqlite:${join(dir, 'planfence.db')}`,
+      PORT: '0',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  const lines: string[] = [];
+  let buffered = '';
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise<Started>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const parts = buffered.split('\n');
+      buffered = parts.pop() ?? '';
+      lines.push(...parts);
+      // The OIDC line is the last line of a start.
+      if (parts.some((line) => line.includes('OIDC'))) {
+        const listening = lines.find((line) => line.includes('listening on')) ?? '';
+        const dashboard = /dashboard (http:\/\/\S+\/)/.exec(listening)?.[1] ?? '';
+        resolve({ child, lines: [...lines], dashboard });
+      }
+    });
+    child.once('exit', (code) =>
+      reject(new Error(`the service exited (${code}) before it started: ${stderr}`)),
+    );
+  });
+}
+
+test(
+  'a default start says a few JSON lines with ISO times: one listening line naming the dashboard, one on OIDC',
+  async () => {
+    const dir = scratchDir();
+    try {
+      const { lines, dashboard } = await start({}, dir.path);
+      const entries = lines.map((line) => JSON.parse(line) as { time: unknown; msg: string });
+      for (const entry of entries)
+        expect(entry.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(lines.length).toBeLessThanOrEqual(6);
+      expect(lines.join('\n')).not.toMatch(/InstanceLoader|RoutesResolver|RouterExplorer/);
+      expect(entries.filter((e) => e.msg.startsWith('listening on'))).toHaveLength(1);
+      expect(entries.filter((e) => e.msg.includes('OIDC'))).toEqual([
+        expect.objectContaining({ msg: expect.stringContaining('no OIDC configuration') }),
+      ]);
+      expect(dashboard).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+      const page = await fetch(dashboard);
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toContain('text/html');
+      expect((await fetch(`${dashboard}health`)).status).toBe(200);
+    } finally {
+      dir.cleanup();
+    }
+  },
+  START_BOUND_MS,
+);
+
+test(
+  'PLANFENCE_LOG_FORMAT=pretty: one readable line each, with the time first',
+  async () => {
+    const dir = scratchDir();
+    try {
+      const { lines } = await start({ PLANFENCE_LOG_FORMAT: 'pretty' }, dir.path);
+      expect(lines.length).toBeGreaterThan(0);
+      for (const line of lines)
+        expect(line).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z (INFO|WARN) /);
+      expect(lines.filter((line) => line.includes('listening on'))).toHaveLength(1);
+    } finally {
+      dir.cleanup();
+    }
+  },
+  START_BOUND_MS,
+);
+
+test(
+  'a loaded OIDC configuration is said, with its issuers',
+  async () => {
+    const dir = scratchDir();
+    try {
+      const path = join(dir.path, 'oidc.json');
+      writeFileSync(
+        path,
+        JSON.stringify({
+          issuers: [
+            {
+              issuer: 'https://token.actions.githubusercontent.com',
+              audience: 'planfence',
+              algorithms: ['RS256'],
+              rules: [
+                {
+                  claims: { repository_owner_id: '1' },
+                  principal: 'gha:{repository}',
+                  role: 'AGENT',
+                },
+              ],
+            },
+          ],
+        }),
+      );
+      const { lines } = await start({ PLANFENCE_OIDC_CONFIG: path }, dir.path);
+      const oidc = lines.filter((line) => line.includes('OIDC'));
+      expect(oidc).toHaveLength(1);
+      expect(oidc[0]).toContain(`OIDC configuration loaded from ${path}`);
+      expect(oidc[0]).toContain('https://token.actions.githubusercontent.com');
+    } finally {
+      dir.cleanup();
+    }
+  },
+  START_BOUND_MS,
+);
+
+test(
+  'LOG_LEVEL=debug shows the framework start-up lines again',
+  async () => {
+    const dir = scratchDir();
+    try {
+      const { lines } = await start({ LOG_LEVEL: 'debug' }, dir.path);
+      expect(lines.join('\n')).toMatch(/InstanceLoader/);
+    } finally {
+      dir.cleanup();
+    }
+  },
+  START_BOUND_MS,
+);
+
+test(
+  'a bad PLANFENCE_LOG_FORMAT stops the start with a configuration error (exit 78)',
+  () => {
+    const dir = scratchDir();
+    try {
+      const run = spawnSync(process.execPath, [distFile('src/main.js')], {
+        env: {
+          ...process.env,
+          DATABASE_URL: `sqlite:${join(dir.path, 'planfence.db')}`,
+          PORT: '0',
+          PLANFENCE_LOG_FORMAT: 'colour',
+        },
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      expect(run.status).toBe(78);
+      expect(run.stderr).toContain('invalid configuration: PLANFENCE_LOG_FORMAT');
+    } finally {
+      dir.cleanup();
+    }
+  },
+  START_BOUND_MS,
+);
