@@ -6,7 +6,7 @@ import { Database } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import { DeploymentsGuard, parseDeploymentId } from '../fencing/deployments.guard.js';
 import { idempotentCall, type RememberedOutcome } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';

@@ -3,7 +3,7 @@ import { MoreThan } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import { Database, select } from '../database/database.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import { FenceService, liveLease } from '../fencing/fence.service.js';
 import type { Lease } from '../leases/lease.model.js';
 import { Plan } from '../plans/plan.entity.js';

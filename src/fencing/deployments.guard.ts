@@ -1,14 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
-import { AuditService } from '../audit/audit.service.js';
-import {
-  Database,
-  execute,
-  RetryTransaction,
-  select,
-  updateReturning,
-} from '../database/database.js';
+import { execute, RetryTransaction, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import {
   Deployment,
@@ -19,10 +12,9 @@ import {
 import { DeploymentError } from '../deployments/deployments.errors.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
-import { EventsService } from '../events/events.service.js';
-import { MetricsService } from '../metrics/metrics.service.js';
-import { Outbox } from '../outbox/outbox.service.js';
+import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
+import { addEffect } from './effects.js';
 
 /** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
 const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
@@ -46,14 +38,6 @@ export function parseDeploymentId(id: string): DeploymentId {
  */
 @Injectable()
 export class DeploymentsGuard {
-  constructor(
-    private readonly db: Database,
-    private readonly events: EventsService,
-    private readonly audit: AuditService,
-    private readonly metrics: MetricsService,
-    private readonly outbox: Outbox,
-  ) {}
-
   /**
    * R19: an IN_PROGRESS deployment whose heartbeat lapsed by `now` is stored as UNKNOWN (it
    * already reads so). In one environment, or in all of them (`null`: the retention job).
@@ -69,16 +53,20 @@ export class DeploymentsGuard {
     );
     for (const { id } of lapsed) {
       const deployment = await findOneOrFail(m, Deployment, { id });
-      await this.audit.record(m, now, {
-        environment: deployment.environment,
-        actor: 'planfence',
-        action: 'DEPLOYMENT_LAPSED',
-        planId: deployment.planId,
-        outcome: AuditOutcome.ACCEPTED,
-        detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
+      addEffect(m, {
+        kind: 'audit',
+        at: now,
+        entry: {
+          environment: deployment.environment,
+          actor: 'planfence',
+          action: 'DEPLOYMENT_LAPSED',
+          planId: deployment.planId,
+          outcome: AuditOutcome.ACCEPTED,
+          detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
+        },
       });
-      await this.changed(m, deployment);
-      await this.outbox.deployment(m, 'deployment.unknown', deployment, 'planfence', now);
+      this.changed(m, deployment);
+      this.announce(m, 'deployment.unknown', deployment, 'planfence', now);
     }
     return lapsed.length;
   }
@@ -130,8 +118,8 @@ export class DeploymentsGuard {
     const deployment = await findOneOrFail(m, Deployment, {
       id: DeploymentId.format(p.environment, sequence),
     });
-    await this.changed(m, deployment);
-    await this.outbox.deployment(m, 'deployment.started', deployment, p.principal, p.now);
+    this.changed(m, deployment);
+    this.announce(m, 'deployment.started', deployment, p.principal, p.now);
     return deployment;
   }
 
@@ -159,7 +147,7 @@ export class DeploymentsGuard {
       ));
     if (!beaten) throw await this.whyReportRejected(m, p);
     const deployment = await findOneOrFail(m, Deployment, { id: p.id });
-    if (revived) await this.changed(m, deployment);
+    if (revived) this.changed(m, deployment);
     return deployment;
   }
 
@@ -183,7 +171,7 @@ export class DeploymentsGuard {
     );
     if (!finished) throw await this.whyReportRejected(m, p);
     const deployment = await this.ended(m, p.id, p.outcome);
-    await this.outbox.deployment(m, 'deployment.finished', deployment, p.principal, p.now);
+    this.announce(m, 'deployment.finished', deployment, p.principal, p.now);
     return deployment;
   }
 
@@ -216,19 +204,31 @@ export class DeploymentsGuard {
       throw this.notActive(deployment, `deployment ${p.id} is already ${deployment.status}`);
     }
     const deployment = await this.ended(m, p.id, p.outcome);
-    await this.outbox.deployment(m, 'deployment.reconciled', deployment, p.reviewer, p.now);
+    this.announce(m, 'deployment.reconciled', deployment, p.reviewer, p.now);
     return deployment;
   }
 
   private async ended(m: EntityManager, id: string, outcome: DeploymentOutcome) {
     const deployment = await findOneOrFail(m, Deployment, { id });
-    this.db.afterCommit(m, () => this.metrics.deploymentEnded(outcome));
-    await this.changed(m, deployment);
+    addEffect(m, { kind: 'deploymentEnded', outcome });
+    this.changed(m, deployment);
     return deployment;
   }
 
-  private changed(m: EntityManager, deployment: Deployment): Promise<void> {
-    return this.events.deploymentChanged(m, deployment);
+  /** The deployment's subscribers hear of its change. */
+  private changed(m: EntityManager, deployment: Deployment): void {
+    addEffect(m, { kind: 'deploymentChanged', deployment });
+  }
+
+  /** The deployment's outbox event (R22). */
+  private announce(
+    m: EntityManager,
+    type: EventType,
+    deployment: Deployment,
+    actor: string,
+    at: number,
+  ): void {
+    addEffect(m, { kind: 'outbox', subject: 'deployment', type, deployment, actor, at });
   }
 
   /** The deployment as it reads at `now`, or NOT_FOUND. */

@@ -1,6 +1,4 @@
 import { Injectable } from '@nestjs/common';
-import { EventsService } from '../events/events.service.js';
-import { Outbox } from '../outbox/outbox.service.js';
 import type { EntityManager } from 'typeorm';
 import { execute, RetryTransaction, select, updateReturning } from '../database/database.js';
 import { Environment, FencingMode, QueueMode } from '../environments/environment.entity.js';
@@ -18,6 +16,7 @@ import { PlanId } from '../common/ids.js';
 import type { PlanPolicy } from '../policies/plan-policy.model.js';
 import type { PolicyDecision } from '../policies/policy-decision.js';
 import { PolicyError } from '../policies/policy.errors.js';
+import { addEffect } from './effects.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
@@ -45,11 +44,6 @@ export function liveLease(env: Environment, now: number): Lease | null {
  */
 @Injectable()
 export class FenceService {
-  constructor(
-    private readonly events: EventsService,
-    private readonly outbox: Outbox,
-  ) {}
-
   async createEnvironment(
     m: EntityManager,
     p: {
@@ -120,7 +114,14 @@ export class FenceService {
     if (!frozen) throw EnvironmentError.notFound(p.environment);
     await this.expireProposals(m, p.now, p.environment);
     const env = await this.environment(m, p.environment);
-    await this.outbox.environment(m, 'environment.frozen', env, p.actor, p.now);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'environment',
+      type: 'environment.frozen',
+      environment: env,
+      actor: p.actor,
+      at: p.now,
+    });
     return env;
   }
 
@@ -137,7 +138,14 @@ export class FenceService {
     if (!found) throw EnvironmentError.notFound(p.environment);
     await this.expireProposals(m, p.now, p.environment);
     const env = await this.environment(m, p.environment);
-    await this.outbox.environment(m, 'environment.unfrozen', env, p.actor, p.now);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'environment',
+      type: 'environment.unfrozen',
+      environment: env,
+      actor: p.actor,
+      at: p.now,
+    });
     return env;
   }
 
@@ -157,7 +165,15 @@ export class FenceService {
     );
     // In id order: the order the outbox announces them in does not depend on the database's.
     for (const { id } of expired.sort((a, b) => (a.id < b.id ? -1 : 1))) {
-      await this.outbox.plan(m, 'plan.expired', await this.plan(m, id), 'planfence', now);
+      const plan = await this.plan(m, id);
+      addEffect(m, {
+        kind: 'outbox',
+        subject: 'plan',
+        type: 'plan.expired',
+        plan,
+        actor: 'planfence',
+        at: now,
+      });
     }
     return expired.length;
   }
@@ -319,7 +335,7 @@ export class FenceService {
        RETURNING id`,
       { environment, now },
     );
-    for (const { id } of expired) await this.events.leaseTicketChanged(m, Number(id));
+    for (const { id } of expired) addEffect(m, { kind: 'leaseTicketChanged', id: Number(id) });
     return { expired: expired.length, granted: await this.grantHeadTicket(m, environment, now) };
   }
 
@@ -376,8 +392,15 @@ export class FenceService {
     await this.expireProposals(m, now, environment);
     // Stryker disable next-line ConditionalExpression,EqualityOperator: a MONOTONIC grant moves no fence, so marking there is a no-op.
     if (env.mode === FencingMode.STRICT) await this.markObsolete(m, environment);
-    await this.outbox.leaseTicket(m, 'lease.granted', ticket, 'planfence', now);
-    await this.events.leaseTicketChanged(m, ticket.id);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'leaseTicket',
+      type: 'lease.granted',
+      ticket,
+      actor: 'planfence',
+      at: now,
+    });
+    addEffect(m, { kind: 'leaseTicketChanged', id: ticket.id });
     return ticket;
   }
 
@@ -409,8 +432,15 @@ export class FenceService {
     );
     for (const { id } of superseded.sort((a, b) => Number(a.id) - Number(b.id))) {
       const ticket = await findOneOrFail(m, LeaseTicket, { id: Number(id) });
-      await this.outbox.leaseTicket(m, 'lease.superseded', ticket, p.holder, p.now);
-      await this.events.leaseTicketChanged(m, ticket.id);
+      addEffect(m, {
+        kind: 'outbox',
+        subject: 'leaseTicket',
+        type: 'lease.superseded',
+        ticket,
+        actor: p.holder,
+        at: p.now,
+      });
+      addEffect(m, { kind: 'leaseTicketChanged', id: ticket.id });
     }
     const [inserted] = await select<{ id: number | string }>(
       m,
@@ -448,7 +478,7 @@ export class FenceService {
        WHERE id = :id AND status = 'WAITING'`,
       p,
     );
-    if (cancelled) await this.events.leaseTicketChanged(m, p.id);
+    if (cancelled) addEffect(m, { kind: 'leaseTicketChanged', id: p.id });
     return findOneOrFail(m, LeaseTicket, { id: p.id });
   }
 
@@ -618,10 +648,24 @@ export class FenceService {
       await this.markObsolete(m, p.environment);
     }
     const plan = await findOneOrFail(m, Plan, { id });
-    await this.outbox.plan(m, 'plan.submitted', plan, p.principal, p.now);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.submitted',
+      plan,
+      actor: p.principal,
+      at: p.now,
+    });
     if (publish) {
-      await this.outbox.plan(m, 'plan.published', plan, p.principal, p.now);
-      await this.events.planPublished(m, plan);
+      addEffect(m, {
+        kind: 'outbox',
+        subject: 'plan',
+        type: 'plan.published',
+        plan,
+        actor: p.principal,
+        at: p.now,
+      });
+      addEffect(m, { kind: 'planPublished', plan });
     }
     return plan;
   }
@@ -728,8 +772,15 @@ export class FenceService {
     await this.afterPublication(m, plan.environment, plan.id);
     const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
     publishedPlan.snapshot = await snapshotOf(m, publishedPlan);
-    await this.outbox.plan(m, 'plan.published', publishedPlan, p.reviewer, p.now);
-    await this.events.planPublished(m, publishedPlan);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.published',
+      plan: publishedPlan,
+      actor: p.reviewer,
+      at: p.now,
+    });
+    addEffect(m, { kind: 'planPublished', plan: publishedPlan });
     return publishedPlan;
   }
 
@@ -760,7 +811,14 @@ export class FenceService {
         },
       );
     }
-    await this.outbox.plan(m, 'plan.rejected', plan, p.reviewer, p.now);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.rejected',
+      plan,
+      actor: p.reviewer,
+      at: p.now,
+    });
     return plan;
   }
 

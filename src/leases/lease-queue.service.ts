@@ -9,7 +9,7 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import { leaseTicketTopic } from '../events/events.service.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
 import { PgListener } from '../events/pg-listener.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import { FenceService, liveLease } from '../fencing/fence.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { EnqueueLeaseInput } from './dto/lease-queue.inputs.js';

@@ -6,7 +6,7 @@ import {
 } from '@nestjs/common';
 import { Clock } from '../common/clock.js';
 import { Database, select } from '../database/database.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import { FenceService } from '../fencing/fence.service.js';
 
 /** How often each instance looks for queues to hand a lease to: well within R37's 1 s. */

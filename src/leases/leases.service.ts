@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { Principal } from '../auth/principal.entity.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import { FenceService } from '../fencing/fence.service.js';
 import type { AcquireLeaseInput, ReleaseLeaseInput, RenewLeaseInput } from './dto/lease.inputs.js';
 import type { Lease } from './lease.model.js';

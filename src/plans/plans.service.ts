@@ -10,7 +10,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
 import { EnvironmentsService } from '../environments/environments.service.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import { FenceService } from '../fencing/fence.service.js';
 import { approvalsOf, pendingRulesOf } from './approvals.js';
 import type { ApprovalRule } from '../environments/policy.model.js';

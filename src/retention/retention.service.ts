@@ -11,6 +11,7 @@ import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
 import { FenceService } from '../fencing/fence.service.js';
 import { DeploymentsGuard } from '../fencing/deployments.guard.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 
 export interface PurgeReport {
   idempotencyRecords: number;
@@ -48,6 +49,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     @Inject(CONFIG) private readonly config: Config,
     private readonly fence: FenceService,
     private readonly deployments: DeploymentsGuard,
+    private readonly decisions: DecisionRunner,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -67,9 +69,9 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const now = await this.clock.now();
     const cutoff = now - this.config.planRetentionMs;
     // Deployments whose heartbeat lapsed are stored UNKNOWN (they already read so).
-    await this.db.write((m) => this.deployments.markLapsed(m, null, now));
+    await this.decisions.write((m) => this.deployments.markLapsed(m, null, now));
     let expired = 0;
-    const report = await this.db.write(async (m) => {
+    const report = await this.decisions.write(async (m) => {
       expired = await this.fence.expireProposals(m, now);
       return {
         idempotencyRecords: await execute(
