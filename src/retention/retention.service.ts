@@ -9,8 +9,8 @@ import { Clock } from '../common/clock.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
-import { FenceService } from '../fencing/fence.service.js';
-import { DeploymentsGuard } from '../fencing/deployments.guard.js';
+import { PlanWrites } from '../fencing/plan-writes.js';
+import { DeploymentWrites } from '../fencing/deployment-writes.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 
 export interface PurgeReport {
@@ -47,8 +47,8 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     private readonly db: Database,
     private readonly clock: Clock,
     @Inject(CONFIG) private readonly config: Config,
-    private readonly fence: FenceService,
-    private readonly deployments: DeploymentsGuard,
+    private readonly plans: PlanWrites,
+    private readonly deployments: DeploymentWrites,
     private readonly decisions: DecisionRunner,
   ) {}
 
@@ -72,7 +72,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     await this.decisions.write((m) => this.deployments.markLapsed(m, null, now));
     let expired = 0;
     const report = await this.decisions.write(async (m) => {
-      expired = await this.fence.expireProposals(m, now);
+      expired = await this.plans.expireProposals(m, now);
       return {
         idempotencyRecords: await execute(
           m,

@@ -15,9 +15,7 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
 import { addEffect } from './effects.js';
-
-/** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
-const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
+import { ACTIVE_DEPLOYMENT } from './sql.js';
 
 /** `<environment>#<sequence>`, already validated by the input's pattern. */
 export function parseDeploymentId(id: string): DeploymentId {
@@ -27,7 +25,7 @@ export function parseDeploymentId(id: string): DeploymentId {
 }
 
 /**
- * The deployment guard (docs/design.md §10, R18–R21). Every statement that writes a deployment row
+ * The guard's deployment writes (docs/design.md §10, R18–R21). Every statement that writes a deployment row
  * or status, or an environment's deployment sequence, is in this class; each decision is
  * one conditional statement whose affected-row count decides (R2), and the rows are read
  * only afterwards, to name a rejection.
@@ -37,7 +35,7 @@ export function parseDeploymentId(id: string): DeploymentId {
  * is true whatever the decision.
  */
 @Injectable()
-export class DeploymentsGuard {
+export class DeploymentWrites {
   /**
    * R19: an IN_PROGRESS deployment whose heartbeat lapsed by `now` is stored as UNKNOWN (it
    * already reads so). In one environment, or in all of them (`null`: the retention job).
@@ -99,7 +97,7 @@ export class DeploymentsGuard {
          AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = :planId
                          AND p.based_on_deployment_sequence <> e.deployment_sequence)
          AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.environment = :environment
-                         AND d.${ACTIVE})
+                         AND d.${ACTIVE_DEPLOYMENT})
        RETURNING sequence`,
       { ...p, expiresAt: p.now + p.heartbeatMs },
     );
@@ -166,7 +164,7 @@ export class DeploymentsGuard {
     const finished = await execute(
       m,
       `UPDATE deployments SET status = :outcome, finished_at = :now, detail = :detail
-       WHERE id = :id AND started_by = :principal AND ${ACTIVE}`,
+       WHERE id = :id AND started_by = :principal AND ${ACTIVE_DEPLOYMENT}`,
       p,
     );
     if (!finished) throw await this.whyReportRejected(m, p);
@@ -270,7 +268,7 @@ export class DeploymentsGuard {
     }
     const [active] = await select<{ id: string }>(
       m,
-      `SELECT id FROM deployments WHERE environment = :environment AND ${ACTIVE}
+      `SELECT id FROM deployments WHERE environment = :environment AND ${ACTIVE_DEPLOYMENT}
        ORDER BY sequence DESC LIMIT 1`,
       p,
     );
