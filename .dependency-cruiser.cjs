@@ -11,7 +11,7 @@
  * (regenerate with `npm run lint:deps:baseline` only when one is removed); a new one fails.
  */
 const FEATURES =
-  '^src/(audit|auth|dashboard|deployments|environments|events|health|idempotency|identity|leases|limits|mcp|metrics|outbox|plans|policies|queue|quotas|retention|terraform|webhooks)/';
+  '^src/(audit|auth|dashboard|decisions|deployments|environments|events|health|idempotency|identity|leases|limits|mcp|metrics|outbox|plans|policies|queue|quotas|retention|terraform|webhooks)/';
 const STORAGE = '^src/database/|\\.entity\\.ts$';
 const WIRING = '^src/(app\\.ts|app\\.module\\.ts|main\\.ts|cli/)';
 

@@ -27,7 +27,7 @@ registerEnumType(DeploymentOutcome, { name: 'DeploymentOutcome' });
 
 /**
  * One accepted start of a deployment (docs/design.md §10). Its row and status are written only by
- * the deployment guard (src/fencing/deployments.guard.ts). A stored IN_PROGRESS whose
+ * the guard's deployment writes (src/fencing/deployment-writes.ts). A stored IN_PROGRESS whose
  * heartbeat has lapsed reads UNKNOWN (see `statusAt`).
  */
 @ObjectType()

@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
+import { DecisionsModule } from '../decisions/decisions.module.js';
 import { FencingModule } from '../fencing/fencing.module.js';
 import { DeploymentsResolver } from './deployments.resolver.js';
 import { DeploymentsService } from './deployments.service.js';
 import { EnvironmentDeploymentsResolver } from './environment-deployments.resolver.js';
 
 @Module({
-  imports: [FencingModule],
+  imports: [DecisionsModule, FencingModule],
   providers: [DeploymentsService, DeploymentsResolver, EnvironmentDeploymentsResolver],
   exports: [DeploymentsService],
 })

@@ -6,8 +6,8 @@ import { Database } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
-import { DeploymentsGuard, parseDeploymentId } from '../fencing/deployments.guard.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
+import { DeploymentWrites, parseDeploymentId } from '../fencing/deployment-writes.js';
 import { idempotentCall, type RememberedOutcome } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Plan } from '../plans/plan.entity.js';
@@ -35,7 +35,7 @@ export class DeploymentsService implements OnModuleInit {
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly decisions: DecisionRunner,
-    private readonly guard: DeploymentsGuard,
+    private readonly writes: DeploymentWrites,
     private readonly metrics: MetricsService,
   ) {}
 
@@ -54,7 +54,7 @@ export class DeploymentsService implements OnModuleInit {
       },
       idempotentCall(principal.name, idempotencyKey, 'startDeployment', canonical),
       (m, now) =>
-        this.guard.start(m, {
+        this.writes.start(m, {
           environment: input.environment,
           planId: input.planId,
           principal: principal.name,
@@ -70,7 +70,7 @@ export class DeploymentsService implements OnModuleInit {
     const deployment = await this.decisions.decide(
       this.decision('HEARTBEAT_DEPLOYMENT', principal, input.deploymentId),
       (m, now) =>
-        this.guard.heartbeat(m, {
+        this.writes.heartbeat(m, {
           id: input.deploymentId,
           principal: principal.name,
           heartbeatMs: input.heartbeatSeconds * 1000,
@@ -90,7 +90,7 @@ export class DeploymentsService implements OnModuleInit {
         ? idempotentCall(principal.name, idempotencyKey, 'finishDeployment', canonical)
         : null,
       (m, now) =>
-        this.guard.finish(m, {
+        this.writes.finish(m, {
           id: input.deploymentId,
           principal: principal.name,
           outcome: input.outcome,
@@ -106,7 +106,7 @@ export class DeploymentsService implements OnModuleInit {
     const deployment = await this.decisions.decide(
       this.decision('RECONCILE_DEPLOYMENT', principal, input.deploymentId),
       (m, now) =>
-        this.guard.reconcile(m, {
+        this.writes.reconcile(m, {
           id: input.deploymentId,
           reviewer: principal.name,
           outcome: input.outcome,

@@ -3,8 +3,9 @@ import { MoreThan } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import { Database, select } from '../database/database.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
-import { FenceService, liveLease } from '../fencing/fence.service.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
+import { EnvironmentWrites } from '../fencing/environment-writes.js';
+import { liveLease } from '../fencing/reads.js';
 import type { Lease } from '../leases/lease.model.js';
 import { Plan } from '../plans/plan.entity.js';
 import type { CreateEnvironmentInput } from './dto/create-environment.input.js';
@@ -43,7 +44,7 @@ export class EnvironmentsService {
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly decisions: DecisionRunner,
-    private readonly fence: FenceService,
+    private readonly writes: EnvironmentWrites,
     private readonly policies: PoliciesService,
   ) {}
 
@@ -52,7 +53,7 @@ export class EnvironmentsService {
     return this.decisions.decide(
       { action: 'CREATE_ENVIRONMENT', environment: input.name, actor },
       (m, now) =>
-        this.fence.createEnvironment(m, {
+        this.writes.createEnvironment(m, {
           name: input.name,
           mode: input.mode,
           requireApproval: input.requireApproval,
@@ -87,12 +88,12 @@ export class EnvironmentsService {
       { action: 'UPDATE_POLICY', environment: input.environment, actor },
       async (m, now) => {
         if (invalid) throw invalid;
-        await this.fence.setQueuePolicy(m, {
+        await this.writes.setQueuePolicy(m, {
           environment: input.environment,
           queueMode: input.queueMode,
           maxQueueLength: input.maxQueueLength,
         });
-        return this.fence.updatePolicy(m, {
+        return this.writes.updatePolicy(m, {
           environment: input.environment,
           approvalRules: rules,
           proposalTtlSeconds: input.proposalTtlSeconds,
@@ -116,14 +117,14 @@ export class EnvironmentsService {
   freeze(actor: string, environment: string, reason: string): Promise<Environment> {
     return this.decisions.decide(
       { action: 'FREEZE', environment, actor },
-      (m, now) => this.fence.freeze(m, { environment, reason, actor, now }),
+      (m, now) => this.writes.freeze(m, { environment, reason, actor, now }),
       () => ({ detail: reason }),
     );
   }
 
   unfreeze(actor: string, environment: string): Promise<Environment> {
     return this.decisions.decide({ action: 'UNFREEZE', environment, actor }, (m, now) =>
-      this.fence.unfreeze(m, { environment, actor, now }),
+      this.writes.unfreeze(m, { environment, actor, now }),
     );
   }
 

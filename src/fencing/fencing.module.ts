@@ -1,13 +1,12 @@
 import { Module } from '@nestjs/common';
-import { AuditModule } from '../audit/audit.module.js';
-import { IdempotencyModule } from '../idempotency/idempotency.module.js';
-import { DecisionRunner } from './decision.runner.js';
-import { DeploymentsGuard } from './deployments.guard.js';
-import { FenceService } from './fence.service.js';
+import { DeploymentWrites } from './deployment-writes.js';
+import { EnvironmentWrites } from './environment-writes.js';
+import { LeaseWrites } from './lease-writes.js';
+import { PlanWrites } from './plan-writes.js';
 
+/** The guard: the only writer of protected state. What else it decides, the decision runner sends. */
 @Module({
-  imports: [AuditModule, IdempotencyModule],
-  providers: [FenceService, DecisionRunner, DeploymentsGuard],
-  exports: [FenceService, DecisionRunner, DeploymentsGuard],
+  providers: [EnvironmentWrites, LeaseWrites, PlanWrites, DeploymentWrites],
+  exports: [EnvironmentWrites, LeaseWrites, PlanWrites, DeploymentWrites],
 })
 export class FencingModule {}

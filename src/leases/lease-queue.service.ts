@@ -9,8 +9,9 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import { leaseTicketTopic } from '../events/events.service.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
 import { PgListener } from '../events/pg-listener.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
-import { FenceService, liveLease } from '../fencing/fence.service.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
+import { LeaseWrites } from '../fencing/lease-writes.js';
+import { liveLease } from '../fencing/reads.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { EnqueueLeaseInput } from './dto/lease-queue.inputs.js';
 import { QueueError } from './lease-queue.errors.js';
@@ -24,7 +25,7 @@ export class LeaseQueueService implements OnModuleInit {
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly decisions: DecisionRunner,
-    private readonly fence: FenceService,
+    private readonly writes: LeaseWrites,
     private readonly metrics: MetricsService,
     private readonly listener: PgListener,
   ) {}
@@ -60,7 +61,7 @@ export class LeaseQueueService implements OnModuleInit {
       .decide(
         { action: 'ENQUEUE_LEASE', environment: input.environment, actor: holder },
         (m, now) =>
-          this.fence.enqueueLease(m, {
+          this.writes.enqueueLease(m, {
             environment: input.environment,
             principal: principal.name,
             holder,
@@ -85,7 +86,7 @@ export class LeaseQueueService implements OnModuleInit {
     }
     const cancelled = await this.decisions.decide(
       { action: 'CANCEL_LEASE_TICKET', environment: ticket.environment, actor: principal.name },
-      (m, now) => this.fence.cancelLeaseTicket(m, { id: ticket.id, now }),
+      (m, now) => this.writes.cancelLeaseTicket(m, { id: ticket.id, now }),
       (t) => ({ detail: `ticket ${t.id} ${t.status}` }),
     );
     return this.asRead(cancelled);

@@ -6,8 +6,8 @@ import {
 } from '@nestjs/common';
 import { Clock } from '../common/clock.js';
 import { Database, select } from '../database/database.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
-import { FenceService } from '../fencing/fence.service.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
+import { LeaseWrites } from '../fencing/lease-writes.js';
 
 /** How often each instance looks for queues to hand a lease to: well within R37's 1 s. */
 export const SWEEP_MS = 250;
@@ -37,7 +37,7 @@ export class LeaseQueueSweeper implements OnApplicationBootstrap, BeforeApplicat
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly decisions: DecisionRunner,
-    private readonly fence: FenceService,
+    private readonly writes: LeaseWrites,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -99,7 +99,7 @@ export class LeaseQueueSweeper implements OnApplicationBootstrap, BeforeApplicat
               );
               if (!locked) throw new NothingToSweep();
             }
-            const handed = await this.fence.handOffLease(m, environment, at);
+            const handed = await this.writes.handOffLease(m, environment, at);
             if (!handed.granted && !handed.expired) throw new NothingToSweep();
             return handed;
           },

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { DecisionsModule } from '../decisions/decisions.module.js';
 import { FencingModule } from '../fencing/fencing.module.js';
 import { LeaseQueueResolver } from './lease-queue.resolver.js';
 import { LeaseQueueService } from './lease-queue.service.js';
@@ -7,7 +8,7 @@ import { LeasesResolver } from './leases.resolver.js';
 import { LeasesService } from './leases.service.js';
 
 @Module({
-  imports: [FencingModule],
+  imports: [DecisionsModule, FencingModule],
   providers: [
     LeasesService,
     LeasesResolver,

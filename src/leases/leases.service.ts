@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { Principal } from '../auth/principal.entity.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
-import { FenceService } from '../fencing/fence.service.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
+import { LeaseWrites } from '../fencing/lease-writes.js';
 import type { AcquireLeaseInput, ReleaseLeaseInput, RenewLeaseInput } from './dto/lease.inputs.js';
 import type { Lease } from './lease.model.js';
 
@@ -9,7 +9,7 @@ import type { Lease } from './lease.model.js';
 export class LeasesService {
   constructor(
     private readonly decisions: DecisionRunner,
-    private readonly fence: FenceService,
+    private readonly writes: LeaseWrites,
   ) {}
 
   acquire(principal: Principal, input: AcquireLeaseInput): Promise<Lease> {
@@ -17,7 +17,7 @@ export class LeasesService {
     return this.decisions.decide(
       { action: 'ACQUIRE_LEASE', environment: input.environment, actor: holder },
       (m, now) =>
-        this.fence.grantLease(m, {
+        this.writes.grantLease(m, {
           environment: input.environment,
           principal: principal.name,
           holder,
@@ -40,7 +40,7 @@ export class LeasesService {
         generation: input.generation,
       },
       (m, now) =>
-        this.fence.renewLease(m, {
+        this.writes.renewLease(m, {
           ...input,
           principal: principal.name,
           ttlMs: input.ttlSeconds * 1000,
@@ -58,7 +58,7 @@ export class LeasesService {
         actor: principal.name,
         generation: input.generation,
       },
-      (m, now) => this.fence.releaseLease(m, { ...input, principal: principal.name, now }),
+      (m, now) => this.writes.releaseLease(m, { ...input, principal: principal.name, now }),
     );
     return true;
   }

@@ -111,7 +111,13 @@ export class Outbox {
     return events.length;
   }
 
-  plan(m: EntityManager, type: EventType, plan: Plan, actor: string, at: number): Promise<void> {
+  recordPlanEvent(
+    m: EntityManager,
+    type: EventType,
+    plan: Plan,
+    actor: string,
+    at: number,
+  ): Promise<void> {
     return this.record(m, {
       environment: plan.environment,
       type,
@@ -125,7 +131,7 @@ export class Outbox {
     });
   }
 
-  deployment(
+  recordDeploymentEvent(
     m: EntityManager,
     type: EventType,
     deployment: Deployment,
@@ -146,7 +152,7 @@ export class Outbox {
     });
   }
 
-  environment(
+  recordEnvironmentEvent(
     m: EntityManager,
     type: EventType,
     env: Environment,
@@ -174,7 +180,7 @@ export class Outbox {
   }
 
   /** A lease ticket's event (R39): its generation once granted. */
-  leaseTicket(
+  recordLeaseTicketEvent(
     m: EntityManager,
     type: EventType,
     ticket: LeaseTicket,

@@ -1,19 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import { select } from '../database/database.js';
+import { APPROVALS_OF_RULE } from '../fencing/sql.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval, ApprovalSnapshot } from './approval.model.js';
 import { mergeRules } from '../policies/policy-decision.js';
 import { type Plan, PlanStatus } from './plan.entity.js';
-
-/**
- * R14: how many approvers of plan :id count toward approval rule `r` (any approver where
- * r.group_name is null, else those in that group). The submitter (:submitter) never counts.
- * The guard's statements and the reads below share this one definition.
- */
-export const APPROVALS_OF_RULE = `(SELECT COUNT(*) FROM approvals a
-  WHERE a.plan_id = :id AND a.approver <> :submitter
-    AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
-      WHERE g.principal = a.approver AND g.group_name = r.group_name)))`;
 
 /** Every approval recorded for the plan, in the order they were given. */
 export async function approvalsOf(m: EntityManager, planId: string): Promise<Approval[]> {

@@ -10,9 +10,10 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
 import { EnvironmentsService } from '../environments/environments.service.js';
-import { DecisionRunner } from '../fencing/decision.runner.js';
-import { FenceService } from '../fencing/fence.service.js';
-import { approvalsOf, pendingRulesOf } from './approvals.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
+import { PlanWrites } from '../fencing/plan-writes.js';
+import { approvalsOfRule } from '../fencing/sql.js';
+import { approvalsOf, pendingRulesOf, snapshotOf } from './approvals.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval } from './approval.model.js';
 import { idempotentCall } from '../idempotency/idempotency.service.js';
@@ -37,9 +38,7 @@ const MAX_POLICY_ATTEMPTS = 5;
 /** Rule `r` of plan `q` counts approvals of :me and is not met yet (R14, R35). */
 const MY_APPROVAL_WOULD_COUNT = `(r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
     WHERE g.principal = :me AND g.group_name = r.group_name))
-  AND (SELECT COUNT(*) FROM approvals a WHERE a.plan_id = q.id AND a.approver <> q.submitted_by
-    AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
-      WHERE g.principal = a.approver AND g.group_name = r.group_name))) < r.required_count`;
+  AND ${approvalsOfRule('q.id', 'q.submitted_by')} < r.required_count`;
 
 /** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
 function parsePlanId(id: string): PlanId {
@@ -54,7 +53,7 @@ export class PlansService {
     @Inject(CONFIG) private readonly config: Config,
     private readonly db: Database,
     private readonly decisions: DecisionRunner,
-    private readonly fence: FenceService,
+    private readonly writes: PlanWrites,
     private readonly environments: EnvironmentsService,
     private readonly clock: Clock,
     private readonly policies: PoliciesService,
@@ -119,7 +118,7 @@ export class PlansService {
           },
           idempotentCall(principal.name, input.idempotencyKey, 'submitPlan', canonical),
           (m, now) =>
-            this.fence.admitPlan(m, {
+            this.writes.admitPlan(m, {
               environment: canonical.environment,
               generation: canonical.generation,
               content: canonical.content,
@@ -187,20 +186,23 @@ export class PlansService {
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'approvePlan', canonical)
         : null,
-      (m, now) => {
+      async (m, now) => {
         if (breakGlassReason != null && principal.role !== Role.ADMIN) {
           throw new AuthError(
             'FORBIDDEN',
             `only an ADMIN may approve with breakGlassReason; ${principal.name} is ${principal.role}`,
           );
         }
-        return this.fence.publishPlan(m, {
+        const plan = await this.writes.approvePlan(m, {
           planId: canonical.planId,
           contentHash: canonical.contentHash,
           breakGlassReason,
           reviewer: principal.name,
           now,
         });
+        // Its approvals as the decision left them, on the plan answered and announced.
+        plan.snapshot = await snapshotOf(m, plan);
+        return plan;
       },
       (plan) => {
         if (plan.status !== PlanStatus.PUBLISHED) return 'approval recorded; not yet published';
@@ -226,7 +228,7 @@ export class PlansService {
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'rejectPlan', canonical)
         : null,
-      (m, now) => this.fence.rejectPlan(m, { ...canonical, reviewer: principal.name, now }),
+      (m, now) => this.writes.rejectPlan(m, { ...canonical, reviewer: principal.name, now }),
     );
   }
 

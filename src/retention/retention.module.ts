@@ -1,9 +1,10 @@
 import { Module } from '@nestjs/common';
+import { DecisionsModule } from '../decisions/decisions.module.js';
 import { FencingModule } from '../fencing/fencing.module.js';
 import { RetentionService } from './retention.service.js';
 
 @Module({
-  imports: [FencingModule],
+  imports: [DecisionsModule, FencingModule],
   providers: [RetentionService],
   exports: [RetentionService],
 })

@@ -9,8 +9,9 @@ import { Clock } from '../common/clock.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
-import { FenceService } from '../fencing/fence.service.js';
-import { DeploymentsGuard } from '../fencing/deployments.guard.js';
+import { PlanWrites } from '../fencing/plan-writes.js';
+import { DeploymentWrites } from '../fencing/deployment-writes.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 
 export interface PurgeReport {
   idempotencyRecords: number;
@@ -46,8 +47,9 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     private readonly db: Database,
     private readonly clock: Clock,
     @Inject(CONFIG) private readonly config: Config,
-    private readonly fence: FenceService,
-    private readonly deployments: DeploymentsGuard,
+    private readonly plans: PlanWrites,
+    private readonly deployments: DeploymentWrites,
+    private readonly decisions: DecisionRunner,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -67,10 +69,10 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const now = await this.clock.now();
     const cutoff = now - this.config.planRetentionMs;
     // Deployments whose heartbeat lapsed are stored UNKNOWN (they already read so).
-    await this.db.write((m) => this.deployments.markLapsed(m, null, now));
+    await this.decisions.write((m) => this.deployments.markLapsed(m, null, now));
     let expired = 0;
-    const report = await this.db.write(async (m) => {
-      expired = await this.fence.expireProposals(m, now);
+    const report = await this.decisions.write(async (m) => {
+      expired = await this.plans.expireProposals(m, now);
       return {
         idempotencyRecords: await execute(
           m,

@@ -1,14 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
-import { AuditService } from '../audit/audit.service.js';
-import {
-  Database,
-  execute,
-  RetryTransaction,
-  select,
-  updateReturning,
-} from '../database/database.js';
+import { execute, RetryTransaction, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import {
   Deployment,
@@ -19,13 +12,10 @@ import {
 import { DeploymentError } from '../deployments/deployments.errors.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
-import { EventsService } from '../events/events.service.js';
-import { MetricsService } from '../metrics/metrics.service.js';
-import { Outbox } from '../outbox/outbox.service.js';
+import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
-
-/** The stored statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
-const ACTIVE = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
+import { addEffect } from './effects.js';
+import { ACTIVE_DEPLOYMENT } from './sql.js';
 
 /** `<environment>#<sequence>`, already validated by the input's pattern. */
 export function parseDeploymentId(id: string): DeploymentId {
@@ -35,7 +25,7 @@ export function parseDeploymentId(id: string): DeploymentId {
 }
 
 /**
- * The deployment guard (docs/design.md §10, R18–R21). Every statement that writes a deployment row
+ * The guard's deployment writes (docs/design.md §10, R18–R21). Every statement that writes a deployment row
  * or status, or an environment's deployment sequence, is in this class; each decision is
  * one conditional statement whose affected-row count decides (R2), and the rows are read
  * only afterwards, to name a rejection.
@@ -45,15 +35,7 @@ export function parseDeploymentId(id: string): DeploymentId {
  * is true whatever the decision.
  */
 @Injectable()
-export class DeploymentsGuard {
-  constructor(
-    private readonly db: Database,
-    private readonly events: EventsService,
-    private readonly audit: AuditService,
-    private readonly metrics: MetricsService,
-    private readonly outbox: Outbox,
-  ) {}
-
+export class DeploymentWrites {
   /**
    * R19: an IN_PROGRESS deployment whose heartbeat lapsed by `now` is stored as UNKNOWN (it
    * already reads so). In one environment, or in all of them (`null`: the retention job).
@@ -69,16 +51,20 @@ export class DeploymentsGuard {
     );
     for (const { id } of lapsed) {
       const deployment = await findOneOrFail(m, Deployment, { id });
-      await this.audit.record(m, now, {
-        environment: deployment.environment,
-        actor: 'planfence',
-        action: 'DEPLOYMENT_LAPSED',
-        planId: deployment.planId,
-        outcome: AuditOutcome.ACCEPTED,
-        detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
+      addEffect(m, {
+        kind: 'audit',
+        at: now,
+        entry: {
+          environment: deployment.environment,
+          actor: 'planfence',
+          action: 'DEPLOYMENT_LAPSED',
+          planId: deployment.planId,
+          outcome: AuditOutcome.ACCEPTED,
+          detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
+        },
       });
-      await this.changed(m, deployment);
-      await this.outbox.deployment(m, 'deployment.unknown', deployment, 'planfence', now);
+      this.changed(m, deployment);
+      this.announce(m, 'deployment.unknown', deployment, 'planfence', now);
     }
     return lapsed.length;
   }
@@ -111,7 +97,7 @@ export class DeploymentsGuard {
          AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = :planId
                          AND p.based_on_deployment_sequence <> e.deployment_sequence)
          AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.environment = :environment
-                         AND d.${ACTIVE})
+                         AND d.${ACTIVE_DEPLOYMENT})
        RETURNING sequence`,
       { ...p, expiresAt: p.now + p.heartbeatMs },
     );
@@ -130,8 +116,8 @@ export class DeploymentsGuard {
     const deployment = await findOneOrFail(m, Deployment, {
       id: DeploymentId.format(p.environment, sequence),
     });
-    await this.changed(m, deployment);
-    await this.outbox.deployment(m, 'deployment.started', deployment, p.principal, p.now);
+    this.changed(m, deployment);
+    this.announce(m, 'deployment.started', deployment, p.principal, p.now);
     return deployment;
   }
 
@@ -159,7 +145,7 @@ export class DeploymentsGuard {
       ));
     if (!beaten) throw await this.whyReportRejected(m, p);
     const deployment = await findOneOrFail(m, Deployment, { id: p.id });
-    if (revived) await this.changed(m, deployment);
+    if (revived) this.changed(m, deployment);
     return deployment;
   }
 
@@ -178,12 +164,12 @@ export class DeploymentsGuard {
     const finished = await execute(
       m,
       `UPDATE deployments SET status = :outcome, finished_at = :now, detail = :detail
-       WHERE id = :id AND started_by = :principal AND ${ACTIVE}`,
+       WHERE id = :id AND started_by = :principal AND ${ACTIVE_DEPLOYMENT}`,
       p,
     );
     if (!finished) throw await this.whyReportRejected(m, p);
     const deployment = await this.ended(m, p.id, p.outcome);
-    await this.outbox.deployment(m, 'deployment.finished', deployment, p.principal, p.now);
+    this.announce(m, 'deployment.finished', deployment, p.principal, p.now);
     return deployment;
   }
 
@@ -216,19 +202,31 @@ export class DeploymentsGuard {
       throw this.notActive(deployment, `deployment ${p.id} is already ${deployment.status}`);
     }
     const deployment = await this.ended(m, p.id, p.outcome);
-    await this.outbox.deployment(m, 'deployment.reconciled', deployment, p.reviewer, p.now);
+    this.announce(m, 'deployment.reconciled', deployment, p.reviewer, p.now);
     return deployment;
   }
 
   private async ended(m: EntityManager, id: string, outcome: DeploymentOutcome) {
     const deployment = await findOneOrFail(m, Deployment, { id });
-    this.db.afterCommit(m, () => this.metrics.deploymentEnded(outcome));
-    await this.changed(m, deployment);
+    addEffect(m, { kind: 'deploymentEnded', outcome });
+    this.changed(m, deployment);
     return deployment;
   }
 
-  private changed(m: EntityManager, deployment: Deployment): Promise<void> {
-    return this.events.deploymentChanged(m, deployment);
+  /** The deployment's subscribers hear of its change. */
+  private changed(m: EntityManager, deployment: Deployment): void {
+    addEffect(m, { kind: 'deploymentChanged', deployment });
+  }
+
+  /** The deployment's outbox event (R22). */
+  private announce(
+    m: EntityManager,
+    type: EventType,
+    deployment: Deployment,
+    actor: string,
+    at: number,
+  ): void {
+    addEffect(m, { kind: 'outbox', subject: 'deployment', type, deployment, actor, at });
   }
 
   /** The deployment as it reads at `now`, or NOT_FOUND. */
@@ -270,7 +268,7 @@ export class DeploymentsGuard {
     }
     const [active] = await select<{ id: string }>(
       m,
-      `SELECT id FROM deployments WHERE environment = :environment AND ${ACTIVE}
+      `SELECT id FROM deployments WHERE environment = :environment AND ${ACTIVE_DEPLOYMENT}
        ORDER BY sequence DESC LIMIT 1`,
       p,
     );

@@ -12,6 +12,9 @@ import {
   type RememberedOutcome,
 } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { EventsService } from '../events/events.service.js';
+import { Outbox } from '../outbox/outbox.service.js';
+import { type Effect, openEffects, takeEffects } from '../fencing/effects.js';
 import { Plan } from '../plans/plan.entity.js';
 import { exists, findOneOrFail } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
@@ -36,6 +39,14 @@ type Outcome<T> = { result: T } | { error: DomainError };
  * an idempotency key, its remembered outcome (R9) commit together. A rejection commits its
  * audit event (and remembered error) and is thrown after the commit; a rejection that names
  * an environment that does not exist is audited nowhere (there is no log to keep it in).
+ *
+ * The guard (src/fencing/) only decides: what else its decision causes it adds to the
+ * transaction's effects list (src/fencing/effects.ts), and this runner alone sends it, in
+ * the order decided and before the decision's own audit event: the audit and outbox rows in
+ * the deciding transaction, the subscription announcements handed to EventsService in it
+ * (heard only after the commit), the metrics counted after the commit. A rejection keeps the
+ * effects decided before it (what holds whatever the decision, R16, R19); a transaction that
+ * rolls back sends none.
  */
 @Injectable()
 export class DecisionRunner {
@@ -45,7 +56,23 @@ export class DecisionRunner {
     private readonly audit: AuditService,
     private readonly idempotency: IdempotencyService,
     private readonly metrics: MetricsService,
+    private readonly events: EventsService,
+    private readonly outbox: Outbox,
   ) {}
+
+  /**
+   * A write that is no client's decision (the retention job's sweep): `work` runs in one
+   * transaction, and the effects the guard decided in it are sent as a decision's are. No
+   * audit event of its own, no decision metric.
+   */
+  write<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+    return this.db.write(async (m) => {
+      openEffects(m);
+      const result = await work(m);
+      await this.send(m, takeEffects(m));
+      return result;
+    });
+  }
 
   async decide<T>(
     request: Decision,
@@ -130,8 +157,10 @@ export class DecisionRunner {
     at?: number,
   ): Promise<Outcome<T>> {
     const now = at ?? (await this.clock.now(m));
+    openEffects(m);
     try {
       const result = await work(m, now);
+      await this.send(m, takeEffects(m));
       const { detail, ...summary } = summarize(result);
       await this.audit.record(m, now, {
         ...decision,
@@ -152,6 +181,8 @@ export class DecisionRunner {
     error: unknown,
   ): Promise<{ error: DomainError }> {
     if (!isDomainError(error)) throw error;
+    // What the guard decided before it rejected holds whatever the decision.
+    await this.send(m, takeEffects(m));
     // An environment's audit log starts with the environment: a rejection naming one that
     // does not exist (yet) is answered but leaves no row that a later environment of that
     // name would inherit.
@@ -170,5 +201,46 @@ export class DecisionRunner {
     this.metrics.decided(decision.action, decision.environment, code, startedAt);
     if ('error' in outcome) throw outcome.error;
     return outcome.result;
+  }
+
+  /** The guard's effects, in the order it decided them (see the class comment). */
+  private async send(m: EntityManager, effects: readonly Effect[]): Promise<void> {
+    for (const effect of effects) {
+      switch (effect.kind) {
+        case 'audit':
+          await this.audit.record(m, effect.at, effect.entry);
+          break;
+        case 'outbox':
+          await this.recordOutboxEvent(m, effect);
+          break;
+        case 'planPublished':
+          await this.events.planPublished(m, effect.plan);
+          break;
+        case 'deploymentChanged':
+          await this.events.deploymentChanged(m, effect.deployment);
+          break;
+        case 'leaseTicketChanged':
+          await this.events.leaseTicketChanged(m, effect.id);
+          break;
+        case 'deploymentEnded': {
+          const { outcome } = effect;
+          this.db.afterCommit(m, () => this.metrics.deploymentEnded(outcome));
+          break;
+        }
+      }
+    }
+  }
+
+  private recordOutboxEvent(m: EntityManager, e: Extract<Effect, { kind: 'outbox' }>) {
+    switch (e.subject) {
+      case 'plan':
+        return this.outbox.recordPlanEvent(m, e.type, e.plan, e.actor, e.at);
+      case 'deployment':
+        return this.outbox.recordDeploymentEvent(m, e.type, e.deployment, e.actor, e.at);
+      case 'environment':
+        return this.outbox.recordEnvironmentEvent(m, e.type, e.environment, e.actor, e.at);
+      case 'leaseTicket':
+        return this.outbox.recordLeaseTicketEvent(m, e.type, e.ticket, e.actor, e.at);
+    }
   }
 }

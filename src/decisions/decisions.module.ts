@@ -1,0 +1,12 @@
+import { Module } from '@nestjs/common';
+import { AuditModule } from '../audit/audit.module.js';
+import { IdempotencyModule } from '../idempotency/idempotency.module.js';
+import { DecisionRunner } from './decision.runner.js';
+
+/** The decision runner: the one sender of what the guard decided (src/fencing/effects.ts). */
+@Module({
+  imports: [AuditModule, IdempotencyModule],
+  providers: [DecisionRunner],
+  exports: [DecisionRunner],
+})
+export class DecisionsModule {}

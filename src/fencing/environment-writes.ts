@@ -1,0 +1,182 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { execute } from '../database/database.js';
+import { exists, findOneOrFail } from '../database/rows.js';
+import { Environment, FencingMode, QueueMode } from '../environments/environment.entity.js';
+import { EnvironmentError } from '../environments/environment.errors.js';
+import type { ApprovalRule } from '../environments/policy.model.js';
+import type { PlanPolicy } from '../policies/plan-policy.model.js';
+import { addEffect } from './effects.js';
+import { expireProposals } from './plan-status.js';
+import { readEnvironment } from './reads.js';
+
+/**
+ * The guard's writes of an environment's settings: the environment itself, its approval
+ * rules, plan policies (R15, R34) and queue settings, and its freeze (R17). Each runs
+ * inside the caller's write transaction (`m`); a rejection is thrown before anything but
+ * EXPIRED for proposals whose time has come (R16) was written.
+ */
+@Injectable()
+export class EnvironmentWrites {
+  async createEnvironment(
+    m: EntityManager,
+    p: {
+      name: string;
+      mode: FencingMode;
+      requireApproval: boolean;
+      approvalRules: readonly ApprovalRule[];
+      proposalTtlSeconds: number | null;
+      now: number;
+    },
+  ): Promise<Environment> {
+    if (await exists(m, Environment, { name: p.name })) {
+      throw new EnvironmentError('ALREADY_EXISTS', `environment "${p.name}" already exists`);
+    }
+    await execute(
+      m,
+      `INSERT INTO environments (name, mode, require_approval, fence, last_issued_generation,
+         current_generation, current_sequence, created_at, proposal_ttl_seconds)
+       VALUES (:name, :mode, :requireApproval, 0, 0, 0, 0, :now, :proposalTtlSeconds)`,
+      p,
+    );
+    await this.replaceRules(m, p.name, p.approvalRules);
+    return findOneOrFail(m, Environment, { name: p.name });
+  }
+
+  /**
+   * R15, R16: new rules apply to every later decision; a new TTL to plans submitted from
+   * now on (a plan's expiresAt is fixed when it is submitted). `undefined` leaves a part as
+   * it is; a null TTL means proposals no longer expire. New plan policies (R34) replace the
+   * old ones and bump the policy version in the same statement.
+   */
+  async updatePolicy(
+    m: EntityManager,
+    p: {
+      environment: string;
+      approvalRules?: readonly ApprovalRule[] | null;
+      proposalTtlSeconds?: number | null;
+      planPolicies?: readonly PlanPolicy[] | null;
+      now: number;
+    },
+  ): Promise<Environment> {
+    // The first statement takes the environment's row (PostgreSQL): decisions in flight finish first.
+    const found = await execute(
+      m,
+      `UPDATE environments SET proposal_ttl_seconds = ${
+        p.proposalTtlSeconds !== undefined ? ':ttl' : 'proposal_ttl_seconds'
+      }${p.planPolicies ? ', policy_version = policy_version + 1' : ''} WHERE name = :environment`,
+      { environment: p.environment, ttl: p.proposalTtlSeconds ?? null },
+    );
+    if (!found) throw EnvironmentError.notFound(p.environment);
+    if (p.approvalRules) await this.replaceRules(m, p.environment, p.approvalRules);
+    if (p.planPolicies) await this.replacePlanPolicies(m, p.environment, p.planPolicies);
+    await expireProposals(m, p.now, p.environment);
+    return readEnvironment(m, p.environment);
+  }
+
+  /** R17: while frozen, nothing is published but by an ADMIN's break-glass approval. Freezing again replaces the reason. */
+  async freeze(
+    m: EntityManager,
+    p: { environment: string; reason: string; actor: string; now: number },
+  ): Promise<Environment> {
+    const frozen = await execute(
+      m,
+      `UPDATE environments SET frozen_reason = :reason, frozen_by = :actor, frozen_at = :now
+       WHERE name = :environment`,
+      p,
+    );
+    if (!frozen) throw EnvironmentError.notFound(p.environment);
+    await expireProposals(m, p.now, p.environment);
+    const env = await readEnvironment(m, p.environment);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'environment',
+      type: 'environment.frozen',
+      environment: env,
+      actor: p.actor,
+      at: p.now,
+    });
+    return env;
+  }
+
+  async unfreeze(
+    m: EntityManager,
+    p: { environment: string; actor: string; now: number },
+  ): Promise<Environment> {
+    const found = await execute(
+      m,
+      `UPDATE environments SET frozen_reason = NULL, frozen_by = NULL, frozen_at = NULL
+       WHERE name = :environment`,
+      p,
+    );
+    if (!found) throw EnvironmentError.notFound(p.environment);
+    await expireProposals(m, p.now, p.environment);
+    const env = await readEnvironment(m, p.environment);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'environment',
+      type: 'environment.unfrozen',
+      environment: env,
+      actor: p.actor,
+      at: p.now,
+    });
+    return env;
+  }
+
+  /** The queue settings of updateEnvironmentPolicy; `undefined` leaves one as it is. */
+  async setQueuePolicy(
+    m: EntityManager,
+    p: { environment: string; queueMode?: QueueMode | null; maxQueueLength?: number | null },
+  ): Promise<void> {
+    const found = await execute(
+      m,
+      `UPDATE environments SET
+         queue_mode = ${p.queueMode != null ? ':queueMode' : 'queue_mode'},
+         max_queue_length = ${p.maxQueueLength != null ? ':maxQueueLength' : 'max_queue_length'}
+       WHERE name = :environment`,
+      {
+        environment: p.environment,
+        queueMode: p.queueMode ?? null,
+        maxQueueLength: p.maxQueueLength ?? null,
+      },
+    );
+    if (!found) throw EnvironmentError.notFound(p.environment);
+  }
+
+  private async replaceRules(
+    m: EntityManager,
+    environment: string,
+    rules: readonly ApprovalRule[],
+  ): Promise<void> {
+    await execute(m, 'DELETE FROM approval_rules WHERE environment = :environment', {
+      environment,
+    });
+    for (const [position, rule] of rules.entries()) {
+      await execute(
+        m,
+        `INSERT INTO approval_rules (environment, position, group_name, required_count)
+         VALUES (:environment, :position, :group, :count)`,
+        { environment, position, group: rule.group, count: rule.count },
+      );
+    }
+  }
+
+  private async replacePlanPolicies(
+    m: EntityManager,
+    environment: string,
+    policies: readonly PlanPolicy[],
+  ): Promise<void> {
+    await execute(m, 'DELETE FROM plan_policies WHERE environment = :environment', {
+      environment,
+    });
+    for (const [position, policy] of policies.entries()) {
+      await execute(
+        m,
+        `INSERT INTO plan_policies (environment, position, name, expression, effect, message,
+           group_name, required_count)
+         VALUES (:environment, :position, :name, :expression, :effect, :message, :group, :count)`,
+        { environment, position, ...policy },
+      );
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import type { EntityManager } from 'typeorm';
+import { execute, updateReturning } from '../database/database.js';
+import { addEffect } from './effects.js';
+import { readPlan } from './reads.js';
+
+/*
+ * The plan statuses other decisions change as they go: proposals that expired (R16), the
+ * plan a publication supersedes and the proposals it passes over (R8).
+ */
+
+/**
+ * R16: PROPOSED plans whose expiresAt has come (by the service clock) become EXPIRED, in
+ * one environment or, for the retention job, in all of them. Reads show EXPIRED from that
+ * instant already; this makes it the stored status, and announces each (plan.expired).
+ */
+export async function expireProposals(
+  m: EntityManager,
+  now: number,
+  environment?: string,
+): Promise<number> {
+  const expired = await updateReturning<{ id: string }>(
+    m,
+    `UPDATE plans SET status = 'EXPIRED'
+     WHERE status = 'PROPOSED' AND expires_at <= :now
+       ${environment !== undefined ? 'AND environment = :environment' : ''}
+     RETURNING id`,
+    { now, environment: environment ?? null },
+  );
+  // In id order: the order the outbox announces them in does not depend on the database's.
+  for (const { id } of expired.sort((a, b) => (a.id < b.id ? -1 : 1))) {
+    const plan = await readPlan(m, id);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.expired',
+      plan,
+      actor: 'planfence',
+      at: now,
+    });
+  }
+  return expired.length;
+}
+
+/** R8: the previously published plan reads SUPERSEDED; proposals passed over read OBSOLETE. */
+export async function afterPublication(
+  m: EntityManager,
+  environment: string,
+  id: string,
+): Promise<void> {
+  await execute(
+    m,
+    `UPDATE plans SET status = 'SUPERSEDED'
+     WHERE environment = :environment AND status = 'PUBLISHED' AND id <> :id`,
+    { environment, id },
+  );
+  await markObsolete(m, environment);
+}
+
+/** R8: a proposal below the fence or older than the current plan can never be published. */
+export async function markObsolete(m: EntityManager, environment: string): Promise<void> {
+  await execute(
+    m,
+    `UPDATE plans SET status = 'OBSOLETE'
+     WHERE environment = :environment AND status = 'PROPOSED'
+       AND EXISTS (SELECT 1 FROM environments e WHERE e.name = :environment
+         AND (plans.generation < e.fence OR plans.generation < e.current_generation
+           OR (plans.generation = e.current_generation AND plans.sequence < e.current_sequence)))`,
+    { environment },
+  );
+}

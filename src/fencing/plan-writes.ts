@@ -1,0 +1,335 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { execute, RetryTransaction, select } from '../database/database.js';
+import { findOneOrFail, insertRow } from '../database/rows.js';
+import { PlanId } from '../common/ids.js';
+import { Plan, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
+import type { PolicyDecision } from '../policies/policy-decision.js';
+import { PolicyError } from '../policies/policy.errors.js';
+import { addEffect } from './effects.js';
+import { FenceError, PolicyVersionChanged } from './fence.errors.js';
+import { afterPublication, expireProposals, markObsolete } from './plan-status.js';
+import { readEnvironment, readPlan } from './reads.js';
+import { whyApprovalRejected, whySubmitRejected } from './rejections.js';
+import { POINTER_MOVES_FORWARD, RULE_SHORT_EVEN_WITH_REVIEWER, RULES_MET } from './sql.js';
+
+/**
+ * The guard's plan writes: every statement that stores a plan, records an approval, moves
+ * an environment's pointer or sets a plan's status by a decision (R3–R8, R13–R17, R33–R35).
+ * Each decision is one conditional statement whose affected-row count decides (R2); when
+ * it affects nothing, the rows are read only to name the rejection (rejections.ts). Each
+ * runs inside the caller's write transaction (`m`) and throws a rejection only before it
+ * has written anything but EXPIRED for proposals whose time has come (R16).
+ */
+@Injectable()
+export class PlanWrites {
+  /** R16, for the retention job: every environment's proposals whose time has come. */
+  expireProposals(m: EntityManager, now: number): Promise<number> {
+    return expireProposals(m, now);
+  }
+
+  /**
+   * R3, R4, R5: stores a plan made under `generation` if the fence admits it (MONOTONIC:
+   * generation >= fence, raising the fence; STRICT: generation == fence and the caller's
+   * lease of it is live). Where the environment needs no approval, the same statement
+   * also demands `basedOnPlanId` be current, the environment's deployment sequence still
+   * `basedOnDeploymentSequence` (R33) and the environment not frozen (R17), and the plan is
+   * published in this transaction. A proposal gets its expiresAt from the environment's
+   * proposalTtlSeconds (R16).
+   *
+   * R34, R35: `policy` was decided outside the transaction at policy version
+   * `policy.version`; the same statement demands that version still be the environment's
+   * (else PolicyVersionChanged: evaluate again). A denial writes nothing (POLICY_DENIED,
+   * after a statement that makes the same demand). Rules the plan's policies add are stored
+   * with it, and a plan that needs approvals is never published by its submit.
+   */
+  async admitPlan(
+    m: EntityManager,
+    p: {
+      environment: string;
+      principal: string;
+      generation: number;
+      content: string;
+      contentHash: string;
+      title: string | null;
+      basedOnPlanId: string | null;
+      contentType: PlanContentType;
+      /** JSON of the summary the service computed. */
+      summary: string | null;
+      artifact: string | null;
+      artifactHash: string | null;
+      basedOnDeploymentSequence: number | null;
+      sourceRevision: string | null;
+      policy: PolicyDecision;
+      now: number;
+    },
+  ): Promise<Plan> {
+    const before = await readEnvironment(m, p.environment);
+    const params = { ...p, policyVersion: p.policy.version };
+    if (p.policy.denial) {
+      const current = await execute(
+        m,
+        `UPDATE environments SET fence = fence
+         WHERE name = :environment AND policy_version = :policyVersion`,
+        params,
+      );
+      if (!current) throw new PolicyVersionChanged(p.environment);
+      throw PolicyError.denied(p.policy.denial.policy, p.policy.denial.message);
+    }
+    const publish = !before.requireApproval && p.policy.rules.length === 0;
+    const casOnPointer = publish && p.basedOnPlanId != null;
+    const casOnSequence = publish && p.basedOnDeploymentSequence != null;
+    const admitted = await execute(
+      m,
+      `UPDATE environments SET fence = :generation
+       WHERE name = :environment AND policy_version = :policyVersion
+         AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
+                     AND g.generation = :generation AND g.principal = :principal)
+         AND ((mode = 'MONOTONIC' AND fence <= :generation)
+           OR (mode = 'STRICT' AND fence = :generation AND lease_generation = :generation
+               AND lease_principal = :principal AND lease_expires_at > :now))
+         ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
+         ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
+         ${publish ? 'AND frozen_at IS NULL' : ''}`,
+      params,
+    );
+    if (!admitted) {
+      throw await whySubmitRejected(m, params, publish, casOnPointer, casOnSequence);
+    }
+    await expireProposals(m, p.now, p.environment);
+
+    const [{ next }] = await select<{ next: number | string }>(
+      m,
+      `SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM plans
+       WHERE environment = :environment AND generation = :generation`,
+      p,
+    );
+    const sequence = Number(next);
+    const id = PlanId.format(p.environment, p.generation, sequence);
+    const at = new Date(p.now);
+    await insertRow(m, Plan, {
+      id,
+      environment: p.environment,
+      generation: p.generation,
+      sequence,
+      status: publish ? PlanStatus.PUBLISHED : PlanStatus.PROPOSED,
+      title: p.title,
+      content: p.content,
+      contentHash: p.contentHash,
+      contentType: p.contentType,
+      summary: p.summary,
+      artifact: p.artifact,
+      artifactHash: p.artifactHash,
+      basedOnDeploymentSequence: p.basedOnDeploymentSequence,
+      sourceRevision: p.sourceRevision,
+      submittedBy: p.principal,
+      submittedAt: at,
+      basedOnPlanId: p.basedOnPlanId,
+      reviewedBy: null,
+      reviewedAt: null,
+      rejectionReason: null,
+      publishedAt: publish ? at : null,
+      purgedAt: null,
+      expiresAt:
+        !publish && before.proposalTtlSeconds != null
+          ? new Date(p.now + before.proposalTtlSeconds * 1000)
+          : null,
+      policyVersion: p.policy.version,
+      policyResults: p.policy.results,
+    });
+    for (const [position, rule] of p.policy.rules.entries()) {
+      await execute(
+        m,
+        `INSERT INTO plan_approval_rules (plan_id, position, group_name, required_count)
+         VALUES (:id, :position, :group, :count)`,
+        { id, position, group: rule.group, count: rule.count },
+      );
+    }
+    if (publish) {
+      const moved = await execute(
+        m,
+        `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
+           current_sequence = :sequence
+         WHERE name = :environment AND ${POINTER_MOVES_FORWARD}`,
+        { id, environment: p.environment, generation: p.generation, sequence },
+      );
+      // Admission above already implies this; a failure here is a broken invariant, not a rejection.
+      // Stryker disable all: unreachable while the admission statement holds the environment row.
+      if (moved !== 1)
+        throw new Error(`pointer of ${p.environment} would not move forward to ${id}`);
+      // Stryker restore all
+      await afterPublication(m, p.environment, id);
+    } else {
+      await markObsolete(m, p.environment);
+    }
+    const plan = await findOneOrFail(m, Plan, { id });
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.submitted',
+      plan,
+      actor: p.principal,
+      at: p.now,
+    });
+    if (publish) {
+      addEffect(m, {
+        kind: 'outbox',
+        subject: 'plan',
+        type: 'plan.published',
+        plan,
+        actor: p.principal,
+        at: p.now,
+      });
+      addEffect(m, { kind: 'planPublished', plan });
+    }
+    return plan;
+  }
+
+  /**
+   * R5–R7, R13–R17: records the reviewer's approval of the plan and, when it completes the
+   * environment's approval rules (or is an ADMIN's break-glass approval), publishes the plan
+   * in the same transaction. Earlier approvals leave the plan PROPOSED.
+   *
+   * Three statements decide, after the first takes the environment's row (on PostgreSQL;
+   * SQLite runs one write at a time), so that approvals of one environment are decided one
+   * after another and each sees the approvals committed before it:
+   * 1. the approval row is inserted only if the plan is approvable now (PROPOSED, not expired,
+   *    of the fence's generation, after the current plan, not the reviewer's own, the pinned
+   *    hash, not yet approved by the reviewer) and, if with this approval every rule would be
+   *    met, only if the plan may also be published now (not frozen, basedOnPlanId current,
+   *    the deployment sequence still basedOnDeploymentSequence: R33);
+   * 2. the pointer moves only if, besides R5–R7 and R33, the approvals recorded for the plan meet
+   *    every rule and the environment is not frozen (a break-glass approval: only R5–R7);
+   * 3. the plan is marked PUBLISHED.
+   * When (2) moves nothing, the approval was not the completing one.
+   */
+  async approvePlan(
+    m: EntityManager,
+    p: {
+      planId: string;
+      reviewer: string;
+      contentHash: string | null;
+      breakGlassReason: string | null;
+      now: number;
+    },
+  ): Promise<Plan> {
+    const plan = await readPlan(m, p.planId);
+    const breakGlass = p.breakGlassReason != null;
+    const params = {
+      ...p,
+      id: plan.id,
+      environment: plan.environment,
+      generation: plan.generation,
+      sequence: plan.sequence,
+      basedOnPlanId: plan.basedOnPlanId,
+      basedOnDeploymentSequence: plan.basedOnDeploymentSequence,
+      submitter: plan.submittedBy,
+    };
+    await execute(m, 'UPDATE environments SET fence = fence WHERE name = :environment', params);
+    await expireProposals(m, p.now, plan.environment);
+    // R7 and R33: the compare-and-swaps publication demands, on the pointer and on the
+    // deployment sequence the plan was made against.
+    const cas = [
+      plan.basedOnPlanId != null ? 'e.current_plan_id = :basedOnPlanId' : '1 = 1',
+      plan.basedOnDeploymentSequence != null
+        ? 'e.deployment_sequence = :basedOnDeploymentSequence'
+        : '1 = 1',
+    ].join(' AND ');
+    const approved = await execute(
+      m,
+      `INSERT INTO approvals (plan_id, approver, at, content_hash, break_glass_reason)
+       SELECT p.id, CAST(:reviewer AS VARCHAR(63)), CAST(:now AS BIGINT), p.content_hash,
+         CAST(:breakGlassReason AS VARCHAR(255))
+       FROM plans p JOIN environments e ON e.name = p.environment
+       WHERE p.id = :id AND p.status = 'PROPOSED' AND p.purged_at IS NULL
+         AND p.submitted_by <> :reviewer
+         AND (p.expires_at IS NULL OR p.expires_at > :now)
+         AND p.generation = e.fence
+         AND (e.current_generation < p.generation
+           OR (e.current_generation = p.generation AND e.current_sequence < p.sequence))
+         ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''}
+         AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = :id AND mine.approver = :reviewer)
+         AND ${breakGlass ? cas : `(${RULE_SHORT_EVEN_WITH_REVIEWER} OR (e.frozen_at IS NULL AND ${cas}))`}`,
+      params,
+    );
+    if (!approved) throw await whyApprovalRejected(m, plan, p);
+    const published = await execute(
+      m,
+      `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
+         current_sequence = :sequence
+       WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
+         ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
+         ${plan.basedOnDeploymentSequence != null ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
+         ${breakGlass ? '' : `AND frozen_at IS NULL AND ${RULES_MET}`}
+         AND EXISTS (SELECT 1 FROM approvals a WHERE a.plan_id = :id AND a.approver = :reviewer
+                     ${breakGlass ? 'AND a.break_glass_reason IS NOT NULL' : ''})
+         AND EXISTS (SELECT 1 FROM plans p WHERE p.id = :id AND p.status = 'PROPOSED'
+                     AND p.purged_at IS NULL AND p.submitted_by <> :reviewer
+                     AND (p.expires_at IS NULL OR p.expires_at > :now)
+                     ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''})`,
+      params,
+    );
+    // Not the completing approval: the plan stays PROPOSED.
+    if (!published) return readPlan(m, plan.id);
+    const marked = await execute(
+      m,
+      `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
+         published_at = :now
+       WHERE id = :id AND status = 'PROPOSED'`,
+      params,
+    );
+    // Another transaction changed the plan after our pointer statement read it: run again.
+    // Stryker disable next-line all: only a concurrent reject on PostgreSQL gets here; SQLite runs transactions one at a time.
+    if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
+    await afterPublication(m, plan.environment, plan.id);
+    const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.published',
+      plan: publishedPlan,
+      actor: p.reviewer,
+      at: p.now,
+    });
+    addEffect(m, { kind: 'planPublished', plan: publishedPlan });
+    return publishedPlan;
+  }
+
+  async rejectPlan(
+    m: EntityManager,
+    p: { planId: string; reviewer: string; reason: string; now: number },
+  ): Promise<Plan> {
+    const { environment } = await readPlan(m, p.planId);
+    // Takes the environment's row first (PostgreSQL), as every decision that announces an event does.
+    await execute(m, 'UPDATE environments SET fence = fence WHERE name = :environment', {
+      environment,
+    });
+    await expireProposals(m, p.now, environment);
+    const rejected = await execute(
+      m,
+      `UPDATE plans SET status = 'REJECTED', reviewed_by = :reviewer, reviewed_at = :now,
+         rejection_reason = :reason
+       WHERE id = :planId AND status = 'PROPOSED'`,
+      p,
+    );
+    const plan = await readPlan(m, p.planId);
+    if (!rejected) {
+      throw new FenceError(
+        'INVALID_PLAN_STATE',
+        `plan ${plan.id} is ${plan.status}, not PROPOSED`,
+        {
+          status: plan.status,
+        },
+      );
+    }
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.rejected',
+      plan,
+      actor: p.reviewer,
+      at: p.now,
+    });
+    return plan;
+  }
+}

@@ -1,0 +1,220 @@
+import type { EntityManager } from 'typeorm';
+import { select } from '../database/database.js';
+import { findOne } from '../database/rows.js';
+import { type Environment, FencingMode } from '../environments/environment.entity.js';
+import { LeaseGrant } from '../leases/lease-grant.entity.js';
+import { type Plan, PlanStatus } from '../plans/plan.entity.js';
+import { FenceError, PolicyVersionChanged } from './fence.errors.js';
+import { liveLease, readEnvironment, readPlan } from './reads.js';
+
+/*
+ * The rejections of the guard's decisions (docs/design.md §3, §6, §9). A decision's
+ * statement affected nothing; these read the rows, after it, only to name why.
+ */
+
+/** R4: a generation never issued, or issued to someone else, is not a token the caller holds. */
+export async function unknownGeneration(
+  m: EntityManager,
+  p: { environment: string; principal: string; generation: number },
+): Promise<FenceError | null> {
+  const grant = await findOne(m, LeaseGrant, {
+    environment: p.environment,
+    generation: p.generation,
+  });
+  if (grant && grant.principal === p.principal) return null;
+  return new FenceError(
+    'UNKNOWN_GENERATION',
+    `generation ${p.generation} of environment "${p.environment}" was not issued to ${p.principal}`,
+  );
+}
+
+/**
+ * R38: a grant refused: another holder's lease is live, or lease tickets wait (the queue is
+ * handed a free lease first).
+ */
+export async function leaseHeld(
+  m: EntityManager,
+  env: Environment,
+  now: number,
+): Promise<FenceError> {
+  const lease = liveLease(env, now);
+  const [row] = await select<{ n: number | string }>(
+    m,
+    `SELECT COUNT(*) AS n FROM lease_tickets
+     WHERE environment = :environment AND status = 'WAITING' AND expires_at > :now`,
+    { environment: env.name, now },
+  );
+  const queueLength = Number(row.n);
+  return new FenceError(
+    'LEASE_HELD',
+    `environment "${env.name}" is leased to ${lease?.holder}${queueLength ? ` and ${queueLength} lease tickets wait` : ''}`,
+    {
+      // Stryker disable next-line OptionalChaining: a refused grant means another holder's lease is live at this same instant (the queue is handed a free lease first), so lease is never null here.
+      holder: lease?.holder ?? null,
+      expiresAt: lease ? lease.expiresAt.toISOString() : null,
+      ...(queueLength ? { queueLength } : {}),
+    },
+  );
+}
+
+export async function leaseNotHeld(
+  m: EntityManager,
+  p: { environment: string; principal: string; generation: number },
+): Promise<FenceError> {
+  await readEnvironment(m, p.environment);
+  return (
+    (await unknownGeneration(m, p)) ??
+    new FenceError(
+      'LEASE_NOT_HELD',
+      `the lease of generation ${p.generation} on "${p.environment}" has expired, was released or was superseded`,
+    )
+  );
+}
+
+export function stale(generation: number, fence: number, what: string): FenceError {
+  return new FenceError(
+    'STALE_GENERATION',
+    `${what} generation ${generation} is below the fence ${fence}`,
+    { generation, fence },
+  );
+}
+
+export function preconditionFailed(message: string, env: Environment): FenceError {
+  return new FenceError('PRECONDITION_FAILED', message, { currentPlanId: env.currentPlanId });
+}
+
+/** R33: a deployment started after the plan was made; it describes a state that is gone. */
+export function sequenceMoved(what: string, basedOn: number, env: Environment): FenceError {
+  return new FenceError(
+    'PRECONDITION_FAILED',
+    `${what} was made against deployment sequence ${basedOn} of "${env.name}", which has moved on to ${env.deploymentSequence}: plan again`,
+    { currentPlanId: env.currentPlanId, deploymentSequence: env.deploymentSequence },
+  );
+}
+
+export async function whySubmitRejected(
+  m: EntityManager,
+  p: {
+    environment: string;
+    principal: string;
+    generation: number;
+    basedOnPlanId: string | null;
+    basedOnDeploymentSequence: number | null;
+    policyVersion: number;
+    now: number;
+  },
+  publish: boolean,
+  casOnPointer: boolean,
+  casOnSequence: boolean,
+): Promise<Error> {
+  const env = await readEnvironment(m, p.environment);
+  if (env.policyVersion !== p.policyVersion) return new PolicyVersionChanged(env.name);
+  const unknown = await unknownGeneration(m, p);
+  if (unknown) return unknown;
+  if (p.generation < env.fence) return stale(p.generation, env.fence, "the plan's");
+  const lease = liveLease(env, p.now);
+  // Stryker disable next-line ConditionalExpression: the generation was issued to the caller (checked above), so the lease of that generation is the caller's.
+  const holdsLiveLease = lease?.generation === p.generation && env.leasePrincipal === p.principal;
+  if (env.mode === FencingMode.STRICT && !holdsLiveLease) {
+    return new FenceError(
+      'LEASE_NOT_HELD',
+      `STRICT environment "${env.name}" accepts generation ${p.generation} only under its live lease`,
+    );
+  }
+  if (publish && env.frozenAt) return frozen(env);
+  if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
+    return preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
+  }
+  // Stryker disable all: the deployment sequence is the only clause of the admission statement left, so
+  // this condition holds whenever it is reached, and the last return is unreachable.
+  if (casOnSequence && env.deploymentSequence !== p.basedOnDeploymentSequence) {
+    return sequenceMoved(`the plan`, p.basedOnDeploymentSequence!, env);
+  }
+  return new Error(
+    `submit to ${p.environment} at generation ${p.generation} rejected for no known reason`,
+  );
+  // Stryker restore all
+}
+
+export function frozen(env: Environment): FenceError {
+  return new FenceError(
+    'FROZEN',
+    `environment "${env.name}" is frozen by ${env.frozenBy}: ${env.frozenReason}`,
+    { reason: env.frozenReason, frozenBy: env.frozenBy },
+  );
+}
+
+/** Names the rejection of an approval whose row was not inserted, in the order docs/design.md §3/§9 give. */
+export async function whyApprovalRejected(
+  m: EntityManager,
+  submitted: Plan,
+  p: { reviewer: string; contentHash: string | null; breakGlassReason: string | null },
+): Promise<Error> {
+  const env = await readEnvironment(m, submitted.environment);
+  // Re-read: expiry may have been materialised in this transaction.
+  const plan = await readPlan(m, submitted.id);
+  if (plan.submittedBy === p.reviewer) {
+    return new FenceError(
+      'SELF_APPROVAL',
+      `${p.reviewer} submitted ${plan.id} and cannot also approve it`,
+    );
+  }
+  if (p.contentHash != null && p.contentHash !== plan.contentHash) {
+    return preconditionFailed(
+      `plan ${plan.id} does not have the content hash that was reviewed`,
+      env,
+    );
+  }
+  if (plan.generation < env.fence) return stale(plan.generation, env.fence, `plan ${plan.id}'s`);
+  if (plan.status !== PlanStatus.PROPOSED) {
+    return new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is ${plan.status}, not PROPOSED`, {
+      status: plan.status,
+    });
+  }
+  if (plan.purgedAt != null) {
+    return new FenceError(
+      'INVALID_PLAN_STATE',
+      `plan ${plan.id} waited past the retention period and its content was purged; submit it again`,
+      { status: plan.status },
+    );
+  }
+  const mine = await select(
+    m,
+    'SELECT 1 AS found FROM approvals WHERE plan_id = :id AND approver = :reviewer',
+    { id: plan.id, reviewer: p.reviewer },
+  );
+  if (mine.length) {
+    return new FenceError('ALREADY_APPROVED', `${p.reviewer} has already approved ${plan.id}`);
+  }
+  // Stryker disable all: a PROPOSED plan older than the current one was already marked OBSOLETE in the pointer's
+  // transaction, so this branch and the last return are defence in depth, unreachable from the API.
+  if (
+    env.currentGeneration > plan.generation ||
+    (env.currentGeneration === plan.generation && env.currentSequence >= plan.sequence)
+  ) {
+    return new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is older than the current plan`, {
+      status: PlanStatus.OBSOLETE,
+    });
+  }
+  // Stryker restore all
+  // What is left of the approval statement: this approval would complete the rules (or is
+  // break-glass), so publication must be possible now.
+  if (p.breakGlassReason == null && env.frozenAt) return frozen(env);
+  if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
+    return preconditionFailed(
+      `plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`,
+      env,
+    );
+  }
+  // Stryker disable all: the deployment sequence is the only clause left, so this condition holds
+  // whenever it is reached, and the last return is unreachable.
+  if (
+    plan.basedOnDeploymentSequence != null &&
+    env.deploymentSequence !== plan.basedOnDeploymentSequence
+  ) {
+    // Stryker restore all
+    return sequenceMoved(`plan ${plan.id}`, plan.basedOnDeploymentSequence, env);
+  }
+  // Stryker disable next-line all: unreachable, as above.
+  return new Error(`approval of ${plan.id} rejected for no known reason`);
+}

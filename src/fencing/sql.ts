@@ -1,0 +1,65 @@
+/**
+ * The SQL fragments the guard's statements share. The named parameters are those of the
+ * statements that use them.
+ */
+
+/**
+ * R14: how many approvers of plan `plan` count toward approval rule `r` (any approver where
+ * r.group_name is null, else those in that group). The submitter (`submitter`) never counts.
+ * The guard's statements and the reads of pending rules share this one definition.
+ */
+export function approvalsOfRule(plan = ':id', submitter = ':submitter'): string {
+  return `(SELECT COUNT(*) FROM approvals a
+  WHERE a.plan_id = ${plan} AND a.approver <> ${submitter}
+    AND (r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+      WHERE g.principal = a.approver AND g.group_name = r.group_name)))`;
+}
+
+/** R14: approvalsOfRule of plan :id, submitted by :submitter. */
+export const APPROVALS_OF_RULE = approvalsOfRule();
+
+/** The stored deployment statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
+export const ACTIVE_DEPLOYMENT = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
+
+/**
+ * R1, R3: an environment's next generation, issued to its new lease; a STRICT environment
+ * raises its fence to it in the same statement.
+ */
+export const ISSUE_GENERATION = `last_issued_generation = last_issued_generation + 1,
+  fence = CASE WHEN mode = 'STRICT' THEN last_issued_generation + 1 ELSE fence END,
+  lease_generation = last_issued_generation + 1`;
+
+/** The WAITING tickets of :environment not expired at :now. */
+export const WAITING_TICKETS = `SELECT 1 FROM lease_tickets w WHERE w.environment = :environment
+  AND w.status = 'WAITING' AND w.expires_at > :now`;
+
+/** The id of the head of :environment's queue at :now: its oldest WAITING ticket not expired. */
+export const HEAD_TICKET = `SELECT MIN(h.id) FROM lease_tickets h WHERE h.environment = :environment
+  AND h.status = 'WAITING' AND h.expires_at > :now`;
+
+/** The caller's own lease of :generation is the environment's live lease at :now. */
+export const LIVE_LEASE_OF_CALLER = `lease_holder IS NOT NULL AND lease_generation = :generation
+  AND lease_principal = :principal AND lease_expires_at > :now`;
+
+/** R6: (generation, sequence) strictly after the current plan's. */
+export const POINTER_MOVES_FORWARD = `(current_generation < :generation
+  OR (current_generation = :generation AND current_sequence < :sequence))`;
+
+/** 1 when :reviewer would count toward rule `r`, else 0. */
+export const REVIEWER_IN_RULE = `(CASE WHEN r.group_name IS NULL OR EXISTS (SELECT 1 FROM principal_groups g
+  WHERE g.principal = :reviewer AND g.group_name = r.group_name) THEN 1 ELSE 0 END)`;
+
+/**
+ * R14, R35: every rule of :environment, and every rule plan :id's policies added, is met by
+ * the approvals recorded for the plan.
+ */
+export const RULES_MET = `NOT EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} < r.required_count)
+  AND NOT EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
+  AND ${APPROVALS_OF_RULE} < r.required_count)`;
+
+/** Some rule of :environment or of plan :id stays unmet even with :reviewer's approval added: it would not complete them. */
+export const RULE_SHORT_EVEN_WITH_REVIEWER = `(EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count)
+  OR EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
+  AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count))`;
