@@ -8,6 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startApp, type TestApp } from './support/app.js';
+import { until } from './support/until.js';
 import { ok, World } from './support/world.js';
 
 interface Request {
@@ -84,15 +85,6 @@ async function deliveries(world: World, webhookId: string): Promise<Delivery[]> 
   ).webhookDeliveries;
 }
 
-/** Waits until `done()` holds, polling; generous, so that a loaded machine only makes it slower. */
-async function until(what: string, done: () => boolean | Promise<boolean>, ms = 120_000) {
-  const deadline = Date.now() + ms;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 /** `count` events in `environment`: freezes and unfreezes by turns. */
 async function toggle(world: World, environment: string, count: number): Promise<void> {
   for (let i = 0; i < count; i++) {
@@ -154,10 +146,14 @@ test('a backlog of one line is sent in order, each delivery once, over kept-aliv
   await toggle(world, 'prod', count);
   release();
 
-  await until('every delivery DELIVERED', async () => {
-    const list = await deliveries(world, hook);
-    return list.length === count && list.every((d) => d.status === 'DELIVERED');
-  });
+  await until(
+    'every delivery DELIVERED',
+    async () => {
+      const list = await deliveries(world, hook);
+      return list.length === count && list.every((d) => d.status === 'DELIVERED');
+    },
+    { progress: () => receiver.requests.length },
+  );
   const accepted = receiver.accepted('prod');
   expect(accepted).toHaveLength(count);
   expect(new Set(accepted.map((r) => r.delivery)).size).toBe(count);
@@ -189,10 +185,14 @@ test('a failing delivery ends its run and is retried before the rest of its line
   await toggle(world, 'staging', count);
   release();
 
-  await until('every delivery DELIVERED', async () => {
-    const list = await deliveries(world, hook);
-    return list.length === 2 * count && list.every((d) => d.status === 'DELIVERED');
-  });
+  await until(
+    'every delivery DELIVERED',
+    async () => {
+      const list = await deliveries(world, hook);
+      return list.length === 2 * count && list.every((d) => d.status === 'DELIVERED');
+    },
+    { progress: () => receiver.requests.length },
+  );
 
   for (const environment of ['prod', 'staging']) {
     const accepted = receiver.accepted(environment);

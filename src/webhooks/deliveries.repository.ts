@@ -58,15 +58,6 @@ export interface ClaimTerms {
   inFlight: number[];
 }
 
-/**
- * What follows a delivered head when its line goes on: the next delivery, claimed in the
- * same transaction, and the ones after it already read (not claimed) for the next steps.
- */
-export interface Continuation {
-  next: Attempt;
-  ahead: Attempt[];
-}
-
 const ATTEMPT_COLUMNS = `d.id, d.webhook_id, d.attempts, d.retry_from, w.url, w.format, w.secret,
   e.id AS event_id, e.environment, e.type, e.at, e.generation, e.sequence, e.plan_id,
   e.deployment_sequence, e.actor, e.data`;
@@ -197,19 +188,19 @@ export class DeliveriesRepository {
   }
 
   /**
-   * Records that `attempt` was delivered (only while `me` still holds its claim) and, in the
-   * same transaction, goes on with its line: when `goOn` asks for `read` more deliveries,
-   * the line's next delivery is claimed here if it is the line's next PENDING one and free
-   * (no separate look or claim), and the ones after it are read along (from `ahead`, what
-   * an earlier step read, or fresh). Otherwise the next delivery is only made due, for any
-   * instance to claim. `recorded` false: the claim was lost (expired and taken, or the
-   * webhook deleted); nothing changed.
+   * Records that the head `attempt` was delivered (only while `me` still holds its claim)
+   * and, in the same transaction, goes on with its line: with `run` > 0 the line's next
+   * PENDING deliveries, up to `run` of them, are claimed for `me` together (those in a row
+   * from the first, which must be free and not backing off) and returned in order, to be
+   * sent one after another (see memberDelivered and endRun). Otherwise, or when none could
+   * be claimed, the line's next delivery is only made due, for any instance to claim.
+   * `recorded` false: the claim was lost (expired and taken, or the webhook deleted).
    */
   async delivered(
     attempt: Attempt,
     terms: ClaimTerms,
-    goOn: { read: number; ahead: Attempt[] } | null,
-  ): Promise<{ recorded: boolean; continuation: Continuation | null }> {
+    run: number,
+  ): Promise<{ recorded: boolean; members: Attempt[] }> {
     return this.db.write(async (m) => {
       await this.lockLines(m);
       const now = await this.clock.now(m);
@@ -221,31 +212,87 @@ export class DeliveriesRepository {
          WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
         { id: attempt.id, now, me: terms.me },
       );
-      if (!finished) return { recorded: false, continuation: null };
-      const continuation = goOn ? await this.claimNext(m, attempt, terms, now, goOn) : null;
-      if (!continuation) await this.nextInLine(m, attempt, now);
-      return { recorded: true, continuation };
+      if (!finished) return { recorded: false, members: [] };
+      const members = run > 0 ? await this.claimRun(m, attempt, terms, now, run) : [];
+      if (!members.length) await this.nextInLine(m, attempt, now);
+      return { recorded: true, members };
+    });
+  }
+
+  /**
+   * Records that a run's member was delivered: DELIVERED, its attempt counted (a member's
+   * attempt is counted when its outcome is recorded, not when it was claimed). Only while
+   * `me` holds its claim. The line is left as it is: endRun goes on with it.
+   */
+  async memberDelivered(attempt: Attempt, me: string): Promise<boolean> {
+    return this.db.write(async (m) => {
+      const now = await this.clock.now(m);
+      const finished = await execute(
+        m,
+        `UPDATE webhook_deliveries
+         SET status = 'DELIVERED', delivered_at = :now, last_error = NULL,
+             attempts = attempts + 1, last_attempt_at = :now,
+             next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL
+         WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
+        { id: attempt.id, now, me },
+      );
+      return finished > 0;
     });
   }
 
   /**
    * Records a failed attempt: PENDING again with its next attempt at `next`, or FAILED
    * (`next` null) and then the line's next delivery is due. Only while `me` holds the claim.
+   * `member`: a run's member, whose attempt is counted now.
    */
-  async failed(attempt: Attempt, me: string, error: string, next: number | null): Promise<boolean> {
+  async failed(
+    attempt: Attempt,
+    me: string,
+    error: string,
+    next: number | null,
+    member = false,
+  ): Promise<boolean> {
     const givenUp = next === null;
     return this.db.write(async (m) => {
       if (givenUp) await this.lockLines(m);
+      const now = await this.clock.now(m);
       const changed = await execute(
         m,
-        `UPDATE webhook_deliveries
-         SET status = :status, last_error = :error, next_attempt_at = :next,
-             claimed_by = NULL, claimed_until = NULL
-         WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
-        { id: attempt.id, status: givenUp ? 'FAILED' : 'PENDING', error, next, me },
+        member
+          ? `UPDATE webhook_deliveries
+             SET status = :status, last_error = :error, next_attempt_at = :next,
+                 attempts = attempts + 1, last_attempt_at = :now,
+                 claimed_by = NULL, claimed_until = NULL
+             WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`
+          : `UPDATE webhook_deliveries
+             SET status = :status, last_error = :error, next_attempt_at = :next,
+                 claimed_by = NULL, claimed_until = NULL
+             WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
+        { id: attempt.id, status: givenUp ? 'FAILED' : 'PENDING', error, next, me, now },
       );
-      if (changed && givenUp) await this.nextInLine(m, attempt, await this.clock.now(m));
+      if (changed && givenUp) await this.nextInLine(m, attempt, now);
       return changed > 0;
+    });
+  }
+
+  /**
+   * A run of `line`'s line ended (all sent, a failure, a shutdown): the claims `me` holds on
+   * its members not sent (`unsent`) are released, and the line's next PENDING delivery is
+   * due now unless it backs off, for any instance to claim.
+   */
+  async endRun(line: Attempt, me: string, unsent: number[]): Promise<void> {
+    await this.db.write(async (m) => {
+      await this.lockLines(m);
+      const now = await this.clock.now(m);
+      if (unsent.length)
+        await execute(
+          m,
+          `UPDATE webhook_deliveries SET claimed_by = NULL, claimed_until = NULL
+           WHERE id IN (${integerList(this.db.dialect, 'ids')}) AND claimed_by = :me
+             AND status = 'PENDING'`,
+          { ids: JSON.stringify(unsent), me },
+        );
+      await this.nextInLine(m, line, now);
     });
   }
 
@@ -298,73 +345,73 @@ export class DeliveriesRepository {
   }
 
   /**
-   * The line's head was just delivered: claims its next PENDING delivery for `me` if that
-   * one is free and not backing off (one conditional UPDATE; a redelivered earlier one, or
-   * a claim of another instance, leaves it alone and the line is left to the loop).
+   * The line's head was just delivered: claims up to `run` of the line's next PENDING
+   * deliveries for `me` (one conditional UPDATE: each free, not in flight here, not backing
+   * off) and keeps those in a row from the line's first; any claimed beyond a gap (the
+   * first backs off, or another instance holds it) are released again at once.
    */
-  private async claimNext(
+  private async claimRun(
     m: EntityManager,
     attempt: Attempt,
     terms: ClaimTerms,
     now: number,
-    goOn: { read: number; ahead: Attempt[] },
-  ): Promise<Continuation | null> {
-    const [claimed] = await updateReturning<{
-      id: number | string;
-      attempts: number | string;
-      retry_from: number | string;
-    }>(
+    run: number,
+  ): Promise<Attempt[]> {
+    const line = {
+      webhookId: attempt.webhookId,
+      environment: attempt.event.environment,
+      limit: run,
+    };
+    const claimed = await updateReturning<{ id: number | string }>(
       m,
       `UPDATE webhook_deliveries
-       SET next_attempt_at = :now, claimed_by = :me, claimed_until = :until,
-           attempts = attempts + 1, last_attempt_at = :now
-       WHERE id = (SELECT MIN(x.id) FROM webhook_deliveries x
-                   WHERE x.webhook_id = :webhookId AND x.environment = :environment
-                     AND x.status = 'PENDING')
+       SET claimed_by = :me, claimed_until = :until
+       WHERE id IN (SELECT x.id FROM webhook_deliveries x
+                    WHERE x.webhook_id = :webhookId AND x.environment = :environment
+                      AND x.status = 'PENDING'
+                    ORDER BY x.id
+                    LIMIT :limit)
          AND (next_attempt_at IS NULL OR next_attempt_at <= :now)
          AND id NOT IN (${integerList(this.db.dialect, 'inFlight')})
          AND ${this.unclaimed().replaceAll('d.', '')}
-       RETURNING id, attempts, retry_from`,
+       RETURNING id`,
       {
+        ...line,
         now,
         me: terms.me,
-        until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
-        webhookId: attempt.webhookId,
-        environment: attempt.event.environment,
+        // Each member may take its whole time-out before the next one is sent.
+        until: now + (terms.timeoutMs + CLAIM_MARGIN_MS) * run,
         inFlight: JSON.stringify(terms.inFlight),
       },
     );
-    if (!claimed) return null;
-    const id = Number(claimed.id);
-    let line = goOn.ahead.filter((a) => a.id >= id);
-    if (line[0]?.id !== id) {
-      line = (
-        await select<AttemptRow>(
-          m,
-          `SELECT ${ATTEMPT_COLUMNS}
-           FROM webhook_deliveries d
-           JOIN webhooks w ON w.id = d.webhook_id
-           JOIN outbox_events e ON e.id = d.event_id
-           WHERE d.webhook_id = :webhookId AND d.environment = :environment
-             AND d.status = 'PENDING' AND d.id >= :id
-           ORDER BY d.id
-           LIMIT :limit`,
-          {
-            webhookId: attempt.webhookId,
-            environment: attempt.event.environment,
-            id,
-            limit: Math.max(1, goOn.read),
-          },
-        )
-      ).map(attemptOf);
+    if (!claimed.length) return [];
+    const ids = new Set(claimed.map((row) => Number(row.id)));
+    const rows = await select<AttemptRow>(
+      m,
+      `SELECT ${ATTEMPT_COLUMNS}
+       FROM webhook_deliveries d
+       JOIN webhooks w ON w.id = d.webhook_id
+       JOIN outbox_events e ON e.id = d.event_id
+       WHERE d.webhook_id = :webhookId AND d.environment = :environment
+         AND d.status = 'PENDING'
+       ORDER BY d.id
+       LIMIT :limit`,
+      line,
+    );
+    const members: Attempt[] = [];
+    for (const row of rows) {
+      if (!ids.has(Number(row.id))) break;
+      members.push(attemptOf(row));
     }
-    const [first, ...ahead] = line;
-    // Claimed in this transaction, so it is there; else nothing of this transaction stays.
-    if (first?.id !== id) throw new Error(`webhook delivery ${id} claimed but not found`);
-    return {
-      next: { ...first, attempts: Number(claimed.attempts), retryFrom: Number(claimed.retry_from) },
-      ahead,
-    };
+    const beyond = [...ids].filter((id) => !members.some((member) => member.id === id));
+    if (beyond.length)
+      await execute(
+        m,
+        `UPDATE webhook_deliveries SET claimed_by = NULL, claimed_until = NULL
+         WHERE id IN (${integerList(this.db.dialect, 'ids')})`,
+        { ids: JSON.stringify(beyond) },
+      );
+    return members;
   }
 
   /** The line's head was delivered or given up: the next PENDING delivery of the line is due now. */
@@ -383,7 +430,7 @@ export class DeliveriesRepository {
   /**
    * PostgreSQL: one transaction at a time, of any instance, queues deliveries (fanOut) or
    * finishes the head of a line, so that a delivery queued meanwhile is either seen by
-   * nextInLine / claimNext or made due by the fan-out itself, and delivery ids follow the
+   * nextInLine / endRun or made due by the fan-out itself, and delivery ids follow the
    * events' order. (SQLite runs one write transaction at a time anyway.)
    */
   private async lockLines(m: EntityManager): Promise<void> {

@@ -40,6 +40,11 @@ export function backoffMs(config: WebhooksConfig, attempts: number): number {
   return Math.floor(Math.random() * ceiling);
 }
 
+/** A (webhook, environment) line's key. */
+function lineOf(attempt: Attempt): string {
+  return `${attempt.webhookId}\u0000${attempt.event.environment}`;
+}
+
 /** The request a run makes now, and when it started (performance.now()). */
 interface Current {
   id: number;
@@ -54,13 +59,17 @@ interface Current {
  * to the configured concurrency.
  *
  * A line is sent in runs: once a claimed head is delivered, the transaction that records it
- * also claims the line's next delivery for this instance (if it is free and not backing
- * off), and the run sends it at once, on the same kept-alive connection; the deliveries
- * after it are read along, up to RUN_LENGTH per run, so a run costs one write transaction
- * per delivery and no look. A failed attempt (retry or FAILED) ends the run: the failed
+ * also claims the line's next deliveries (up to RUN_LENGTH − 1) for this instance, and the
+ * run sends them one after another on the same kept-alive connection, each once the one
+ * before it was answered 2xx; their outcomes are recorded one per delivery beside the
+ * requests (so a run waits for no commit between two deliveries, and SQLite's group commit
+ * takes many outcomes at once). A failed attempt (retry or FAILED) ends the run: the failed
  * delivery stays the head of its line, and nothing after it is sent before it. A run ends
- * too after RUN_LENGTH deliveries, or when the service stops; its line's next delivery is
- * then due for the loop (any instance) to claim.
+ * too after RUN_LENGTH deliveries, when one of its line's deliveries is redelivered here,
+ * or when the service stops; then the claims on what it did not send are released and
+ * the line's next delivery is due for the loop (any instance) to claim. After a crash in a
+ * run, a delivery answered 2xx whose record had not committed yet is sent again (at least
+ * once, same delivery id) before the ones after it.
  *
  * Fairness: a request in flight longer than `slowAfterMs` (a receiver that is slow or
  * never answers) stops holding one of the `concurrency` slots, so new heads are claimed
@@ -85,6 +94,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   private readonly inFlight = new Map<number, Promise<void>>();
   /** The request each run makes now. */
   private readonly current = new Map<number, Current>();
+  /** Per line (lineOf), how often one of its deliveries was put back: a run stops when it changes. */
+  private readonly lineVersions = new Map<string, number>();
   private slowTimer: NodeJS.Timeout | undefined;
   private running: Promise<void> | null = null;
   private again = false;
@@ -271,40 +282,85 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   }
 
   /**
-   * One run of a line: sends `head`, and while each request is delivered, the next delivery
-   * of the line that the recording transaction claimed, up to RUN_LENGTH in all.
+   * One run of a line: sends `head`; once it is delivered, its recording transaction claims
+   * the line's next deliveries (up to RUN_LENGTH − 1), and they are sent one after another,
+   * each once the one before it was answered 2xx, while their outcomes are recorded beside
+   * (group commit takes many at once). A failure, a redelivery in the line or a shutdown
+   * ends the run; endRun then releases what was not sent and the line goes back to the loop.
    */
   private async run(key: number, head: Attempt): Promise<void> {
-    let attempt: Attempt | null = head;
-    let ahead: Attempt[] = [];
+    const line = lineOf(head);
+    const version = this.lineVersions.get(line);
+    const headError = await sendWebhook(head, this.config.timeoutMs);
+    if (headError !== null) return this.failed(head, headError, false);
+    const goOn = !this.stopping && RUN_LENGTH > 1;
+    const { recorded, members } = await this.deliveries.delivered(
+      head,
+      this.terms(),
+      goOn ? RUN_LENGTH - 1 : 0,
+    );
+    this.wasDelivered(head, recorded);
+    if (!members.length) return;
+    const records: Promise<void>[] = [];
     let sent = 0;
-    while (attempt) {
-      this.current.set(key, { id: attempt.id, startedAt: performance.now() });
-      this.lookWhenSlow();
-      sent++;
-      const error = await sendWebhook(attempt, this.config.timeoutMs);
-      if (error !== null) return this.failed(attempt, error);
-      const goOn = !this.stopping && sent < RUN_LENGTH ? { read: RUN_LENGTH - sent, ahead } : null;
-      const { recorded, continuation } = await this.deliveries.delivered(
-        attempt,
-        this.terms(),
-        goOn,
-      );
-      if (recorded) this.outcomes.inc({ outcome: 'delivered' });
-      this.logger.debug(`webhook delivery ${attempt.id} (${attempt.event.type}) delivered`);
-      attempt = continuation?.next ?? null;
-      ahead = continuation?.ahead ?? [];
+    let problem: unknown = null;
+    try {
+      for (const member of members) {
+        if (this.stopping || this.lineVersions.get(line) !== version) break;
+        // Its attempt is counted when its outcome is recorded.
+        const attempt = { ...member, attempts: member.attempts + 1 };
+        this.current.set(key, { id: attempt.id, startedAt: performance.now() });
+        this.lookWhenSlow();
+        sent++;
+        const error = await sendWebhook(attempt, this.config.timeoutMs);
+        if (error !== null) {
+          await Promise.all(records);
+          await this.failed(attempt, error, true);
+          break;
+        }
+        records.push(
+          this.deliveries
+            .memberDelivered(attempt, this.instanceId)
+            .then((done) => this.wasDelivered(attempt, done)),
+        );
+      }
+    } catch (error) {
+      problem = error;
     }
+    // Every outcome recorded (or failed) before the line goes on.
+    const settled = await Promise.allSettled(records);
+    problem ??= settled.find((s): s is PromiseRejectedResult => s.status === 'rejected')?.reason;
+    await this.deliveries.endRun(
+      head,
+      this.instanceId,
+      members.slice(sent).map((member) => member.id),
+    );
+    if (problem)
+      throw problem instanceof Error ? problem : new Error('a webhook outcome was not recorded');
+  }
+
+  private wasDelivered(attempt: Attempt, recorded: boolean): void {
+    if (recorded) this.outcomes.inc({ outcome: 'delivered' });
+    this.logger.debug(`webhook delivery ${attempt.id} (${attempt.event.type}) delivered`);
+  }
+
+  /**
+   * A delivery of the line of `webhookId` in `environment` was put back (redeliverWebhook):
+   * a run of that line here sends nothing more, so the line waits for it again.
+   */
+  lineChanged(webhookId: string, environment: string): void {
+    const line = `${webhookId}\u0000${environment}`;
+    this.lineVersions.set(line, (this.lineVersions.get(line) ?? 0) + 1);
   }
 
   /** Records a failed attempt: a retry after a back-off, or FAILED (and the line goes on). */
-  private async failed(attempt: Attempt, error: string): Promise<void> {
+  private async failed(attempt: Attempt, error: string, member: boolean): Promise<void> {
     const now = await this.deliveries.now();
     const givenUp =
       attempt.attempts >= this.config.maxAttempts ||
       now - attempt.retryFrom >= this.config.maxAgeMs;
     const next = givenUp ? null : now + backoffMs(this.config, attempt.attempts);
-    const recorded = await this.deliveries.failed(attempt, this.instanceId, error, next);
+    const recorded = await this.deliveries.failed(attempt, this.instanceId, error, next, member);
     if (!recorded) return;
     this.outcomes.inc({ outcome: givenUp ? 'failed' : 'retry' });
     const host = hostOf(attempt.url);
