@@ -214,7 +214,9 @@ export class DeliveriesRepository {
       );
       if (!finished) return { recorded: false, members: [] };
       const members = run > 0 ? await this.claimRun(m, attempt, terms, now, run) : [];
-      if (!members.length) await this.nextInLine(m, attempt, now);
+      // The line's next delivery is due (claimed here when it is the run's first member),
+      // so that a crash in the run leaves the line to a restart or another instance.
+      await this.nextInLine(m, attempt, now);
       return { recorded: true, members };
     });
   }
@@ -222,10 +224,13 @@ export class DeliveriesRepository {
   /**
    * Records that a run's member was delivered: DELIVERED, its attempt counted (a member's
    * attempt is counted when its outcome is recorded, not when it was claimed). Only while
-   * `me` holds its claim. The line is left as it is: endRun goes on with it.
+   * `me` holds its claim. The line's next delivery is made due and, when it is this run's
+   * next member, its claim renewed.
    */
-  async memberDelivered(attempt: Attempt, me: string): Promise<boolean> {
+  async memberDelivered(attempt: Attempt, terms: ClaimTerms): Promise<boolean> {
+    const me = terms.me;
     return this.db.write(async (m) => {
+      await this.lockLines(m);
       const now = await this.clock.now(m);
       const finished = await execute(
         m,
@@ -236,7 +241,25 @@ export class DeliveriesRepository {
          WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
         { id: attempt.id, now, me },
       );
-      return finished > 0;
+      if (!finished) return false;
+      // The next one is due (for a restart or another instance, should this one die), and
+      // its claim lasts from now, since it is being sent now.
+      await this.nextInLine(m, attempt, now);
+      await execute(
+        m,
+        `UPDATE webhook_deliveries SET claimed_until = :until
+         WHERE claimed_by = :me AND status = 'PENDING'
+           AND id = (SELECT MIN(id) FROM webhook_deliveries
+                     WHERE webhook_id = :webhookId AND environment = :environment
+                       AND status = 'PENDING')`,
+        {
+          me,
+          until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
+          webhookId: attempt.webhookId,
+          environment: attempt.event.environment,
+        },
+      );
+      return true;
     });
   }
 
@@ -379,8 +402,8 @@ export class DeliveriesRepository {
         ...line,
         now,
         me: terms.me,
-        // Each member may take its whole time-out before the next one is sent.
-        until: now + (terms.timeoutMs + CLAIM_MARGIN_MS) * run,
+        // A member's claim is renewed when the one before it is recorded (memberDelivered).
+        until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
         inFlight: JSON.stringify(terms.inFlight),
       },
     );

@@ -320,7 +320,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
         }
         records.push(
           this.deliveries
-            .memberDelivered(attempt, this.instanceId)
+            .memberDelivered(attempt, this.terms())
             .then((done) => this.wasDelivered(attempt, done)),
         );
       }
