@@ -1,16 +1,32 @@
 /**
- * Scenario 10: what events that leave the process cost a decision. The same fenced publish
+ * `npm run bench:webhooks` (this file run directly): whether deliveries keep pace with a
+ * burst of publishes; see runBurst and main below.
+ *
+ * Scenario 10 of bench/run.ts: what events that leave the process cost a decision. The same fenced publish
  * as scenario 2 with 0 and with 3 webhooks configured (each wanting every event type, so a
  * publish queues 2 events × 3 deliveries in its transaction), once with the receiver up
  * (the service also sends: the delivery rate is measured beside the publishes) and once
  * with it down (every line's first attempt fails and backs off for the rest of the run:
  * only the outbox's writes are left in the decision's cost).
  */
+import autocannon from 'autocannon';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { EVENT_TYPES } from '../src/outbox/outbox-event.js';
 import { ADMIN_TOKEN, ServiceProcess } from '../test/fault/service.js';
 import { Receiver } from '../test/support/receiver.js';
-import { fencedPublish, runHttp, type Template, UNLIMITED } from './http.js';
-import type { Load, Run } from './measure.js';
+import {
+  dropTemplate,
+  fencedPublish,
+  prepareTemplate,
+  runDatabase,
+  runHttp,
+  type Template,
+  UNLIMITED,
+} from './http.js';
+import { addOutcome, graphqlOutcome, type Load, type Run } from './measure.js';
 
 /** Adds `count` webhooks for every event type, all to `url`, to a prepared SQLite template. */
 export async function addWebhooks(template: Template, count: number, url: string): Promise<void> {
@@ -69,4 +85,168 @@ export async function refusingUrl(): Promise<string> {
   const url = probe.url;
   await probe.stop();
   return url;
+}
+
+/** What one burst measured. */
+export interface Burst {
+  build: string;
+  /** Publishes answered ok per second over the burst. */
+  publishesPerSec: number;
+  /** Deliveries those publishes queued, per second of the burst (2 events × the webhooks each). */
+  queuedPerSec: number;
+  /** Deliveries the receiver got per second over the burst. */
+  deliveredPerSec: number;
+  /** Deliveries still to send when the burst ended. */
+  backlogAtEnd: number;
+  /** Seconds from the end of the burst until the receiver had every queued delivery. */
+  drainSeconds: number;
+  /** Deliveries per second while draining (backlog / drain time). */
+  drainPerSec: number;
+}
+
+/** A drain that sees no delivery arrive this long has stalled: the run fails. */
+const DRAIN_STALL_MS = 60_000;
+
+/**
+ * One burst: a fresh copy of the template (its webhooks all point at `receiver`), one service
+ * (`entry`: another build's main.js, else this one), `seconds` of fenced publishes from
+ * `connections` clients; then the wait until every delivery they queued has arrived.
+ */
+export async function runBurst(options: {
+  template: Template;
+  webhooks: number;
+  receiver: Receiver;
+  seconds: number;
+  connections: number;
+  workDir: string;
+  runId: string;
+  entry: string | null;
+}): Promise<Burst> {
+  const database = await runDatabase(options.template, options.workDir, options.runId);
+  const service = new ServiceProcess(database.location, {
+    ...UNLIMITED,
+    PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL',
+    PLANFENCE_WEBHOOK_POLL_MS: '100',
+    ...(options.entry ? { PLANFENCE_SERVICE_ENTRY: options.entry } : {}),
+  });
+  try {
+    await service.start();
+    const before = options.receiver.count;
+    const outcomes: Record<string, number> = {};
+    const started = Date.now();
+    await autocannon({
+      url: service.url,
+      connections: options.connections,
+      duration: options.seconds,
+      requests: fencedPublish(0)(options.template, options.runId).map((request) => ({
+        ...request,
+        onResponse: (status: number, body: string) =>
+          addOutcome(outcomes, graphqlOutcome(status, body)),
+      })),
+    });
+    const ended = Date.now();
+    const burstSeconds = (ended - started) / 1000;
+    const receivedInBurst = options.receiver.count - before;
+    const queued = (outcomes.ok ?? 0) * 2 * options.webhooks;
+    let last = receivedInBurst;
+    let moved = Date.now();
+    while (options.receiver.count - before < queued) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const now = options.receiver.count - before;
+      if (now !== last) [last, moved] = [now, Date.now()];
+      if (Date.now() - moved > DRAIN_STALL_MS)
+        throw new Error(`the drain stalled at ${now} of ${queued} deliveries`);
+    }
+    const drainSeconds = (Date.now() - ended) / 1000;
+    const backlog = Math.max(0, queued - receivedInBurst);
+    return {
+      build: options.entry ?? 'this build',
+      publishesPerSec: (outcomes.ok ?? 0) / burstSeconds,
+      queuedPerSec: queued / burstSeconds,
+      deliveredPerSec: receivedInBurst / burstSeconds,
+      backlogAtEnd: backlog,
+      drainSeconds,
+      drainPerSec: drainSeconds > 0 ? backlog / drainSeconds : 0,
+    };
+  } finally {
+    await service.stop();
+    await database.remove();
+  }
+}
+
+function option(name: string): string | undefined {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? process.argv[at + 1] : undefined;
+}
+
+/**
+ * `npm run bench:webhooks [-- --seconds 30 --connections 8 --rounds 1 --baseline DIR]`:
+ * 3 webhooks for every event type to one fast local receiver, a burst of fenced publishes
+ * (each queues 2 events × 3 deliveries), then the drain. SQLite (synchronous NORMAL) by
+ * default; PostgreSQL on PLANFENCE_BENCH_POSTGRES_URL's server. `--baseline DIR`: a copy of
+ * another build's dist/; each round then runs that build and this one, one after the other.
+ */
+async function main(): Promise<void> {
+  const seconds = Number(option('seconds') ?? 30);
+  const connections = Number(option('connections') ?? 8);
+  const rounds = Number(option('rounds') ?? 1);
+  const baseline = option('baseline');
+  const postgres = process.env.PLANFENCE_BENCH_POSTGRES_URL;
+  const webhooks = 3;
+  const workDir = mkdtempSync(join(tmpdir(), 'planfence-bench-webhooks-'));
+  const receiver = new Receiver();
+  receiver.keep = false;
+  await receiver.start();
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  log(
+    `webhook burst: ${postgres ? 'PostgreSQL' : 'SQLite (synchronous NORMAL)'}, ${webhooks} webhooks, ` +
+      `${seconds} s of publishes from ${connections} connections, ${rounds} round(s)`,
+  );
+  let template: Template | null = null;
+  try {
+    template = await prepareTemplate(workDir, 'webhooks', {
+      count: 1,
+      requireApproval: false,
+      postgres,
+    });
+    await addWebhooks(template, webhooks, receiver.url);
+    const builds = baseline ? [join(baseline, 'src/main.js'), null] : [null];
+    const results: Burst[] = [];
+    let run = 0;
+    for (let round = 0; round < rounds; round++)
+      for (const entry of builds) {
+        const result = await runBurst({
+          template,
+          webhooks,
+          receiver,
+          seconds,
+          connections,
+          workDir,
+          runId: `r${run++}`,
+          entry,
+        });
+        results.push(result);
+        log(
+          [
+            `${entry ? 'baseline' : 'this build'}:`,
+            `${result.publishesPerSec.toFixed(0)} publishes/s,`,
+            `${result.queuedPerSec.toFixed(0)} deliveries queued/s,`,
+            `${result.deliveredPerSec.toFixed(0)} deliveries/s during the burst;`,
+            `backlog ${result.backlogAtEnd} at its end, drained in ${result.drainSeconds.toFixed(1)} s`,
+            `(${result.drainPerSec.toFixed(0)} deliveries/s)`,
+          ].join(' '),
+        );
+      }
+  } finally {
+    if (template) await dropTemplate(template).catch(() => undefined);
+    await receiver.stop();
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  });
 }

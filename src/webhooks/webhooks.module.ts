@@ -1,7 +1,8 @@
 import { Module } from '@nestjs/common';
+import { DeliveriesRepository } from './deliveries.repository.js';
 import { WebhookDispatcher } from './dispatcher.js';
 import { WebhooksResolver } from './webhooks.resolver.js';
 import { WebhooksService } from './webhooks.service.js';
 
-@Module({ providers: [WebhooksService, WebhooksResolver, WebhookDispatcher] })
+@Module({ providers: [WebhooksService, WebhooksResolver, DeliveriesRepository, WebhookDispatcher] })
 export class WebhooksModule {}

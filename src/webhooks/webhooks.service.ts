@@ -284,6 +284,7 @@ export class WebhooksService {
       if (!found) throw WebhookError.notFound('delivery', deliveryId);
       return found;
     });
+    this.dispatcher.lineChanged(row.webhook_id, row.environment);
     this.dispatcher.wake();
     this.logger.log(`webhook delivery ${deliveryId} redelivered by ${principal.name}`);
     return deliveryOf(row);
