@@ -1,13 +1,15 @@
 /**
  * The package as users get it: `npm pack` of the built repository (dist/, built by
- * `npm test`), installed into an empty folder without the network, then used from plain
+ * `npm test`), installed without the network by the install step of
+ * examples/github-actions/planfence.yml into an empty folder, then used from plain
  * JavaScript (`planfence/client`, with its types), through `npx planfence` and by running
- * an example against the real service. Skipped where npm is missing.
+ * the examples as documented. Skipped where npm is missing.
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { World } from './support/world.js';
 
@@ -40,19 +42,34 @@ function run(
   });
 }
 
+/** The workflow's steps, by name or by their command's start. */
+function workflowStep(match: string): string {
+  const workflow = parseYaml(
+    readFileSync(join(ROOT, 'examples/github-actions/planfence.yml'), 'utf8'),
+  ) as {
+    jobs: { plan: { steps: { name?: string; run?: string }[] } };
+  };
+  const step = workflow.jobs.plan.steps.find((s) => s.name === match || s.run?.startsWith(match));
+  expect(step?.run).toBeDefined();
+  return step!.run!;
+}
+
 withNpm('the packed package', () => {
   const dir = scratchDir();
-  const app_ = join(dir.path, 'app');
-  /** No network: npm answers from its cache or fails; the registry address goes nowhere. */
+  /** Where examples/github-actions/planfence.yml installs the package. */
+  const runnerTemp = join(dir.path, 'runner');
+  const installed = join(runnerTemp, 'planfence');
+  const githubPath = join(dir.path, 'github-path');
+  /** No network: npm answers from the package and its cache or fails; the registry goes nowhere. */
   const offline = {
     npm_config_offline: 'true',
     npm_config_registry: 'http://127.0.0.1:9/',
-    npm_config_audit: 'false',
-    npm_config_fund: 'false',
+    npm_config_ignore_scripts: 'true',
     npm_config_update_notifier: 'false',
   };
   let app: TestApp;
   let world: World;
+  let tarball: string;
 
   beforeAll(async () => {
     app = await startApp();
@@ -64,38 +81,42 @@ withNpm('the packed package', () => {
       offline,
     );
     expect(packed).toMatchObject({ code: 0 });
-    const tarball = readdirSync(dir.path).find((name) => name.endsWith('.tgz'));
-    expect(tarball).toBeDefined();
-    mkdirSync(app_);
-    writeFileSync(
-      join(app_, 'package.json'),
-      JSON.stringify({ name: 'uses-planfence', private: true, type: 'module' }),
-    );
-    const installed = await run(
-      'npm',
-      ['install', '--ignore-scripts', join(dir.path, tarball!)],
-      app_,
-      offline,
-    );
-    if (installed.code !== 0) console.error(installed.stdout, installed.stderr);
-    expect(installed.code).toBe(0);
+    const name = readdirSync(dir.path).find((file) => file.endsWith('.tgz'));
+    expect(name).toBeDefined();
+    tarball = join(dir.path, name!);
+    mkdirSync(runnerTemp);
+    // The workflow's own install step, as a runner runs it.
+    const install = await run('bash', ['-e', '-c', workflowStep('install planfence')], dir.path, {
+      ...offline,
+      RUNNER_TEMP: runnerTemp,
+      GITHUB_PATH: githubPath,
+      PLANFENCE_PACKAGE: tarball,
+    });
+    if (install.code !== 0) console.error(install.stdout, install.stderr);
+    expect(install.code).toBe(0);
   }, 180_000);
   afterAll(async () => {
     await app?.close();
     dir.cleanup();
   });
 
-  test('npx planfence --help answers from the installed package', async () => {
-    const help = await run('npx', ['--offline', 'planfence', '--help'], app_, offline);
+  test('npx planfence --help answers from the installed package, and the workflow puts it on PATH', async () => {
+    const help = await run('npx', ['--offline', 'planfence', '--help'], installed, offline);
     expect(help).toMatchObject({ code: 0, stderr: '' });
     expect(help.stdout).toContain('plan submit ENV GENERATION --file PATH');
     expect(help.stdout).toContain('Exit codes');
+    const bin = readFileSync(githubPath, 'utf8').trim();
+    expect(bin).toBe(join(installed, 'node_modules/.bin'));
+    const onPath = await run('planfence', ['--help'], dir.path, {
+      PATH: `${bin}:${process.env.PATH}`,
+    });
+    expect(onPath).toMatchObject({ code: 0, stdout: help.stdout });
   });
 
   test('plain JavaScript imports planfence/client and talks to the service', async () => {
     const token = await world.issue('packed', 'VIEWER');
     writeFileSync(
-      join(app_, 'whoami.mjs'),
+      join(installed, 'whoami.mjs'),
       [
         "import { PlanfenceClient, PlanfenceError } from 'planfence/client';",
         'const client = new PlanfenceClient({ url: process.env.PLANFENCE_URL, token: process.env.PLANFENCE_TOKEN });',
@@ -103,7 +124,7 @@ withNpm('the packed package', () => {
         'console.log(JSON.stringify({ name: me.name, role: me.role, errors: typeof PlanfenceError }));',
       ].join('\n'),
     );
-    const result = await run(process.execPath, ['whoami.mjs'], app_, {
+    const result = await run(process.execPath, ['whoami.mjs'], installed, {
       PLANFENCE_URL: app.url,
       PLANFENCE_TOKEN: token,
     });
@@ -117,7 +138,7 @@ withNpm('the packed package', () => {
 
   test('the client ships its types', async () => {
     writeFileSync(
-      join(app_, 'typed.ts'),
+      join(installed, 'typed.mts'),
       [
         "import { PlanfenceClient, type Plan } from 'planfence/client';",
         "const client = new PlanfenceClient({ url: 'http://127.0.0.1:4000', token: '' });",
@@ -144,9 +165,9 @@ withNpm('the packed package', () => {
         'node',
         '--typeRoots',
         join(ROOT, 'node_modules/@types'),
-        'typed.ts',
+        'typed.mts',
       ],
-      app_,
+      installed,
     );
     expect(checked).toMatchObject({ code: 0, stdout: '' });
   });
@@ -157,7 +178,7 @@ withNpm('the packed package', () => {
     const example = await run(
       process.execPath,
       ['node_modules/planfence/dist/examples/agent.js'],
-      app_,
+      installed,
       { PLANFENCE_URL: app.url, PLANFENCE_TOKEN: token },
     );
     expect(example).toMatchObject({ code: 0, stderr: '' });
@@ -165,5 +186,17 @@ withNpm('the packed package', () => {
     const plans = await world.plans('prod');
     expect(plans).toHaveLength(1);
     expect(example.stdout).toContain(plans[0].id);
+  });
+
+  test("the workflow's client step runs the package's example with plain node", async () => {
+    // Outside GitHub Actions there is no OIDC token to exchange: the example says so.
+    const env: Record<string, string> = { RUNNER_TEMP: runnerTemp, PLANFENCE_URL: app.url };
+    const step = await run('bash', ['-e', '-c', workflowStep('node ')], dir.path, {
+      ...env,
+      ACTIONS_ID_TOKEN_REQUEST_URL: '',
+      ACTIONS_ID_TOKEN_REQUEST_TOKEN: '',
+    });
+    expect(step.code).toBe(1);
+    expect(step.stderr).toContain('no GitHub Actions OIDC token available');
   });
 });
