@@ -32,13 +32,15 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
     displayName: 'postgres',
     globals: { __DATABASE__: 'postgres' },
     // The fault harnesses, the docs' walkthroughs and the start-up logs drive SQLite-file
-    // service processes; they run in the sqlite project.
+    // service processes, and the package is packed and installed once; they run in the
+    // sqlite project.
     testPathIgnorePatterns: [
       '/node_modules/',
       '/test/fault(\\.test\\.ts$|/)',
       '/test/demo\\.test\\.ts$',
       '/test/docs\\.test\\.ts$',
       '/test/startup-logs\\.test\\.ts$',
+      '/test/pack\\.test\\.ts$',
     ],
   });
 }
