@@ -5,9 +5,9 @@
 
 import { gql, forgetToken, setToken, token } from './api.js';
 import { $ } from './dom.js';
-import { onUnauthenticated, showError } from './status.js';
+import { onUnauthenticated, setStatus, showError } from './status.js';
 import { canAct, setMe } from './role.js';
-import { connect, disconnect } from './subscription.js';
+import { connect, disconnect, listening } from './subscription.js';
 import { currentGeneration, loadAll, markDirty, nextGeneration, showAll, tickLeases } from './environments.js';
 import { refreshQueue } from './queue.js';
 import { failed, refreshView, viewedEnvironment, wirePlanView } from './plan-view.js';
@@ -62,6 +62,7 @@ async function start() {
   const environments = await loadAll();
   if (mine !== currentGeneration()) return;
   showAll(environments);
+  if (listening()) setStatus('live', true);
   consoleStart().catch(showError);
 }
 

@@ -28,7 +28,8 @@ export function connect(onEvent, onLost) {
     const msg = JSON.parse(message.data);
     if (msg.type === 'connection_ack') {
       ws.send(JSON.stringify({ id: 'activity', type: 'subscribe', payload: { query: ACTIVITY } }));
-      setStatus('live', true);
+      // "live" once the environments are loaded too (main.js).
+      setStatus('loading…');
       subscribed();
     } else if (msg.type === 'next') {
       const event = msg.payload && msg.payload.data && msg.payload.data.activityRecorded;
@@ -46,6 +47,11 @@ export function connect(onEvent, onLost) {
     onLost();
   });
   return asked;
+}
+
+/** Whether the subscription's socket is open (the page hears every event). */
+export function listening() {
+  return socket !== null && socket.readyState === WebSocket.OPEN;
 }
 
 /** Closes the subscription for good (signed out): no reconnect. */

@@ -4,7 +4,7 @@ import pg from 'pg';
 const EXIT_GRACE_MS = 15_000;
 
 /**
- * jest's global teardown: drops the run's template database, then watches that the run ends
+ * jest's global teardown: drops the run's template databases, then watches that the run ends
  * by itself. Every test closes what it opened; if something still keeps the process alive
  * after the grace period, the run names what it is and fails instead of hanging.
  */
@@ -15,7 +15,13 @@ export default async function globalTeardown() {
     const admin = new pg.Client({ connectionString: server });
     await admin.connect();
     try {
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      // Each worker process made its own copy (test/support/postgres-template.ts).
+      const { rows } = await admin.query(
+        "SELECT datname FROM pg_database WHERE datname LIKE $1 || '%'",
+        [name],
+      );
+      for (const { datname } of rows)
+        await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
     } finally {
       await admin.end();
     }

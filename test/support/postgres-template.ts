@@ -4,13 +4,16 @@ import { migrations } from '../../src/database/data-source.js';
 
 /**
  * The run's migrated template database (named by test/support/global-setup.js), created
- * and migrated once per process by the first caller: every test app's PostgreSQL database
+ * and migrated once per worker process by the first caller: every test app's PostgreSQL database
  * is copied from it (CREATE DATABASE … TEMPLATE) instead of being migrated from scratch.
  * Null when the run names none.
  */
 export function migratedTemplate(server: string): Promise<string> | null {
-  const name = process.env.PLANFENCE_TEST_POSTGRES_TEMPLATE;
-  if (!name) return null;
+  const run = process.env.PLANFENCE_TEST_POSTGRES_TEMPLATE;
+  if (!run) return null;
+  // One template per worker process: jest runs files in several at once, and a worker that
+  // (re)creates its template must not drop one another worker is copying.
+  const name = `${run}_${process.pid}`;
   // Kept on a built-in module, which every test file's module registry shares.
   const holder = perfHooks as unknown as Record<symbol, Promise<string> | undefined>;
   const key = Symbol.for(`planfence.template.${name}`);
