@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { LeaseNotGrantedError, PlanfenceClient } from '../client/client.js';
 import { PlanfenceError, TransportError } from '../client/errors.js';
 import { type Command, OPTIONS, UsageError } from './command.js';
+import { exitCodeOf } from './exit-codes.js';
 import { createEnvironment, listEnvironments, showEnvironment } from './commands/environments.js';
 import { acquireLease, releaseLease, renewLease, waitForLease } from './commands/leases.js';
 import { approvePlan, listPlans, rejectPlan, showPlan, submitPlan } from './commands/plans.js';
@@ -81,29 +82,6 @@ Exit codes:
      IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_PROGRESS, FROZEN)
   8  the service is unreachable or failed (transport errors, INTERNAL)
   9  a plan policy refuses the plan (POLICY_DENIED; policy test: a policy would)`;
-
-const EXIT: Record<string, number> = {
-  BAD_USER_INPUT: 2,
-  PAYLOAD_TOO_LARGE: 2,
-  UNAUTHENTICATED: 3,
-  FORBIDDEN: 3,
-  SELF_APPROVAL: 3,
-  ALREADY_APPROVED: 3,
-  NOT_FOUND: 4,
-  ALREADY_EXISTS: 4,
-  STALE_GENERATION: 5,
-  UNKNOWN_GENERATION: 5,
-  LEASE_HELD: 6,
-  LEASE_NOT_HELD: 6,
-  QUEUE_FULL: 6,
-  INVALID_PLAN_STATE: 7,
-  PRECONDITION_FAILED: 7,
-  IDEMPOTENCY_KEY_REUSED: 7,
-  IDEMPOTENCY_IN_PROGRESS: 7,
-  FROZEN: 7,
-  INTERNAL: 8,
-  POLICY_DENIED: 9,
-};
 
 /** The commands, by their first two words (`current` and `audit` by their first). */
 const COMMANDS: Record<string, Command> = {
@@ -179,7 +157,7 @@ export function describeFailure(error: unknown): { line: string; code: number } 
       );
     return {
       line: `${error.code}: ${error.message}${details.length ? ` (${details.join(', ')})` : ''}`,
-      code: EXIT[error.code] ?? 8,
+      code: exitCodeOf(error.code),
     };
   }
   if (error instanceof TransportError) return { line: error.message, code: 8 };
