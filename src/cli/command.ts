@@ -45,6 +45,10 @@ export const OPTIONS = {
   'policy-file': { type: 'string' },
   'content-type': { type: 'string' },
   'max-wait': { type: 'string' },
+  environments: { type: 'string', multiple: true },
+  'expires-in': { type: 'string' },
+  event: { type: 'string', multiple: true },
+  format: { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */
