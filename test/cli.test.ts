@@ -236,6 +236,8 @@ test('a failure of every command family exits by the one table, with its code on
     [agent, ['plan', 'submit', 'cli-families', '7', '--file', file], 'UNKNOWN_GENERATION', 5],
     [reviewer, ['plan', 'approve', 'cli-families@9.9'], 'NOT_FOUND', 4],
     [reviewer, ['policy', 'test', 'nosuch', '--file', file], 'NOT_FOUND', 4],
+    [viewer, ['current', 'nosuch'], 'NOT_FOUND', 4],
+    [viewer, ['audit', 'nosuch'], 'NOT_FOUND', 4],
     [viewer, ['deploy', 'show', 'prod#99'], 'NOT_FOUND', 4],
     [viewer, ['deploy', 'finish', 'cli-families#1', '--succeeded'], 'FORBIDDEN', 3],
     [world.admin, ['webhook', 'delete', '999999'], 'NOT_FOUND', 4],
