@@ -1,6 +1,7 @@
 // A complete planfence agent: take the lease (or wait for it while another holder has it),
 // make a plan, submit it under the lease's generation, stop when the lease is lost.
 // (In your project: import from 'planfence/client'.)
+import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import {
   LeaseHeldError,
@@ -60,7 +61,8 @@ export async function runAgent(
   }
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+// Run as a program (node dist/examples/agent.js), not when imported.
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   const client = new PlanfenceClient({
     url: process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
     token: process.env.PLANFENCE_TOKEN ?? '',
