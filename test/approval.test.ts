@@ -119,6 +119,12 @@ test('a reviewer can pin the content they reviewed', async () => {
   const plan = await world.submitOk(agent, env, generation, 'reviewed text');
   const wrong = await world.approve(reviewer, plan.id, { contentHash: 'a'.repeat(64) });
   expect(codeOf(wrong)).toBe('PRECONDITION_FAILED');
+  // The refusal names the hash the plan has, so the reviewer can read it again.
+  expect(wrong.errors![0].extensions).toMatchObject({
+    expectedContentHash: plan.contentHash,
+    reviewedContentHash: 'a'.repeat(64),
+  });
+  expect(wrong.errors![0].message).toContain(`has content sha256 ${plan.contentHash}`);
   expect((await world.plan(plan.id))?.status).toBe('PROPOSED');
   const right = await world.approve(reviewer, plan.id, { contentHash: plan.contentHash });
   expect(ok(right).approvePlan.status).toBe('PUBLISHED');

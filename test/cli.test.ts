@@ -197,3 +197,193 @@ test('lease wait waits its turn in the queue and prints the granted generation',
   expect(ended.code).toBe(6);
   expect(ended.stderr).toMatch(/ended EXPIRED/);
 });
+
+test('--help lists every role and the token, lease and webhook commands', async () => {
+  const run = await planfence(null, '--help');
+  expect(run.code).toBe(0);
+  expect(run.stdout).toContain('ADMIN, AGENT, REVIEWER, VIEWER, DEPLOYER');
+  for (const command of [
+    'token issue NAME ROLE [--group G ...] [--environments PATTERN,...] [--expires-in SECONDS]',
+    'token rotate NAME',
+    'token list',
+    'lease cancel TICKET_ID',
+    'webhook create URL --event EVENT',
+    'webhook list',
+    'webhook delete WEBHOOK_ID',
+    'webhook deliveries WEBHOOK_ID',
+    'webhook redeliver DELIVERY_ID',
+  ])
+    expect(run.stdout).toContain(command);
+  expect(run.stdout).toContain('docs/cli.md');
+});
+
+test('a failure of every command family exits by the one table, with its code on stderr', async () => {
+  await world.createEnvironment('cli-families', 'MONOTONIC');
+  const file = join(dir.path, 'families.txt');
+  writeFileSync(file, 'a plan');
+  const cases: [string, string[], string, number][] = [
+    [world.admin, ['token', 'rotate', 'nobody-here'], 'NOT_FOUND', 4],
+    [world.admin, ['token', 'revoke', 'nobody-here'], 'NOT_FOUND', 4],
+    [viewer, ['token', 'list'], 'FORBIDDEN', 3],
+    [world.admin, ['token', 'issue', 'agent', 'AGENT'], 'ALREADY_EXISTS', 4],
+    [viewer, ['env', 'show', 'nosuch'], 'NOT_FOUND', 4],
+    [viewer, ['env', 'policy', 'nosuch'], 'NOT_FOUND', 4],
+    [world.admin, ['env', 'unfreeze', 'nosuch'], 'NOT_FOUND', 4],
+    [viewer, ['lease', 'acquire', 'cli-families'], 'FORBIDDEN', 3],
+    [agent, ['lease', 'release', 'cli-families', '7'], 'UNKNOWN_GENERATION', 5],
+    [agent, ['lease', 'cancel', '999999'], 'NOT_FOUND', 4],
+    [viewer, ['plan', 'show', 'cli-families@9.9'], 'NOT_FOUND', 4],
+    [agent, ['plan', 'submit', 'cli-families', '7', '--file', file], 'UNKNOWN_GENERATION', 5],
+    [reviewer, ['plan', 'approve', 'cli-families@9.9'], 'NOT_FOUND', 4],
+    [reviewer, ['policy', 'test', 'nosuch', '--file', file], 'NOT_FOUND', 4],
+    [viewer, ['current', 'nosuch'], 'NOT_FOUND', 4],
+    [viewer, ['audit', 'nosuch'], 'NOT_FOUND', 4],
+    [viewer, ['deploy', 'show', 'prod#99'], 'NOT_FOUND', 4],
+    [viewer, ['deploy', 'finish', 'cli-families#1', '--succeeded'], 'FORBIDDEN', 3],
+    [world.admin, ['webhook', 'delete', '999999'], 'NOT_FOUND', 4],
+    [world.admin, ['webhook', 'redeliver', '999999'], 'NOT_FOUND', 4],
+    [viewer, ['webhook', 'list'], 'FORBIDDEN', 3],
+  ];
+  for (const [token, args, code, exit] of cases) {
+    const run = await planfence(token, ...args);
+    expect({ args, code: run.code, stderr: run.stderr.split(':')[1]?.trim() }).toEqual({
+      args,
+      code: exit,
+      stderr: code,
+    });
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+  }
+});
+
+test('plan show prints the content hash, and a wrong --hash names the plan hash', async () => {
+  await world.createEnvironment('cli-hash', 'MONOTONIC');
+  const lease = json(await planfence(agent, 'lease', 'acquire', 'cli-hash', '--json'));
+  const file = join(dir.path, 'hash.txt');
+  writeFileSync(file, 'resize db\n');
+  const plan = json(
+    await planfence(
+      agent,
+      'plan',
+      'submit',
+      'cli-hash',
+      String(lease.generation),
+      '--file',
+      file,
+      '--json',
+    ),
+  );
+  const shown = await planfence(viewer, 'plan', 'show', plan.id);
+  expect(shown.code).toBe(0);
+  expect(shown.stdout).toContain(`content sha256 ${plan.contentHash}`);
+  expect(shown.stdout).toContain(`plan approve ${plan.id} --hash ${plan.contentHash}`);
+
+  const wrong = 'f'.repeat(64);
+  const refused = await planfence(reviewer, 'plan', 'approve', plan.id, '--hash', wrong);
+  expect(refused.code).toBe(7);
+  expect(refused.stderr).toContain('PRECONDITION_FAILED');
+  expect(refused.stderr).toContain(
+    `has content sha256 ${plan.contentHash}, not the reviewed ${wrong}`,
+  );
+  expect(refused.stderr).toContain(`expectedContentHash=${plan.contentHash}`);
+  expect(refused.stderr).toContain(`reviewedContentHash=${wrong}`);
+
+  const approved = json(
+    await planfence(reviewer, 'plan', 'approve', plan.id, '--hash', plan.contentHash, '--json'),
+  );
+  expect(approved.status).toBe('PUBLISHED');
+});
+
+test('LEASE_HELD tells the same principal that the instance label is part of the holder', async () => {
+  await world.createEnvironment('cli-instance', 'MONOTONIC');
+  json(await planfence(agent, 'lease', 'acquire', 'cli-instance', '--instance', 'a', '--json'));
+  const again = await planfence(agent, 'lease', 'acquire', 'cli-instance', '--instance', 'b');
+  expect(again.code).toBe(6);
+  expect(again.stderr).toContain('LEASE_HELD');
+  expect(again.stderr).toContain(
+    "the instance label is part of the holder's identity, so agent/b is not agent/a",
+  );
+  const bare = await planfence(agent, 'lease', 'acquire', 'cli-instance');
+  expect(bare.code).toBe(6);
+  expect(bare.stderr).toContain('so agent is not agent/a');
+  // Another principal is simply told who holds it.
+  const stranger = await planfence(other, 'lease', 'acquire', 'cli-instance', '--instance', 'a');
+  expect(stranger.code).toBe(6);
+  expect(stranger.stderr).toContain('is leased to agent/a');
+  expect(stranger.stderr).not.toContain('instance label');
+});
+
+test('tokens: issue limited and expiring, list, rotate (the old secret stops), set groups', async () => {
+  const issued = json(
+    await planfence(
+      world.admin,
+      'token',
+      'issue',
+      'cli-deployer',
+      'deployer',
+      '--environments',
+      'cli-*,staging',
+      '--expires-in',
+      '600',
+      '--json',
+    ),
+  );
+  expect(issued.principal).toMatchObject({
+    name: 'cli-deployer',
+    role: 'DEPLOYER',
+    environments: ['cli-*', 'staging'],
+  });
+  expect(issued.principal.expiresAt).toEqual(expect.any(String));
+
+  const listed = json<{ name: string; role: string }[]>(
+    await planfence(world.admin, 'token', 'list', '--json'),
+  );
+  expect(listed).toContainEqual(
+    expect.objectContaining({ name: 'cli-deployer', role: 'DEPLOYER' }),
+  );
+  expect((await planfence(world.admin, 'token', 'list')).stdout).toMatch(/NAME\s+ROLE\s+GROUPS/);
+
+  const rotated = json(await planfence(world.admin, 'token', 'rotate', 'cli-deployer', '--json'));
+  expect(rotated.token).not.toBe(issued.token);
+  expect((await planfence(issued.token, 'env', 'list')).code).toBe(3);
+  expect((await planfence(rotated.token, 'env', 'list')).code).toBe(0);
+
+  const grouped = json(
+    await planfence(world.admin, 'token', 'groups', 'cli-deployer', '--group', 'ops', '--json'),
+  );
+  expect(grouped.groups).toEqual(['ops']);
+});
+
+test('webhooks: create (the secret once), list, deliveries, delete', async () => {
+  const created = json(
+    await planfence(
+      world.admin,
+      'webhook',
+      'create',
+      'http://127.0.0.1:9/hook',
+      '--event',
+      'plan.submitted,plan.published',
+      '--environments',
+      'cli-*',
+      '--json',
+    ),
+  );
+  expect(created.secret).toEqual(expect.any(String));
+  expect(created.webhook).toMatchObject({
+    url: 'http://127.0.0.1:9/hook',
+    events: ['plan.submitted', 'plan.published'],
+    environments: ['cli-*'],
+    format: 'JSON',
+  });
+  const id = created.webhook.id as string;
+  const listed = json<{ id: string }[]>(await planfence(world.admin, 'webhook', 'list', '--json'));
+  expect(listed.map((w) => w.id)).toContain(id);
+  expect(
+    Array.isArray(json(await planfence(world.admin, 'webhook', 'deliveries', id, '--json'))),
+  ).toBe(true);
+  expect((await planfence(world.admin, 'webhook', 'create', 'http://127.0.0.1:9/')).code).toBe(2);
+  expect(json(await planfence(world.admin, 'webhook', 'delete', id, '--json'))).toEqual({
+    deleted: true,
+  });
+  const after = json<{ id: string }[]>(await planfence(world.admin, 'webhook', 'list', '--json'));
+  expect(after.map((w) => w.id)).not.toContain(id);
+});

@@ -1,5 +1,6 @@
 import type { parseArgs } from 'node:util';
 import type { Plan, PlanfenceClient } from '../client/client.js';
+import { NotFoundError } from '../client/errors.js';
 
 /** Wrong arguments: exit code 2 with the usage line. */
 export class UsageError extends Error {}
@@ -7,6 +8,11 @@ export class UsageError extends Error {}
 export type Values = ReturnType<
   typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>
 >['values'];
+
+/** Something the service answered with nothing: NOT_FOUND, exit code 4 like the service's own. */
+export function notFound(message: string): NotFoundError {
+  return new NotFoundError({ message, extensions: { code: 'NOT_FOUND' } });
+}
 
 /** Every option any command takes (node:util parseArgs). */
 export const OPTIONS = {
@@ -39,6 +45,10 @@ export const OPTIONS = {
   'policy-file': { type: 'string' },
   'content-type': { type: 'string' },
   'max-wait': { type: 'string' },
+  environments: { type: 'string', multiple: true },
+  'expires-in': { type: 'string' },
+  event: { type: 'string', multiple: true },
+  format: { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

@@ -1,134 +1,19 @@
 #!/usr/bin/env node
 /**
  * planfence — the command line for operators, reviewers and scripts.
- * Run `planfence --help` for the commands; exit codes are listed there and in the README.
- * Each command lives in commands/<feature>.ts.
+ * Run `planfence --help` for the commands; exit codes are listed there and in docs/cli.md
+ * (exit-codes.ts is the one table). The command table is registry.ts; each command lives in
+ * commands/<feature>.ts.
  */
 import { parseArgs } from 'node:util';
 import { LeaseNotGrantedError, PlanfenceClient } from '../client/client.js';
 import { PlanfenceError, TransportError } from '../client/errors.js';
-import { type Command, OPTIONS, UsageError } from './command.js';
-import { createEnvironment, listEnvironments, showEnvironment } from './commands/environments.js';
-import { acquireLease, releaseLease, renewLease, waitForLease } from './commands/leases.js';
-import { approvePlan, listPlans, rejectPlan, showPlan, submitPlan } from './commands/plans.js';
-import {
-  environmentPolicy,
-  freezeEnvironment,
-  reviewQueue,
-  testPolicies,
-  unfreezeEnvironment,
-} from './commands/policies.js';
-import { audit, current } from './commands/reads.js';
-import { issueToken, revokeToken } from './commands/tokens.js';
+import { OPTIONS, UsageError } from './command.js';
 import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
 import { mcp } from './commands/mcp.js';
-
-const HELP = `planfence — guard the publication of deployment plans
-
-Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
-
-  token issue NAME ROLE [--group G ...] issue a token (ROLE: ADMIN, AGENT, REVIEWER, VIEWER)
-  token revoke NAME                     revoke a principal's token
-  env create NAME [--mode MONOTONIC|STRICT] [--no-approval]
-  env list                              environments with fence, lease and current plan
-  env show NAME
-  env policy ENV [--rule GROUP:COUNT ...] [--ttl SECONDS|none] [--policy-file PATH]
-                                        show or set approval rules (GROUP * = anyone), proposal TTL
-                                        and plan policies (a YAML list, docs/policies.md)
-  policy test ENV --file PATH [--policy-file PATH] [--content-type TEXT|TERRAFORM_PLAN_JSON]
-                                        what the policies decide for a plan (.json: Terraform); stores nothing
-  env freeze ENV --reason TEXT          nothing is published until unfreeze (but by break-glass)
-  env unfreeze ENV
-  lease acquire ENV [--ttl SECONDS] [--instance LABEL]
-  lease renew ENV GENERATION [--ttl SECONDS]
-  lease release ENV GENERATION
-  lease wait ENV [--ttl SECONDS] [--instance LABEL] [--max-wait SECONDS]
-                                        wait in the lease queue; prints the generation when granted
-  plan submit ENV GENERATION --file PATH|- [--title T] [--based-on PLAN_ID] [--key KEY]
-  plan submit ENV --terraform PLANFILE [--chdir DIR] [--generation G] [--deployment-sequence N]
-              [--source-revision REV] [--title T] [--key KEY]
-                                        submit \`terraform show -json PLANFILE\` with the plan file,
-                                        bound to deployment sequence N (default: the current one),
-                                        under generation G or a lease the command takes
-  plan approve PLAN_ID [--hash SHA256] [--break-glass REASON]
-  plan queue [--first N]                plans you may approve now, oldest first
-  plan reject PLAN_ID --reason TEXT
-  plan show PLAN_ID
-  plan list ENV [--status STATUS] [--first N]
-  current ENV [--watch [--interval SECONDS]]
-  audit ENV [--first N]
-  deploy start|apply|heartbeat|finish|reconcile|show|list ...   see planfence deploy --help
-  login --oidc-token-file PATH | --github-actions   a short-lived token for a CI job (planfence login --help)
-  mcp                                   the agent tools over MCP on stdio (planfence mcp --help, docs/mcp.md)
-
-Options:
-  --url URL       the service (default: $PLANFENCE_URL, else http://127.0.0.1:4000)
-  --token TOKEN   bearer token (default: $PLANFENCE_TOKEN)
-  --json          print JSON instead of tables
-  --help          this text
-
-Exit codes:
-  0  success
-  2  bad usage or bad input (BAD_USER_INPUT, PAYLOAD_TOO_LARGE)
-  3  not authenticated or not allowed (UNAUTHENTICATED, FORBIDDEN, SELF_APPROVAL,
-     ALREADY_APPROVED)
-  4  not found, or already exists (NOT_FOUND, ALREADY_EXISTS)
-  5  fenced: the generation can no longer write (STALE_GENERATION, UNKNOWN_GENERATION)
-  6  lease: held by another, or not held (LEASE_HELD, LEASE_NOT_HELD, QUEUE_FULL), or a
-     queue ticket ended without a grant (EXPIRED, SUPERSEDED, CANCELLED)
-  7  conflict: the plan or pointer moved on (INVALID_PLAN_STATE, PRECONDITION_FAILED,
-     IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_PROGRESS, FROZEN)
-  8  the service is unreachable or failed (transport errors, INTERNAL)
-  9  a plan policy refuses the plan (POLICY_DENIED; policy test: a policy would)`;
-
-const EXIT: Record<string, number> = {
-  BAD_USER_INPUT: 2,
-  PAYLOAD_TOO_LARGE: 2,
-  UNAUTHENTICATED: 3,
-  FORBIDDEN: 3,
-  SELF_APPROVAL: 3,
-  ALREADY_APPROVED: 3,
-  NOT_FOUND: 4,
-  ALREADY_EXISTS: 4,
-  STALE_GENERATION: 5,
-  UNKNOWN_GENERATION: 5,
-  LEASE_HELD: 6,
-  LEASE_NOT_HELD: 6,
-  QUEUE_FULL: 6,
-  INVALID_PLAN_STATE: 7,
-  PRECONDITION_FAILED: 7,
-  IDEMPOTENCY_KEY_REUSED: 7,
-  IDEMPOTENCY_IN_PROGRESS: 7,
-  FROZEN: 7,
-  INTERNAL: 8,
-  POLICY_DENIED: 9,
-};
-
-/** The commands, by their first two words (`current` and `audit` by their first). */
-const COMMANDS: Record<string, Command> = {
-  'token issue': issueToken,
-  'token revoke': revokeToken,
-  'env create': createEnvironment,
-  'env list': listEnvironments,
-  'env show': showEnvironment,
-  'env policy': environmentPolicy,
-  'env freeze': freezeEnvironment,
-  'env unfreeze': unfreezeEnvironment,
-  'lease acquire': acquireLease,
-  'lease renew': renewLease,
-  'lease release': releaseLease,
-  'lease wait': waitForLease,
-  'plan submit': submitPlan,
-  'plan approve': approvePlan,
-  'plan reject': rejectPlan,
-  'plan show': showPlan,
-  'plan list': listPlans,
-  'plan queue': reviewQueue,
-  'policy test': testPolicies,
-  current,
-  audit,
-};
+import { exitCodeOf } from './exit-codes.js';
+import { COMMANDS, HELP } from './registry.js';
 
 export async function run(
   argv: string[],
@@ -179,7 +64,7 @@ export function describeFailure(error: unknown): { line: string; code: number } 
       );
     return {
       line: `${error.code}: ${error.message}${details.length ? ` (${details.join(', ')})` : ''}`,
-      code: EXIT[error.code] ?? 8,
+      code: exitCodeOf(error.code),
     };
   }
   if (error instanceof TransportError) return { line: error.message, code: 8 };

@@ -64,6 +64,13 @@ export function extensionsOf(error: DomainError): Extensions {
         ...('deploymentSequence' in details
           ? { deploymentSequence: details.deploymentSequence }
           : {}),
+        // An approval whose --hash is not the plan's: the hash the plan has, and the one given.
+        ...('expectedContentHash' in details
+          ? {
+              expectedContentHash: details.expectedContentHash,
+              reviewedContentHash: details.reviewedContentHash ?? null,
+            }
+          : {}),
       };
     case 'FROZEN':
       return { code, reason: details.reason ?? null, frozenBy: details.frozenBy ?? null };

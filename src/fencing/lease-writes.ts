@@ -45,7 +45,7 @@ export class LeaseWrites {
       { ...p, expiresAt: p.now + p.ttlMs },
     );
     const env = await readEnvironment(m, p.environment);
-    if (!granted) throw await leaseHeld(m, env, p.now);
+    if (!granted) throw await leaseHeld(m, env, p.now, p);
     await this.recordGrant(m, env, p, p.now);
     return liveLease(env, p.now)!;
   }

@@ -36,6 +36,7 @@ export async function leaseHeld(
   m: EntityManager,
   env: Environment,
   now: number,
+  asking?: { principal: string; holder: string },
 ): Promise<FenceError> {
   const lease = liveLease(env, now);
   const [row] = await select<{ n: number | string }>(
@@ -45,9 +46,17 @@ export async function leaseHeld(
     { environment: env.name, now },
   );
   const queueLength = Number(row.n);
+  // The same principal under another instance label is another holder: the holder is principal/instance.
+  const samePrincipal =
+    asking !== undefined &&
+    lease !== null &&
+    env.leasePrincipal === asking.principal &&
+    lease.holder !== asking.holder
+      ? `; the instance label is part of the holder's identity, so ${asking.holder} is not ${lease.holder}: ask with the same instance label as the lease was taken with, or wait until it is released or expires`
+      : '';
   return new FenceError(
     'LEASE_HELD',
-    `environment "${env.name}" is leased to ${lease?.holder}${queueLength ? ` and ${queueLength} lease tickets wait` : ''}`,
+    `environment "${env.name}" is leased to ${lease?.holder}${queueLength ? ` and ${queueLength} lease tickets wait` : ''}${samePrincipal}`,
     {
       // Stryker disable next-line OptionalChaining: a refused grant means another holder's lease is live at this same instant (the queue is handed a free lease first), so lease is never null here.
       holder: lease?.holder ?? null,
@@ -160,9 +169,14 @@ export async function whyApprovalRejected(
     );
   }
   if (p.contentHash != null && p.contentHash !== plan.contentHash) {
-    return preconditionFailed(
-      `plan ${plan.id} does not have the content hash that was reviewed`,
-      env,
+    return new FenceError(
+      'PRECONDITION_FAILED',
+      `plan ${plan.id} has content sha256 ${plan.contentHash}, not the reviewed ${p.contentHash}: read the plan again (planfence plan show ${plan.id}) and approve its hash`,
+      {
+        currentPlanId: env.currentPlanId,
+        expectedContentHash: plan.contentHash,
+        reviewedContentHash: p.contentHash,
+      },
     );
   }
   if (plan.generation < env.fence) return stale(plan.generation, env.fence, `plan ${plan.id}'s`);

@@ -1,14 +1,8 @@
 /** `planfence deploy ...`: deployments of the published plan (docs/design.md §10), for deployers and reviewers. */
 import { parseArgs } from 'node:util';
 import { PlanfenceClient } from '../../client/client.js';
-import {
-  type Deployment,
-  DeploymentActiveError,
-  DeploymentNotActiveError,
-  type DeploymentOutcome,
-  Deployments,
-} from '../../client/deployments.js';
-import { UsageError } from '../command.js';
+import { type Deployment, type DeploymentOutcome, Deployments } from '../../client/deployments.js';
+import { notFound, UsageError } from '../command.js';
 import { applyTerraformPlan, TerraformApplyFailed } from './terraform.js';
 
 export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url URL] [--token TOKEN] [--json]
@@ -26,7 +20,7 @@ export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url
   deploy show DEPLOYMENT_ID
   deploy list ENV [--first N]
 
-Exit codes as for every command; besides them:
+Exit codes as for every command (planfence --help, docs/cli.md), among them:
   7  DEPLOYMENT_ACTIVE (another deployment is IN_PROGRESS or UNKNOWN) or
      DEPLOYMENT_NOT_ACTIVE (the deployment ended, was reconciled, or is not yours)
   9  deploy apply: terraform apply failed (the deployment is FAILED, with its output as detail)`;
@@ -65,8 +59,8 @@ function table(rows: Record<string, string | number | null>[]): string {
 
 /**
  * Runs one `deploy` command; returns the exit code. Usage mistakes print to stderr and
- * return 2; the deployment refusals return 7; any other failure is thrown to the caller,
- * which maps it like every other command's.
+ * return 2; the service's refusals are thrown to the caller, which maps them by the one
+ * table of exit codes (exit-codes.ts) like every other command's.
  */
 export async function deploy(
   argv: string[],
@@ -124,84 +118,73 @@ export async function deploy(
     out(values.json ? JSON.stringify(value, null, 2) : human());
   if (!target) return usage(`usage: see planfence deploy --help`);
 
-  try {
-    switch (verb) {
-      case 'start': {
-        const planId = values.plan ?? (await client.currentPlan(target))?.id;
-        if (!planId) return usage(`nothing is published in ${target}: there is no plan to deploy`);
-        const started = await deployments.start(target, planId, {
+  switch (verb) {
+    case 'start': {
+      const planId = values.plan ?? (await client.currentPlan(target))?.id;
+      if (!planId) return usage(`nothing is published in ${target}: there is no plan to deploy`);
+      const started = await deployments.start(target, planId, {
+        heartbeatSeconds,
+        idempotencyKey: values.key,
+      });
+      print(started, () => line(started));
+      return 0;
+    }
+    case 'apply': {
+      if (!values.terraform) return usage('deploy apply needs --terraform');
+      try {
+        const { deployment } = await applyTerraformPlan(client, deployments, target, {
+          chdir: values.chdir,
           heartbeatSeconds,
-          idempotencyKey: values.key,
+          echo: (chunk) => process.stderr.write(chunk),
         });
-        print(started, () => line(started));
+        print(deployment, () => line(deployment));
         return 0;
+      } catch (error) {
+        if (error instanceof UsageError) return usage(error.message);
+        if (!(error instanceof TerraformApplyFailed)) throw error;
+        err(`planfence: ${error.message}`);
+        return 9;
       }
-      case 'apply': {
-        if (!values.terraform) return usage('deploy apply needs --terraform');
-        try {
-          const { deployment } = await applyTerraformPlan(client, deployments, target, {
-            chdir: values.chdir,
-            heartbeatSeconds,
-            echo: (chunk) => process.stderr.write(chunk),
-          });
-          print(deployment, () => line(deployment));
-          return 0;
-        } catch (error) {
-          if (error instanceof UsageError) return usage(error.message);
-          if (!(error instanceof TerraformApplyFailed)) throw error;
-          err(`planfence: ${error.message}`);
-          return 9;
-        }
-      }
-      case 'heartbeat': {
-        const beaten = await deployments.heartbeat(target, heartbeatSeconds);
-        print(beaten, () => line(beaten));
-        return 0;
-      }
-      case 'finish': {
-        if (values.succeeded === values.failed)
-          return usage('deploy finish needs exactly one of --succeeded and --failed');
-        const outcome: DeploymentOutcome = values.succeeded ? 'SUCCEEDED' : 'FAILED';
-        const finished = await deployments.finish(target, outcome, {
-          detail: values.detail,
-          idempotencyKey: values.key,
-        });
-        print(finished, () => line(finished));
-        return 0;
-      }
-      case 'reconcile': {
-        const outcome = values.outcome?.toUpperCase();
-        if (outcome !== 'SUCCEEDED' && outcome !== 'FAILED')
-          return usage('deploy reconcile needs --outcome SUCCEEDED|FAILED');
-        if (!values.note) return usage('deploy reconcile needs --note TEXT');
-        const reconciled = await deployments.reconcile(target, outcome, values.note);
-        print(reconciled, () => line(reconciled));
-        return 0;
-      }
-      case 'show': {
-        const found = await deployments.get(target);
-        if (!found) return usage(`deployment ${target} does not exist`);
-        print(found, () => line(found));
-        return 0;
-      }
-      case 'list': {
-        const first = whole(values.first);
-        if (Number.isNaN(first)) return usage('--first must be a whole number');
-        const list = await deployments.list(target, { first });
-        print(list, () => table(list.map(row)));
-        return 0;
-      }
-      default:
-        return usage(`unknown command "deploy ${verb}"; see planfence deploy --help`);
     }
-  } catch (error) {
-    if (error instanceof DeploymentActiveError || error instanceof DeploymentNotActiveError) {
-      const details = Object.entries(error.extensions)
-        .filter(([k]) => k !== 'code')
-        .map(([k, v]) => `${k}=${String(v as string | null)}`);
-      err(`planfence: ${error.code}: ${error.message} (${details.join(', ')})`);
-      return 7;
+    case 'heartbeat': {
+      const beaten = await deployments.heartbeat(target, heartbeatSeconds);
+      print(beaten, () => line(beaten));
+      return 0;
     }
-    throw error;
+    case 'finish': {
+      if (values.succeeded === values.failed)
+        return usage('deploy finish needs exactly one of --succeeded and --failed');
+      const outcome: DeploymentOutcome = values.succeeded ? 'SUCCEEDED' : 'FAILED';
+      const finished = await deployments.finish(target, outcome, {
+        detail: values.detail,
+        idempotencyKey: values.key,
+      });
+      print(finished, () => line(finished));
+      return 0;
+    }
+    case 'reconcile': {
+      const outcome = values.outcome?.toUpperCase();
+      if (outcome !== 'SUCCEEDED' && outcome !== 'FAILED')
+        return usage('deploy reconcile needs --outcome SUCCEEDED|FAILED');
+      if (!values.note) return usage('deploy reconcile needs --note TEXT');
+      const reconciled = await deployments.reconcile(target, outcome, values.note);
+      print(reconciled, () => line(reconciled));
+      return 0;
+    }
+    case 'show': {
+      const found = await deployments.get(target);
+      if (!found) throw notFound(`deployment ${target} does not exist`);
+      print(found, () => line(found));
+      return 0;
+    }
+    case 'list': {
+      const first = whole(values.first);
+      if (Number.isNaN(first)) return usage('--first must be a whole number');
+      const list = await deployments.list(target, { first });
+      print(list, () => table(list.map(row)));
+      return 0;
+    }
+    default:
+      return usage(`unknown command "deploy ${verb}"; see planfence deploy --help`);
   }
 }

@@ -1,5 +1,4 @@
-import { PlanfenceError } from '../../client/errors.js';
-import { type Command, table } from '../command.js';
+import { type Command, notFound, table } from '../command.js';
 
 /** planfence env create */
 export const createEnvironment: Command = async ({ client, rest, values, print, need }) => {
@@ -41,11 +40,7 @@ export const listEnvironments: Command = async ({ client, print }) => {
 export const showEnvironment: Command = async ({ client, rest, print, need }) => {
   need(1, 'env show NAME');
   const env = await client.environment(rest[0]);
-  if (!env)
-    throw new PlanfenceError({
-      message: `environment "${rest[0]}" does not exist`,
-      extensions: { code: 'NOT_FOUND' },
-    });
+  if (!env) throw notFound(`environment "${rest[0]}" does not exist`);
   print(env, () =>
     [
       `environment  ${env.name} (${env.mode}, ${env.requireApproval ? 'approval required' : 'publishes on submit'})`,

@@ -53,3 +53,11 @@ export const waitForLease: Command = async ({ client, rest, values, print, need 
   );
   return 0;
 };
+
+/** planfence lease cancel TICKET_ID: a lease ticket stops waiting (docs/leases.md). */
+export const cancelLeaseTicket: Command = async ({ client, rest, print, need }) => {
+  need(1, 'lease cancel TICKET_ID');
+  const ticket = await client.cancelLeaseTicket(rest[0]);
+  print(ticket, () => `lease ticket ${ticket.id} on ${ticket.environment} is ${ticket.status}`);
+  return 0;
+};

@@ -13,6 +13,7 @@ import {
   ListToolsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { nextStep } from '../../mcp/next-steps.js';
+import { exitCodeOf } from '../exit-codes.js';
 
 const HELP = `planfence mcp — the planfence tools for an AI agent, over MCP on stdin/stdout
 
@@ -83,10 +84,10 @@ export async function mcp(
     if (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403)) {
       const reason = /"message":"([^"]*)"/.exec(error.message)?.[1] ?? error.message;
       err(`planfence mcp: the service refused this token: ${reason}`);
-      return 3;
+      return exitCodeOf('UNAUTHENTICATED');
     }
     err(`planfence mcp: cannot reach ${url}/mcp: ${(error as Error).message}`);
-    return 8;
+    return exitCodeOf('INTERNAL');
   }
   const server = new Server(
     { name: 'planfence', version: remote.getServerVersion()?.version ?? '0.1.0' },

@@ -1,6 +1,13 @@
 import { readFileSync } from 'node:fs';
-import { PlanfenceError } from '../../client/errors.js';
-import { type Command, integer, pending, planRow, table, UsageError } from '../command.js';
+import {
+  type Command,
+  integer,
+  notFound,
+  pending,
+  planRow,
+  table,
+  UsageError,
+} from '../command.js';
 import { counts, submitTerraformPlan } from './terraform.js';
 
 /** planfence plan submit */
@@ -71,12 +78,12 @@ export const rejectPlan: Command = async ({ client, rest, values, print, need })
 export const showPlan: Command = async ({ client, rest, print, need }) => {
   need(1, 'plan show PLAN_ID');
   const plan = await client.plan(rest[0]);
-  if (!plan)
-    throw new PlanfenceError({
-      message: `plan ${rest[0]} does not exist`,
-      extensions: { code: 'NOT_FOUND' },
-    });
-  print(plan, () => `${table([planRow(plan)])}\n\n${plan.content}`);
+  if (!plan) throw notFound(`plan ${rest[0]} does not exist`);
+  print(
+    plan,
+    () =>
+      `${table([planRow(plan)])}\n\ncontent sha256 ${plan.contentHash} (plan approve ${plan.id} --hash ${plan.contentHash})\n\n${plan.content}`,
+  );
   return 0;
 };
 

@@ -1,7 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { ApprovalRule, EnvironmentPolicy, PlanPolicy } from '../../client/client.js';
-import { type Command, integer, pending, planRow, table, UsageError } from '../command.js';
+import {
+  type Command,
+  integer,
+  notFound,
+  pending,
+  planRow,
+  table,
+  UsageError,
+} from '../command.js';
 
 /** Exit code of `policy test` when a policy would refuse the plan (as for POLICY_DENIED). */
 export const DENIED_EXIT = 9;
@@ -89,7 +97,7 @@ export const environmentPolicy: Command = async ({ client, rest, values, print, 
           planPolicies,
         })
       : await client.policy(rest[0]);
-  if (!policy) throw new UsageError(`environment "${rest[0]}" does not exist`);
+  if (!policy) throw notFound(`environment "${rest[0]}" does not exist`);
   print(policy, () => describe(policy));
   return 0;
 };
