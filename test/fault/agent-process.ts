@@ -37,6 +37,8 @@ export class AgentProcess {
      * it (R33); `queue`: wait in the lease queue instead of acquiring.
      */
     mode: 'acquire' | 'bound' | 'queue' = 'acquire',
+    /** The agent waits after this step until `goAhead()`: nothing is sent past it before. */
+    holdAt?: 'acquired' | 'built',
   ) {
     this.child = spawn(
       process.execPath,
@@ -48,10 +50,11 @@ export class AgentProcess {
         String(ttlSeconds),
         content,
         String(stepDelayMs),
-        ...(mode !== 'acquire' ? [mode] : []),
+        mode,
+        ...(holdAt ? [holdAt] : []),
       ],
       {
-        stdio: ['ignore', 'pipe', 'inherit'],
+        stdio: [holdAt ? 'pipe' : 'ignore', 'pipe', 'inherit'],
       },
     );
     createInterface({ input: this.child.stdout! }).on('line', (line) => {
@@ -82,6 +85,11 @@ export class AgentProcess {
 
   result(): Promise<AgentStep> {
     return this.until('result');
+  }
+
+  /** Lets an agent held at its `holdAt` step go on. */
+  goAhead(): void {
+    this.child.stdin?.end('go\n');
   }
 
   /** SIGSTOP: the process stops where it is, mid-step, with all its memory. */

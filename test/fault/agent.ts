@@ -10,13 +10,33 @@
  * With `queue`, it waits its turn in the environment's lease queue instead of acquiring:
  * it says `enqueued` (with its ticket), then `acquired` as soon as it reads the grant.
  *
- *   node agent.js URL TOKEN ENVIRONMENT TTL_SECONDS CONTENT STEP_DELAY_MS [bound|queue]
+ * With HOLD_AT (a step: `acquired` or `built`), it waits after saying that step until the
+ * harness writes a line to its stdin: the harness then knows nothing was sent past that
+ * point, however slowly it got to freeze the process on a loaded machine.
+ *
+ *   node agent.js URL TOKEN ENVIRONMENT TTL_SECONDS CONTENT STEP_DELAY_MS [acquire|bound|queue] [HOLD_AT]
  */
 import { createHash } from 'node:crypto';
 
-const [url, token, environment, ttl, content, stepDelay, mode] = process.argv.slice(2);
+const [url, token, environment, ttl, content, stepDelay, mode, holdAt] = process.argv.slice(2);
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const say = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
+
+/** The harness's go-ahead: one line on stdin. */
+const goAhead = holdAt
+  ? new Promise<void>((resolve) => {
+      process.stdin.once('data', () => {
+        process.stdin.pause();
+        resolve();
+      });
+    })
+  : Promise.resolve();
+
+/** Says `step`; when it is HOLD_AT, waits for the harness's go-ahead. */
+async function reached(step: string, event: Record<string, unknown>): Promise<void> {
+  say({ step, ...event });
+  if (step === holdAt) await goAhead;
+}
 
 async function gql(
   query: string,
@@ -81,7 +101,7 @@ async function main() {
   const granted = mode === 'queue' ? await waitInQueue() : await acquire();
   if ('code' in granted) return say({ step: 'result', code: granted.code });
   const { generation } = granted;
-  say({ step: 'acquired', generation });
+  await reached('acquired', { generation });
   await pause(Number(stepDelay));
 
   let basedOnDeploymentSequence: number | undefined;
@@ -94,7 +114,7 @@ async function main() {
     basedOnDeploymentSequence = state.data!.environment.deploymentSequence as number;
   }
   const plan = { content, hash: createHash('sha256').update(content).digest('hex') };
-  say({ step: 'built', generation, hash: plan.hash, basedOnDeploymentSequence });
+  await reached('built', { generation, hash: plan.hash, basedOnDeploymentSequence });
   await pause(Number(stepDelay));
 
   say({ step: 'sending', generation });

@@ -190,7 +190,13 @@ export async function runPauseHarness(options: {
         },
       );
       watcher.active.add(round.environment);
-      const agent = (token: string, who: 'A' | 'B', ttl: number, queue = false) =>
+      const agent = (
+        token: string,
+        who: 'A' | 'B',
+        ttl: number,
+        queue = false,
+        holdAt?: 'acquired',
+      ) =>
         track(
           new AgentProcess(
             instances[round.instanceOf[who]].url,
@@ -200,6 +206,7 @@ export async function runPauseHarness(options: {
             `plan by ${who} in round ${round.index}: ${'x'.repeat(round.index % 50)}`,
             STEP_DELAY_MS,
             queue ? 'queue' : 'acquire',
+            holdAt,
           ),
         );
 
@@ -261,9 +268,11 @@ export async function runPauseHarness(options: {
             `plan by A in round ${round.index}`,
             STEP_DELAY_MS,
             'bound',
+            'built',
           ),
         );
         round.contents.set('agent-a', a.content);
+        // A waits after building until told: it sends nothing before the deployment below.
         await a.until('built');
         a.freeze();
         pauses++;
@@ -279,6 +288,7 @@ export async function runPauseHarness(options: {
           { id: startDeployment.id },
         );
         a.thaw();
+        a.goAhead();
         round.a = await a.result();
         round.b = { step: 'result', code: 'OK', planId: submitPlan.id };
         await a.exited;
@@ -350,7 +360,8 @@ export async function runPauseHarness(options: {
             { e: round.environment },
           )
         ).acquireLease.generation as number;
-        const a = agent(agentA, 'A', LEASE_SECONDS, true);
+        // A waits after reading its grant until told, so it sends nothing under a live lease.
+        const a = agent(agentA, 'A', LEASE_SECONDS, true, 'acquired');
         round.tickets.A = (await a.until('enqueued')).ticket;
         const b = agent(agentB, 'B', 30, true);
         round.tickets.B = (await b.until('enqueued')).ticket;
@@ -367,6 +378,7 @@ export async function runPauseHarness(options: {
         round.b = (await Promise.race([b.result(), stalled])) ?? undefined;
         if (!round.b) violations.push(`${round.environment}: the queue stalled behind paused A`);
         a.thaw();
+        a.goAhead();
         round.a = await a.result();
         round.contents.set('agent-a', a.content);
         round.contents.set('agent-b', b.content);
