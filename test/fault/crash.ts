@@ -32,9 +32,10 @@ export interface CrashReport {
 }
 
 const QUEUE_ENV = 'crash-queue';
-const TICKET = 'id status lease { generation }';
+const TICKET = 'id environment status lease { generation }';
 interface Ticket {
   id: string;
+  environment: string;
   status: string;
   lease: { generation: number } | null;
 }
@@ -316,10 +317,11 @@ export async function runCrashHarness(options: {
       if (!waiting) break;
       await sleep(100);
     }
-    // Every ticket of the queue environment, known to the harness or not (an enqueue cut short).
+    // Every ticket of the queue environment, known to the harness or not (an enqueue cut short,
+    // possibly the run's first: ids are counted from the first ticket of the database).
     const known = [...tickets.keys()].map(Number);
     const all: Ticket[] = [];
-    for (let id = Math.min(...known); id <= Math.max(...known) + 5; id++) {
+    for (let id = 1; id <= Math.max(...known) + 5; id++) {
       const ticket = (
         await service.ok<{ leaseTicket: Ticket | null }>(
           ADMIN_TOKEN,
@@ -327,7 +329,7 @@ export async function runCrashHarness(options: {
           { id: String(id) },
         )
       ).leaseTicket;
-      if (ticket) all.push(ticket);
+      if (ticket?.environment === QUEUE_ENV) all.push(ticket);
     }
     const grants = all.filter((t) => t.status === 'GRANTED');
     const generations = grants.map((t) => t.lease!.generation);
