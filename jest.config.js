@@ -31,16 +31,35 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
     ...base,
     displayName: 'postgres',
     globals: { __DATABASE__: 'postgres' },
-    // The fault harnesses, the docs' walkthroughs and the start-up logs drive SQLite-file
-    // service processes, and the package is packed and installed once; they run in the
-    // sqlite project.
+    // Run once, in the sqlite project:
+    // - the fault harnesses, the docs' walkthroughs and the start-up logs, which drive
+    //   SQLite-file service processes (the harnesses take a PostgreSQL server themselves);
+    // - what proves code outside the service, the same whatever database the service runs
+    //   on: the package (packed and installed), the client and the command line, the
+    //   console in a browser, and the checks on files (contract, design index, pictures).
+    // Every rule the service decides is proven on both databases by the other suites.
     testPathIgnorePatterns: [
       '/node_modules/',
       '/test/fault(\\.test\\.ts$|/)',
-      '/test/demo\\.test\\.ts$',
-      '/test/docs\\.test\\.ts$',
-      '/test/startup-logs\\.test\\.ts$',
-      '/test/pack\\.test\\.ts$',
+      ...[
+        'demo',
+        'docs',
+        'startup-logs',
+        'pack',
+        'agent-example',
+        'cli',
+        'cli-coverage',
+        'client',
+        'client-errors',
+        'deployments-client',
+        'terraform-cli',
+        'console',
+        'console-layout',
+        'console-terraform',
+        'contract',
+        'design',
+        'docs-images',
+      ].map((name) => `/test/${name}\\.test\\.ts$`),
     ],
   });
 }

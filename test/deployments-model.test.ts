@@ -13,8 +13,9 @@ import { Database } from '../src/database/database.js';
 import { startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { codeOf, type GqlResult, World } from './support/world.js';
+import { MODEL_RUNS, MODEL_SEED } from './support/model-runs.js';
 
-const RUNS = Number(process.env.FC_RUNS ?? 200);
+const RUNS = MODEL_RUNS;
 
 let app: TestApp;
 let world: World;
@@ -270,7 +271,7 @@ test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
       await publish.run(model, world);
       await fc.asyncModelRun(() => ({ model, real: world }), cmds);
     }),
-    { numRuns: RUNS, seed: process.env.FC_SEED ? Number(process.env.FC_SEED) : undefined },
+    { numRuns: RUNS, seed: MODEL_SEED },
   );
   if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
   // Enough runs reach every outcome of every decision, and every status; fewer (FC_RUNS) may not.

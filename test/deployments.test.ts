@@ -10,6 +10,7 @@ import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { codeOf, ok, World } from './support/world.js';
+import { subscribed } from './support/subscribed.js';
 
 let app: TestApp;
 let world: World;
@@ -395,22 +396,23 @@ test('deploymentChanged delivers every change of status after its commit, in ord
   });
   const received: string[] = [];
   const errors: unknown[] = [];
-  const stop = client.subscribe<{ deploymentChanged: { id: string; status: string } }>(
-    {
-      query: 'subscription { deploymentChanged(environment: "watched") { id status plan { id } } }',
-    },
-    {
-      next: ({ data, errors: e }) =>
-        e
-          ? errors.push(e)
-          : received.push(`${data!.deploymentChanged.id} ${data!.deploymentChanged.status}`),
-      error: (e) => errors.push(e),
-      complete: () => undefined,
-    },
+  const stop = await subscribed(app.url, 'deploymentChanged', () =>
+    client.subscribe<{ deploymentChanged: { id: string; status: string } }>(
+      {
+        query:
+          'subscription { deploymentChanged(environment: "watched") { id status plan { id } } }',
+      },
+      {
+        next: ({ data, errors: e }) =>
+          e
+            ? errors.push(e)
+            : received.push(`${data!.deploymentChanged.id} ${data!.deploymentChanged.status}`),
+        error: (e) => errors.push(e),
+        complete: () => undefined,
+      },
+    ),
   );
   try {
-    // graphql-ws sends `subscribe` right away; give the server a moment to register it.
-    await new Promise((resolve) => setTimeout(resolve, 200));
     const first = await d.startOk(tokens.d1, 'watched', plan, 5);
     ok(await d.heartbeat(tokens.d1, first.id, 5)); // no change of status
     expect(codeOf(await d.start(tokens.d2, 'watched', plan))).toBe('DEPLOYMENT_ACTIVE');

@@ -28,8 +28,9 @@ import { LeaseQueueSweeper } from '../src/leases/lease-queue.sweeper.js';
 import { startApp, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 import { connectMcp, type McpAgent, refusalOf } from './support/mcp.js';
+import { MODEL_RUNS, MODEL_SEED } from './support/model-runs.js';
 
-const RUNS = Number(process.env.FC_RUNS ?? 200);
+const RUNS = MODEL_RUNS;
 const TTL_HOURS = 1;
 
 let app: TestApp;
@@ -763,7 +764,7 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
     ),
     {
       numRuns: RUNS,
-      seed: process.env.FC_SEED ? Number(process.env.FC_SEED) : undefined,
+      seed: MODEL_SEED,
       // FC_PATH and FC_REPLAY_PATH (with FC_SEED) replay one failing run that fast-check printed.
       path: process.env.FC_PATH,
     },

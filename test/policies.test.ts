@@ -10,6 +10,7 @@ import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { AlreadyApprovedError, FrozenError, PlanfenceClient } from '../src/client/index.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
+import { subscribed } from './support/subscribed.js';
 
 let app: TestApp;
 let world: World;
@@ -659,19 +660,20 @@ describe('freeze and break-glass (R17)', () => {
         approvals: { approver: string; breakGlassReason: string | null }[];
       };
     }[] = [];
-    client.subscribe(
-      {
-        query:
-          'subscription($e: String!) { planPublished(environment: $e) { id approvals { approver breakGlassReason } } }',
-        variables: { e: env },
-      },
-      {
-        next: (value) => void received.push(value.data as never),
-        error: () => undefined,
-        complete: () => undefined,
-      },
+    await subscribed(app.url, 'planPublished', () =>
+      client.subscribe(
+        {
+          query:
+            'subscription($e: String!) { planPublished(environment: $e) { id approvals { approver breakGlassReason } } }',
+          variables: { e: env },
+        },
+        {
+          next: (value) => void received.push(value.data as never),
+          error: () => undefined,
+          complete: () => undefined,
+        },
+      ),
     );
-    await new Promise((resolve) => setTimeout(resolve, 300));
     try {
       const forbidden = await approve(reviewers.both, plan.id, { breakGlassReason: 'I am sure' });
       expect(codeOf(forbidden)).toBe('FORBIDDEN');

@@ -2,6 +2,7 @@
 import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { startApp, type TestApp } from './support/app.js';
+import { subscribed } from './support/subscribed.js';
 import { codeOf, ok, World } from './support/world.js';
 
 let app: TestApp;
@@ -30,23 +31,30 @@ function connect(token: string): Client {
   return client;
 }
 
-/** Collects what a subscription delivers until `stop()`. */
-function collect<T>(client: Client, query: string, variables: Record<string, unknown>) {
+/**
+ * Collects what a subscription delivers until `stop()`. It returns once the service listens
+ * (`listening: false`: at once, for a subscription that is to be refused).
+ */
+async function collect<T>(
+  client: Client,
+  query: string,
+  variables: Record<string, unknown>,
+  { listening = true } = {},
+) {
   const received: T[] = [];
   const errors: unknown[] = [];
-  let ready!: () => void;
-  const subscribed = new Promise<void>((resolve) => (ready = resolve));
-  const stop = client.subscribe<T>(
-    { query, variables },
-    {
-      next: (value) => (value.errors ? errors.push(value.errors) : received.push(value.data as T)),
-      error: (e) => errors.push(e),
-      complete: () => undefined,
-    },
-  );
-  // graphql-ws sends `subscribe` right away; give the server a moment to register it.
-  setTimeout(ready, 200);
-  return { received, errors, stop, subscribed };
+  const subscribe = () =>
+    client.subscribe<T>(
+      { query, variables },
+      {
+        next: (value) =>
+          value.errors ? errors.push(value.errors) : received.push(value.data as T),
+        error: (e) => errors.push(e),
+        complete: () => undefined,
+      },
+    );
+  const stop = listening ? await subscribed(app.url, 'planPublished', subscribe) : subscribe();
+  return { received, errors, stop };
 }
 
 const until = async (check: () => boolean, ms = 5000) => {
@@ -65,12 +73,13 @@ test('two concurrent publishers: the subscriber sees every pointer move in order
   world.advance(6);
   const gb = await world.acquire(b, 'live', 600);
 
-  const sub = collect<{ planPublished: { id: string; generation: number; sequence: number } }>(
+  const sub = await collect<{
+    planPublished: { id: string; generation: number; sequence: number };
+  }>(
     connect(viewer),
     'subscription($e: String!) { planPublished(environment: $e) { id generation sequence status } }',
     { e: 'live' },
   );
-  await sub.subscribed;
 
   const other = await world.acquire(a, 'elsewhere', 600);
   const results = await Promise.all([
@@ -107,12 +116,11 @@ test('approval publishes to subscribers; rejections and replays do not', async (
   const reviewer = await world.issue('reviewer-2', 'REVIEWER');
   await world.createEnvironment('reviewed', 'STRICT');
   const g = await world.acquire(agent, 'reviewed', 600);
-  const sub = collect<{ planPublished: { id: string } }>(
+  const sub = await collect<{ planPublished: { id: string } }>(
     connect(viewer),
     'subscription { planPublished(environment: "reviewed") { id } }',
     {},
   );
-  await sub.subscribed;
 
   const plan = await world.submitOk(agent, 'reviewed', g, 'v1');
   ok(await world.approve(reviewer, plan.id, { idempotencyKey: 'once' }));
@@ -126,10 +134,11 @@ test('approval publishes to subscribers; rejections and replays do not', async (
 });
 
 test('a subscription without a valid token is refused', async () => {
-  const sub = collect(
+  const sub = await collect(
     connect('pf_not_a_token'),
     'subscription { planPublished(environment: "live") { id } }',
     {},
+    { listening: false },
   );
   await until(() => sub.errors.length > 0);
   // The socket is closed before any acknowledgement: graphql-ws 4403, the code in the reason.

@@ -19,6 +19,7 @@ import {
   planPublishedTopic,
 } from './events.service.js';
 import { RequestLimitError } from '../common/limit.errors.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { PgListener } from './pg-listener.js';
 import { ReplayBudget } from './replay-budget.js';
 import { SubscriptionError } from './subscription.errors.js';
@@ -89,6 +90,7 @@ export class SubscriptionFeeds {
   constructor(
     private readonly db: Database,
     private readonly listener: PgListener,
+    private readonly metrics: MetricsService,
     @Inject(CONFIG) config: Config,
   ) {
     this.replayLimit = config.subscriptions.replayLimit;
@@ -220,6 +222,7 @@ export class SubscriptionFeeds {
    */
   async activityRecorded(call: SubscriptionCall): Promise<AsyncIterable<unknown>> {
     const live = await call.pubsub.subscribe(activityTopic());
+    this.metrics.subscriptions.inc({ field: 'activityRecorded' });
     // Read at each event: a socket's principal is refreshed when its access changes.
     return only(live, (event) =>
       allowsEnvironment(
@@ -244,6 +247,7 @@ export class SubscriptionFeeds {
   ): Promise<AsyncIterable<unknown>> {
     const { pubsub } = call;
     const live = await pubsub.subscribe(topic);
+    this.metrics.subscriptions.inc({ field });
     const stop = this.listener.onRecovery(() => pubsub.close?.());
     let pages: AsyncIterable<T[]> | null = null;
     let endReplay = () => {};

@@ -140,6 +140,7 @@ export class LeaseQueueService implements OnModuleInit {
    */
   async changes(pubsub: SubscriptionPubSub, id: string): Promise<AsyncIterable<unknown>> {
     const live = await pubsub.subscribe(leaseTicketTopic(id));
+    this.metrics.subscriptions.inc({ field: 'leaseTicketChanged' });
     const stop = this.listener.onRecovery(() => pubsub.close?.());
     let first: LeaseTicket | null;
     try {

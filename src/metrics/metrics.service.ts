@@ -57,6 +57,17 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  /**
+   * Subscriptions whose live feed this instance opened, by field: counted once the feed
+   * listens, so an event committed after the count moved reaches the subscriber.
+   */
+  readonly subscriptions = new Counter({
+    name: 'planfence_subscriptions_total',
+    help: 'Subscriptions whose live feed this instance opened (listening from then on), by field',
+    labelNames: ['field'] as const,
+    registers: [this.registry],
+  });
+
   /** The scrape: this instance's metrics, then the process's. */
   async text(): Promise<string> {
     return `${await this.registry.metrics()}\n${await processRegistry().metrics()}`;

@@ -94,9 +94,11 @@ export async function runCrashHarness(options: {
     /** Tickets whose enqueue was acknowledged, and the generation each was seen granted. */
     const tickets = new Map<string, number | null>();
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-    /** Reads a ticket until it no longer waits. */
+    /** Reads a ticket until it no longer waits (a ticket waits for 2 s leases, never this long). */
     const decided = async (service: (typeof instances)[number], id: string): Promise<Ticket> => {
+      const deadline = Date.now() + 90_000;
       for (;;) {
+        if (Date.now() > deadline) throw new Error(`ticket ${id} still waits after 90 s`);
         const ticket = (
           await service.ok<{ leaseTicket: Ticket }>(
             ADMIN_TOKEN,
@@ -202,8 +204,14 @@ export async function runCrashHarness(options: {
       const targetIndex = instances.indexOf(target);
       // SIGKILL only while a submission to the target is in flight (sent before crash()
       // first waits), then the agents stop.
-      while (inFlight[targetIndex] === 0 && !settled)
+      const waitedFrom = Date.now();
+      while (inFlight[targetIndex] === 0 && !settled) {
+        if (Date.now() - waitedFrom > 30_000) {
+          violations.push(`kill ${kill}: no submission to instance ${targetIndex} in 30 s`);
+          break;
+        }
         await new Promise((resolve) => setImmediate(resolve));
+      }
       const dying = target.crash();
       crashed = true;
       await dying;
@@ -258,9 +266,16 @@ export async function runCrashHarness(options: {
       }
       // The queue goes on where it stopped: every ticket left is granted in turn (or expires).
       for (const { token, id } of undecided) {
-        await releaseGrant(service, token, await decided(service, id));
+        try {
+          await releaseGrant(service, token, await decided(service, id));
+        } catch (error) {
+          violations.push(`${QUEUE_ENV}: after restart ${kill}: ${String(error)}`);
+        }
       }
       if (service !== target) await target.start();
+      process.stderr.write(
+        `crash harness: kill ${kill}/${options.kills} (attempt ${attempts}): ${pending.length} cut short, ${acknowledged.length} acknowledged, ${undecided.length} tickets undecided\n`,
+      );
       if (pending.length === 0) kill--;
     }
 

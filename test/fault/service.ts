@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ADMIN_TOKEN = 'pf_fault_harness_admin_token_000';
+/** The longest a harness waits for one answer: far above any answer on a loaded machine. */
+const REQUEST_TIMEOUT_MS = 30_000;
 /** Compiled entry points (`npm run build`), found from dist/test/fault or from test/fault. */
 const above = fileURLToPath(new URL('../../', import.meta.url));
 const DIST = above.endsWith('/dist/') ? above : `${above}dist/`;
@@ -85,12 +87,22 @@ export class ServiceProcess {
     await exited;
   }
 
+  /** SIGTERM; a service that has not exited 15 s later is killed, and that is an error. */
   async stop(): Promise<void> {
     const child = this.child;
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
-    await exited;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), 15_000);
+    });
+    const outcome = await Promise.race([exited, late]);
+    clearTimeout(timer);
+    if (outcome === 'late') {
+      await this.crash();
+      throw new Error(`service ${child.pid} did not stop within 15 s of SIGTERM`);
+    }
   }
 
   async gql<T = any>(token: string, query: string, variables: Record<string, unknown> = {}) {
@@ -98,6 +110,9 @@ export class ServiceProcess {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ query, variables }),
+      // No request of a harness may hang it: one with no answer in this time fails, as a
+      // connection cut by a kill does.
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });
     return (await response.json()) as {
       data: T | null;
@@ -239,9 +254,12 @@ export async function deploy(
   return {
     instances,
     async stop() {
-      await Promise.all(instances.map((instance) => instance.stop()));
+      // Every instance is stopped and the database dropped even when one stop fails.
+      const stopped = await Promise.allSettled(instances.map((instance) => instance.stop()));
       await database.drop();
       rmSync(dir, { recursive: true, force: true });
+      const failed = stopped.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
     },
   };
 }

@@ -87,6 +87,11 @@ export async function startApp(
     DATABASE_URL: database.url,
     PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
     PLANFENCE_ADMIN_TOKEN_FILE: join(scratch.path, 'admin-token'),
+    // fetch keeps an idle connection for the service's keep-alive less a second. At the
+    // default 5 s, a test process that is slow to run its timers can send on a connection
+    // the service has just closed (ECONNRESET). Here the service keeps idle connections
+    // longer than any test leaves one idle.
+    PLANFENCE_HTTP_KEEP_ALIVE_SECONDS: '120',
     ...env,
   });
   const app = await createApp(config, {
