@@ -18,7 +18,7 @@ test(`paused agents never regress the published plan (seed ${seed})`, async () =
   expect(report.pauses).toBeGreaterThanOrEqual(20);
   // Every fourth round waits in the lease queue, A frozen at its grant.
   expect(report.queueRounds).toBe(5);
-}, 120_000);
+}, 240_000);
 
 // proves: R1, R6, R9, R37
 test(`a crashed service loses nothing acknowledged and duplicates nothing retried (seed ${seed})`, async () => {
@@ -32,7 +32,7 @@ test(`a crashed service loses nothing acknowledged and duplicates nothing retrie
   expect(report.retried).toBeGreaterThan(0);
   // Lease tickets waited and were granted across the kills, each generation once, in order.
   expect(report.queue.granted).toBeGreaterThan(0);
-}, 120_000);
+}, 240_000);
 
 const postgres = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const onPostgres = postgres ? describe : describe.skip;
@@ -51,7 +51,7 @@ onPostgres('two service instances on one PostgreSQL', () => {
       `instances=2 rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} seed=${report.seed}`,
     );
     expect(report.violations).toEqual([]);
-  }, 180_000);
+  }, 300_000);
 
   // proves: R1, R9, R37
   test(`killing one instance loses nothing acknowledged; the other keeps serving (seed ${seed})`, async () => {
@@ -63,5 +63,5 @@ onPostgres('two service instances on one PostgreSQL', () => {
     expect(report).toMatchObject({ lost: 0, duplicates: 0 });
     expect(report.retried).toBeGreaterThan(0);
     expect(report.queue.granted).toBeGreaterThan(0);
-  }, 180_000);
+  }, 300_000);
 });
