@@ -13,6 +13,7 @@ import {
   seededRandom,
   ServiceProcess,
 } from '../test/fault/service.js';
+import { LatencyProxy } from './latency-proxy.js';
 import { addOutcome, cpuMs, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
 
 const TYPENAME = '{ __typename }';
@@ -344,13 +345,29 @@ export async function runHttp(
     background?: Background;
     /** Added to each service's environment. */
     env?: Record<string, string>;
+    /**
+     * PostgreSQL: the services reach the database through a LatencyProxy that holds each
+     * chunk this long each way, and the run reports round trips per request.
+     */
+    latencyMs?: number;
   },
 ): Promise<Run> {
   const database = await runDatabase(options.template, options.workDir, options.runId);
+  let location = database.location;
+  let proxy: LatencyProxy | null = null;
+  if (options.latencyMs != null && options.template.postgres) {
+    const url = new URL(database.location);
+    proxy = new LatencyProxy(
+      { host: url.hostname, port: Number(url.port || 5432) },
+      options.latencyMs,
+    );
+    url.host = `127.0.0.1:${await proxy.start()}`;
+    location = url.toString();
+  }
   const services = Array.from(
     { length: options.instances ?? 1 },
     () =>
-      new ServiceProcess(database.location, {
+      new ServiceProcess(location, {
         ...UNLIMITED,
         PLANFENCE_SQLITE_SYNCHRONOUS: options.durability,
         ...options.env,
@@ -358,6 +375,14 @@ export async function runHttp(
   );
   try {
     for (const service of services) await service.start();
+    // What the services send on their own (sweeps, outbox polls), per second, before the load.
+    let idleTurnsPerSecond = 0;
+    if (proxy) {
+      proxy.reset();
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      idleTurnsPerSecond = proxy.turns / 2;
+      proxy.reset();
+    }
     const outcomes: Record<string, number> = {};
     const load = (
       url: string,
@@ -412,7 +437,12 @@ export async function runHttp(
     const rss = services
       .map((service) => (service.pid ? peakRssMb(service.pid) : null))
       .filter((v): v is number => v != null);
+    const roundTripsPerRequest =
+      proxy && answered
+        ? Math.max(0, proxy.turns - idleTurnsPerSecond * options.seconds) / answered
+        : null;
     return {
+      ...(proxy ? { roundTripsPerRequest, heldMs: proxy.heldMs() } : {}),
       reqPerSec: results.reduce((sum, r) => sum + r.requests.total / r.duration, 0),
       p50Ms: Math.max(...results.map((r) => r.latency.p50)),
       p99Ms: Math.max(...results.map((r) => r.latency.p99)),
@@ -437,6 +467,7 @@ export async function runHttp(
     };
   } finally {
     for (const service of services) await service.stop();
+    await proxy?.stop();
     await database.remove();
   }
 }

@@ -13,6 +13,10 @@ export interface Run {
   cpuMsPerRequest?: number | null;
   /** SQLite: writes committed per COMMIT during the run (group commit), from the service's /metrics. */
   writesPerCommit?: number | null;
+  /** Through the latency proxy: database round trips per request (the services' idle traffic taken out). */
+  roundTripsPerRequest?: number | null;
+  /** Through the latency proxy: the median time a chunk was really held each way, ms. */
+  heldMs?: number | null;
   /** Load that ran beside the measured one (reads under writes): its rate and its share of `ok`. */
   background?: { unit: string; reqPerSec: number; ok: number };
 }

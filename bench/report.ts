@@ -32,8 +32,16 @@ interface Summary extends Row {
   peakRssMb: number | null;
   cpuMsPerRequest: number | null;
   writesPerCommit: number | null;
+  roundTripsPerRequest: number | null;
+  heldMs: number | null;
   outcomes: Record<string, number>;
   background?: { unit: string; reqPerSec: number; ok: number };
+}
+
+/** The median of the values measured, or null when none was. */
+function medianOf(values: (number | null | undefined)[]): number | null {
+  const measured = values.filter((v): v is number => v != null && Number.isFinite(v));
+  return measured.length ? median(measured) : null;
 }
 
 function summarize(row: Row): Summary {
@@ -56,6 +64,8 @@ function summarize(row: Row): Summary {
         .filter((v): v is number => v != null && Number.isFinite(v));
       return values.length ? median(values) : null;
     })(),
+    roundTripsPerRequest: medianOf(row.runs.map((run) => run.roundTripsPerRequest)),
+    heldMs: medianOf(row.runs.map((run) => run.heldMs)),
     outcomes,
     ...(row.runs[0]?.background
       ? {
@@ -182,7 +192,8 @@ export function report(rows: Row[], machine: Machine): string {
       `| ${s.scenario} | ${s.variant} | ${s.durability} | ${s.connections} | ${fixed(s.reqPerSec, 0)} | ` +
         `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.cpuMsPerRequest == null ? '—' : fixed(s.cpuMsPerRequest, 3)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
-        `${outcomeText(s.outcomes)}${beside}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''} |`,
+        `${outcomeText(s.outcomes)}${beside}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''}` +
+        `${s.roundTripsPerRequest != null ? `; ${fixed(s.roundTripsPerRequest, 1)} database round trips per request, chunks held ${fixed(s.heldMs ?? 0, 2)} ms each way` : ''} |`,
     );
   }
   lines.push('');
@@ -349,6 +360,38 @@ export function report(rows: Row[], machine: Machine): string {
       extra <= 250 && refused.length === 0,
     );
   }
+  // PostgreSQL over a network: round trips per decision and the latency they add (scenario 13).
+  if (pgPublish && pgFloor)
+    versus(
+      pgPublish,
+      pgFloor,
+      0.25,
+      "PostgreSQL publish ≥ 0.25× node-pg's bare conditional UPDATE (c=10)",
+    );
+  const remote = (connections: number, variant: string) =>
+    summaries.find(
+      (s) =>
+        s.scenario.startsWith('13 ') &&
+        s.connections === connections &&
+        s.variant.startsWith(variant),
+    );
+  const remotePublish1 = remote(1, 'publish');
+  const remoteApprove1 = remote(1, 'submit + approve');
+  if (remotePublish1?.roundTripsPerRequest != null)
+    target(
+      'PostgreSQL: ≤ 3 database round trips per publish',
+      `${fixed(remotePublish1.roundTripsPerRequest, 1)} per publish` +
+        (remoteApprove1?.roundTripsPerRequest != null
+          ? `; ${fixed(remoteApprove1.roundTripsPerRequest, 1)} per request of submit + approve`
+          : ''),
+      remotePublish1.roundTripsPerRequest <= 3,
+    );
+  if (remotePublish1)
+    target(
+      'PostgreSQL through a 0.5 ms proxy: publish p50 ≤ 5 ms at c=1',
+      `${fixed(remotePublish1.p50Ms, 2)} ms (chunks held ${fixed(remotePublish1.heldMs ?? 0, 2)} ms each way: Node's timers are whole milliseconds)`,
+      remotePublish1.p50Ms <= 5,
+    );
   // Scenario 11 keeps ten 1 MiB requests in flight on purpose: its memory is not the service's at rest.
   const measured = summaries.filter((s) => s.peakRssMb != null && !s.scenario.startsWith('11 '));
   if (measured.length) {

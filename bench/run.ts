@@ -12,8 +12,9 @@
  *
  * The main rows (scenario 0, the FULL fresh publish, etcd fresh) run at every count of
  * `--connections` (default 1,10,50); the others at `--secondary-connections` (default 10).
- * The PostgreSQL rows (9) need a server: PLANFENCE_BENCH_POSTGRES_URL (or
- * PLANFENCE_TEST_POSTGRES_URL), a role that may create databases.
+ * The PostgreSQL rows (9, and 13 through a latency proxy: `--latency MS` each way, default
+ * 0.5) need a server: PLANFENCE_BENCH_POSTGRES_URL (or PLANFENCE_TEST_POSTGRES_URL), a role
+ * that may create databases.
  */
 import { execFileSync } from 'node:child_process';
 import {
@@ -58,7 +59,7 @@ import { POLICIES } from './policy-set.js';
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 5);
 const runs = option(argv, 'runs', 3);
-const ALL = '0,1,2,3,4,5,6,7,8,9,10,11,12';
+const ALL = '0,1,2,3,4,5,6,7,8,9,10,11,12,13';
 const only = new Set((textOption(argv, 'only') ?? ALL).split(',').map(Number));
 const numbers = (text: string) => text.split(',').map(Number);
 const mainCounts = numbers(textOption(argv, 'connections') ?? '1,10,50');
@@ -70,6 +71,8 @@ const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
  * change); every HTTP row then runs twice in each round, once on that build ("· baseline").
  */
 const baseline = textOption(argv, 'baseline');
+/** Scenario 13: what the latency proxy holds each chunk, each way (ms). */
+const latencyMs = Number(textOption(argv, 'latency') ?? 0.5);
 const postgresServer =
   textOption(argv, 'postgres') ??
   process.env.PLANFENCE_BENCH_POSTGRES_URL ??
@@ -149,8 +152,11 @@ async function main(): Promise<void> {
     });
   const etcd = etcdVersion();
   if (only.has(7) && !etcd) log('no etcd binary on PATH: scenario 7 is skipped');
-  if (only.has(9) && !postgresServer)
-    log('no PLANFENCE_BENCH_POSTGRES_URL (or PLANFENCE_TEST_POSTGRES_URL): scenario 9 is skipped');
+  for (const scenario of [9, 13])
+    if (only.has(scenario) && !postgresServer)
+      log(
+        `no PLANFENCE_BENCH_POSTGRES_URL (or PLANFENCE_TEST_POSTGRES_URL): scenario ${scenario} is skipped`,
+      );
   const http = (
     row: Omit<Row, 'runs'>,
     make: () => Promise<Template>,
@@ -466,6 +472,32 @@ async function main(): Promise<void> {
           bigSubmits('TERRAFORM_PLAN_JSON'),
           { env: BIG_PLANS },
         );
+    },
+    13: () => {
+      // PostgreSQL across a network: the same decisions through a proxy that holds each
+      // chunk `--latency` ms each way, and the round trips each request costs.
+      if (!postgresServer) return;
+      const postgres = postgresServer;
+      const pgPublish = template('publish-pg', () =>
+        prepareTemplate(workDir, 'publishpg', { count: 1, requireApproval: false, postgres }),
+      );
+      for (const connections of [1, 10]) {
+        const row = { scenario: '13 PostgreSQL, remote', durability: 'FULL' as const, connections };
+        http(
+          { ...row, variant: `publish, ${latencyMs} ms each way` },
+          pgPublish,
+          fencedPublish(0),
+          {
+            latencyMs,
+          },
+        );
+        http(
+          { ...row, variant: `submit + approve, ${latencyMs} ms each way` },
+          approvalTemplate(1, postgres),
+          approvalPath,
+          { latencyMs },
+        );
+      }
     },
   };
   for (const [number, add] of Object.entries(scenarios)) if (only.has(Number(number))) add();

@@ -1,0 +1,82 @@
+/**
+ * A TCP proxy between the service and PostgreSQL that holds every chunk for a fixed delay
+ * in each direction: a network between them, as when the database runs on another host of
+ * the zone (0.5 ms each way by default). It also counts round trips: on each connection, a
+ * turn is a chunk from the service that follows a chunk from the database (or opens the
+ * connection); a statement the service sends and waits for costs one, statements it
+ * pipelines cost one together.
+ *
+ * Node's timers are whole milliseconds: a delay under 1 ms is held until the next timer
+ * tick. The delay each chunk was really held is measured and reported (`heldMs`).
+ */
+import { createServer, type Server, type Socket, connect } from 'node:net';
+
+export class LatencyProxy {
+  private server: Server | null = null;
+  private readonly sockets = new Set<Socket>();
+  /** Round trips (turns) seen since the start or the last `reset`. */
+  turns = 0;
+  /** How long chunks were really held, ms (a sample: the last 10,000). */
+  private readonly held: number[] = [];
+
+  constructor(
+    private readonly target: { host: string; port: number },
+    private readonly delayMs: number,
+  ) {}
+
+  /** Listens on a loopback port; returns it. */
+  async start(): Promise<number> {
+    this.server = createServer((client) => this.pipe(client));
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(0, '127.0.0.1', () => resolve());
+    });
+    return (this.server.address() as { port: number }).port;
+  }
+
+  reset(): void {
+    this.turns = 0;
+  }
+
+  /** The median time a chunk was held, ms. */
+  heldMs(): number | null {
+    if (!this.held.length) return null;
+    const sorted = [...this.held].sort((a, b) => a - b);
+    return sorted[Math.floor(sorted.length / 2)];
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise((resolve) => (this.server ? this.server.close(resolve) : resolve(null)));
+  }
+
+  private pipe(client: Socket): void {
+    const upstream = connect(this.target.port, this.target.host);
+    this.sockets.add(client).add(upstream);
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    let last: 'service' | 'database' = 'database';
+    const forward = (from: Socket, to: Socket, side: 'service' | 'database') => {
+      from.on('data', (chunk) => {
+        if (side === 'service' && last === 'database') this.turns++;
+        last = side;
+        const received = performance.now();
+        // One delay for every chunk: timers of one duration fire in the order they were set.
+        setTimeout(() => {
+          if (this.held.length >= 10_000) this.held.shift();
+          this.held.push(performance.now() - received);
+          if (!to.destroyed) to.write(chunk);
+        }, this.delayMs);
+      });
+      from.on('close', () => setTimeout(() => to.destroy(), this.delayMs));
+      from.on('error', () => to.destroy());
+    };
+    forward(client, upstream, 'service');
+    forward(upstream, client, 'database');
+    const forget = () => {
+      this.sockets.delete(client);
+      this.sockets.delete(upstream);
+    };
+    client.on('close', forget);
+  }
+}
