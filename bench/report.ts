@@ -92,8 +92,11 @@ function outcomeText(outcomes: Record<string, number>): string {
 
 const SECTIONS = ['profile', 'hostile'] as const;
 
-/** Statements a publish sends on PostgreSQL, counted on its code path (the storage floor's 11 and 5 around them). */
-const PG_STATEMENTS = 16;
+/**
+ * Statements a publish sends on PostgreSQL, each its own round trip, as `npm run
+ * bench:statements` traces them (the service's own sweeps and polls left out).
+ */
+const PG_STATEMENTS = 25;
 
 /**
  * The sections that `npm run bench:profile` and `npm run bench:hostile` write, taken from the
@@ -467,8 +470,10 @@ export function report(rows: Row[], machine: Machine): string {
     );
   if (pgFloor && pgPublish)
     lines.push(
-      `- PostgreSQL, statements: a publish sends about ${PG_STATEMENTS} statements (BEGIN, the database clock, the ` +
-        'token lookup, the idempotency recall, the 11 statements of the storage floor, COMMIT) where the floor sends one; ' +
+      `- PostgreSQL, statements: a publish sends ${PG_STATEMENTS} statements, each a round trip (\`npm run bench:statements\`: ` +
+        'the token lookup, two clock reads, the policy version and the plan policies before the transaction; BEGIN, ' +
+        'the idempotency recall, the decision, one lock of the environment per outbox event, two NOTIFYs, the audit ' +
+        'event, the idempotency record, COMMIT) where the floor sends one; ' +
         `at the floor's cost per statement on this machine (PostgreSQL shares its 2 cores with the service and the load) ` +
         `that alone bounds a publish at ${fixed(pgFloor.reqPerSec, 0)} ÷ ${PG_STATEMENTS} = ${fixed(pgFloor.reqPerSec / PG_STATEMENTS, 0)}/s; ` +
         `50% of the floor would need at most 2 statements per publish.`,

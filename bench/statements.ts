@@ -1,0 +1,123 @@
+/**
+ * Which statements one decision sends to PostgreSQL, grouped by round trip: the service
+ * runs on a fresh database through a counting proxy, and one warm publish (or `--approve`:
+ * a submit then its approval) is traced.
+ *
+ *   npm run bench:statements                 # needs PLANFENCE_BENCH_POSTGRES_URL or PLANFENCE_TEST_POSTGRES_URL
+ *   npm run bench:statements -- --approve
+ */
+import { connect, createServer, type Socket } from 'node:net';
+import { ADMIN_TOKEN, createPostgresDatabase, ServiceProcess } from '../test/fault/service.js';
+
+const server = process.env.PLANFENCE_BENCH_POSTGRES_URL ?? process.env.PLANFENCE_TEST_POSTGRES_URL;
+if (!server) {
+  console.error('set PLANFENCE_BENCH_POSTGRES_URL (or PLANFENCE_TEST_POSTGRES_URL)');
+  process.exit(2);
+}
+const approve = process.argv.includes('--approve');
+
+/** The SQL text of the frontend messages in `chunk` (Query, Parse), in order. */
+function statements(chunk: Buffer): string[] {
+  const found: string[] = [];
+  for (let i = 0; i + 5 <= chunk.length;) {
+    const type = String.fromCharCode(chunk[i]);
+    const length = chunk.readInt32BE(i + 1);
+    const body = chunk.subarray(i + 5, i + 1 + length);
+    if (type === 'Q') found.push(body.subarray(0, body.indexOf(0)).toString());
+    if (type === 'P') {
+      const nameEnd = body.indexOf(0);
+      found.push(body.subarray(nameEnd + 1, body.indexOf(0, nameEnd + 1)).toString());
+    }
+    i += 1 + length;
+  }
+  return found;
+}
+
+const database = await createPostgresDatabase(server, 'planfence_bench_statements');
+const target = new URL(database.url);
+let trace: { turn: number; sql: string }[] | null = null;
+let turns = 0;
+const sockets = new Set<Socket>();
+const proxy = createServer((client) => {
+  const upstream = connect(Number(target.port || 5432), target.hostname);
+  sockets.add(client).add(upstream);
+  let last: 'service' | 'database' = 'database';
+  client.on('data', (chunk) => {
+    if (last === 'database') turns++;
+    last = 'service';
+    if (trace) for (const sql of statements(chunk)) trace.push({ turn: turns, sql });
+    upstream.write(chunk);
+  });
+  upstream.on('data', (chunk) => {
+    last = 'database';
+    client.write(chunk);
+  });
+  for (const socket of [client, upstream]) {
+    socket.on('error', () => undefined);
+    socket.on('close', () => (socket === client ? upstream : client).destroy());
+  }
+});
+await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+const through = new URL(database.url);
+through.host = `127.0.0.1:${(proxy.address() as { port: number }).port}`;
+const service = new ServiceProcess(through.toString());
+try {
+  await service.start();
+  const agent = await service.issueToken('agent', 'AGENT');
+  const reviewer = await service.issueToken('reviewer', 'REVIEWER');
+  await service.ok(
+    ADMIN_TOKEN,
+    `mutation { createEnvironment(input: { name: "prod", requireApproval: ${approve} }) { name } }`,
+  );
+  const generation = (
+    await service.ok<{ acquireLease: { generation: number } }>(
+      agent,
+      'mutation { acquireLease(input: { environment: "prod", ttlSeconds: 3600 }) { generation } }',
+    )
+  ).acquireLease.generation;
+  const submit = (content: string) =>
+    service.ok<{ submitPlan: { id: string } }>(
+      agent,
+      'mutation($g: Int!, $c: String!, $k: String!) { submitPlan(input: { environment: "prod", generation: $g, content: $c, idempotencyKey: $k }) { id } }',
+      { g: generation, c: content, k: `key-${content}` },
+    );
+  // Warm: the token is cached, the pool connected, the statements prepared.
+  const warm = await submit('warm');
+  if (approve)
+    await service.ok(
+      reviewer,
+      'mutation($id: ID!) { approvePlan(input: { planId: $id }) { id } }',
+      {
+        id: warm.submitPlan.id,
+      },
+    );
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const traced = async (what: string, run: () => Promise<unknown>) => {
+    trace = [];
+    const from = turns;
+    await run();
+    const seen = trace;
+    trace = null;
+    // What the service sends on its own meanwhile (the queue sweeper, the outbox) is in the list too.
+    console.log(`\n${what}: ${turns - from} round trips, ${seen.length} statements`);
+    for (const { turn, sql } of seen)
+      console.log(
+        `  ${String(turn - from).padStart(3)}  ${sql.replace(/\s+/g, ' ').slice(0, 150)}`,
+      );
+  };
+  let planId = '';
+  await traced('a publish' + (approve ? ' (submit, PROPOSED)' : ''), async () => {
+    planId = (await submit('traced')).submitPlan.id;
+  });
+  if (approve)
+    await traced('its approval', () =>
+      service.ok(reviewer, 'mutation($id: ID!) { approvePlan(input: { planId: $id }) { id } }', {
+        id: planId,
+      }),
+    );
+} finally {
+  await service.stop();
+  for (const socket of sockets) socket.destroy();
+  proxy.close();
+  await database.drop();
+}
