@@ -7,34 +7,21 @@
  * where every panel fits and what is wider scrolls inside its own box. Screenshots go to
  * test-output/ (docs/pictures/ with PLANFENCE_DOCS_PICTURES=1, `npm run docs:pictures`).
  */
-import type { Browser, Locator, Page } from 'playwright-core';
-import { ManualClock } from '../src/common/clock.js';
-import { launchChromium } from './support/browser.js';
-import { ADMIN_TOKEN, startApp, type TestApp } from './support/app.js';
+import type { Locator, Page } from 'playwright-core';
+import { consoleSuite } from './support/console.js';
+import { ADMIN_TOKEN, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 import { picture, SHOT } from './support/pictures.js';
 
 const shot = (name: string) => ({ path: picture(`console-${name}`), ...SHOT });
 
+const suite = consoleSuite();
 let app: TestApp;
 let world: World;
-let browser: Browser;
+beforeAll(() => ({ app, world } = suite));
 
-const dialogs: string[] = [];
-
-async function signIn(token: string, width: number, height: number): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width, height } });
-  page.on('dialog', (dialog) => {
-    dialogs.push(dialog.message());
-    void dialog.dismiss();
-  });
-  await page.goto(app.url);
-  await page.fill('#token', token);
-  await page.click('button[type=submit]');
-  await page.locator('#status.live').waitFor();
-  await page.locator('#who', { hasText: '·' }).waitFor();
-  return page;
-}
+const signIn = (token: string, width: number, height: number): Promise<Page> =>
+  suite.signIn(token, { width, height });
 
 interface Box {
   left: number;
@@ -75,20 +62,6 @@ function style(locator: Locator, property: string): Promise<string> {
 const START_DEPLOYMENT =
   'mutation($input: StartDeploymentInput!) { startDeployment(input: $input) { id status } }';
 
-beforeAll(async () => {
-  app = await startApp({}, new ManualClock(Date.now()));
-  world = new World(app);
-  ({ browser } = await launchChromium());
-  // Pages stay open until the browser closes: the single-process Chromium that npm
-  // installs does not survive a page being closed.
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await app?.close();
-});
-afterEach(() => {
-  expect(dialogs).toEqual([]);
-});
 
 test('at 1440 px rejections are grouped by kind with whole codes, names stay on one line, the timeline has a time axis, and reconcile waits for UNKNOWN with no default outcome', async () => {
   const longName = 'agent-with-a-rather-long-principal-name-that-does-not-fit-a-row';

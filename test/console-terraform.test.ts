@@ -7,10 +7,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { ManualClock } from '../src/common/clock.js';
-import { launchChromium } from './support/browser.js';
-import { startApp, type TestApp } from './support/app.js';
+import type { Page } from 'playwright-core';
+import { consoleSuite } from './support/console.js';
 import { freshKey, ok, World } from './support/world.js';
 import { picture, SHOT } from './support/pictures.js';
 
@@ -25,42 +23,28 @@ const SECRETS = [
   'api-key-value-9',
 ];
 
-let app: TestApp;
+const suite = consoleSuite();
 let world: World;
-let browser: Browser;
+beforeAll(() => ({ world } = suite));
 /** Everything the service sent to the browser: HTTP bodies and WebSocket frames. */
 const received: string[] = [];
 const errors: string[] = [];
-
-beforeAll(async () => {
-  app = await startApp({}, new ManualClock(Date.now()));
-  world = new World(app);
-  ({ browser } = await launchChromium());
-}, 120_000);
 afterEach(() => expect(errors).toEqual([]));
-afterAll(async () => {
-  await browser?.close();
-  await app?.close();
-});
 
-async function signIn(token: string): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-  page.on('response', (response) => {
-    void response.text().then(
-      (body) => received.push(body),
-      () => undefined,
-    );
+/** A signed-in page whose every answer and frame is kept, and whose script errors are counted. */
+function signIn(token: string): Promise<Page> {
+  return suite.signIn(token, { width: 1280, height: 1100 }, (page) => {
+    page.on('response', (response) => {
+      void response.text().then(
+        (body) => received.push(body),
+        () => undefined,
+      );
+    });
+    page.on('websocket', (socket) => {
+      socket.on('framereceived', (frame) => received.push(String(frame.payload)));
+    });
+    page.on('pageerror', (error) => errors.push(error.message));
   });
-  page.on('websocket', (socket) => {
-    socket.on('framereceived', (frame) => received.push(String(frame.payload)));
-  });
-  page.on('pageerror', (error) => errors.push(error.message));
-  await page.goto(app.url);
-  await page.fill('#token', token);
-  await page.click('button[type=submit]');
-  await page.locator('#status.live').waitFor();
-  await page.locator('#who', { hasText: '·' }).waitFor();
-  return page;
 }
 
 // proves: R32

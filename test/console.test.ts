@@ -5,35 +5,21 @@
  * forged approval, the timeline and the deployment panel. Screenshots go to test-output/
  * (docs/pictures/ with PLANFENCE_DOCS_PICTURES=1, `npm run docs:pictures`).
  */
-import type { Browser, Page } from 'playwright-core';
-import { ManualClock } from '../src/common/clock.js';
-import { launchChromium } from './support/browser.js';
-import { ADMIN_TOKEN, startApp, type TestApp } from './support/app.js';
+import type { Page } from 'playwright-core';
+import { consoleSuite } from './support/console.js';
+import { ADMIN_TOKEN, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 import { picture, SHOT } from './support/pictures.js';
 
 const shot = (name: string) => ({ path: picture(`console-${name}`), ...SHOT });
 
+const suite = consoleSuite();
 let app: TestApp;
 let world: World;
-let browser: Browser;
+beforeAll(() => ({ app, world } = suite));
 
-/** Pages of the test, each watched for dialogs (an XSS payload that ran would open one). */
-const dialogs: string[] = [];
-
-async function signIn(token: string, width = 1280, height = 800): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width, height } });
-  page.on('dialog', (dialog) => {
-    dialogs.push(dialog.message());
-    void dialog.dismiss();
-  });
-  await page.goto(app.url);
-  await page.fill('#token', token);
-  await page.click('button[type=submit]');
-  await page.locator('#status.live').waitFor();
-  await page.locator('#who', { hasText: '·' }).waitFor();
-  return page;
-}
+const signIn = (token: string, width = 1280, height = 800): Promise<Page> =>
+  suite.signIn(token, { width, height });
 
 async function issue(name: string, role: string): Promise<string> {
   const result = await world.gql<{ issueToken: { token: string } }>(
@@ -59,20 +45,6 @@ async function openFromQueue(page: Page, planId: string): Promise<void> {
   await page.locator('#plan-id', { hasText: planId }).waitFor();
 }
 
-beforeAll(async () => {
-  app = await startApp({}, new ManualClock(Date.now()));
-  world = new World(app);
-  ({ browser } = await launchChromium());
-  // Pages stay open until the browser closes: the single-process Chromium that npm
-  // installs does not survive a page being closed.
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await app?.close();
-});
-afterEach(() => {
-  expect(dialogs).toEqual([]);
-});
 
 // proves: R13
 test('a reviewer opens a queued plan, reads its diff, approves what was shown, and the card and timeline move', async () => {
