@@ -9,16 +9,15 @@
  */
 import type { Locator, Page } from 'playwright-core';
 import { consoleSuite } from './support/console.js';
-import { ADMIN_TOKEN, type TestApp } from './support/app.js';
+import { ADMIN_TOKEN } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 import { picture, SHOT } from './support/pictures.js';
 
 const shot = (name: string) => ({ path: picture(`console-${name}`), ...SHOT });
 
 const suite = consoleSuite();
-let app: TestApp;
 let world: World;
-beforeAll(() => ({ app, world } = suite));
+beforeAll(() => ({ world } = suite));
 
 const signIn = (token: string, width: number, height: number): Promise<Page> =>
   suite.signIn(token, { width, height });
@@ -61,7 +60,6 @@ function style(locator: Locator, property: string): Promise<string> {
 
 const START_DEPLOYMENT =
   'mutation($input: StartDeploymentInput!) { startDeployment(input: $input) { id status } }';
-
 
 test('at 1440 px rejections are grouped by kind with whole codes, names stay on one line, the timeline has a time axis, and reconcile waits for UNKNOWN with no default outcome', async () => {
   const longName = 'agent-with-a-rather-long-principal-name-that-does-not-fit-a-row';

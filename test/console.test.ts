@@ -45,7 +45,6 @@ async function openFromQueue(page: Page, planId: string): Promise<void> {
   await page.locator('#plan-id', { hasText: planId }).waitFor();
 }
 
-
 // proves: R13
 test('a reviewer opens a queued plan, reads its diff, approves what was shown, and the card and timeline move', async () => {
   const reviewer = await world.issue('rita', 'REVIEWER');
