@@ -135,14 +135,21 @@ export async function runCrashHarness(options: {
       }
       let crashed = false;
       const pending: { token: string; submission: Submission }[] = [];
+      const target = instances[(kill - 1) % instances.length];
+      const targetIndex = instances.indexOf(target);
       /** Submissions sent and not yet answered, per instance. */
       const inFlight = instances.map(() => 0);
+      /** Called when a submission to the target is sent (or every agent and waiter ended). */
+      let submitted = (): void => undefined;
+      /** What each agent does now, for a report when a kill finds nothing in flight. */
+      const doing = new Map<string, string>();
 
       /** An agent: a new lease, then plans as fast as it can, until the service goes away. */
       const work = async ({ token, environment, instance }: (typeof agents)[number]) => {
         const service = instances[instance];
         let generation: number;
         try {
+          doing.set(environment, 'acquiring');
           const lease = await service.gql(
             token,
             `mutation { acquireLease(input: { environment: "${environment}", ttlSeconds: 3600 }) { generation } }`,
@@ -151,27 +158,33 @@ export async function runCrashHarness(options: {
           generation = lease.data.acquireLease.generation as number;
           granted.get(environment)!.push(generation);
         } catch (error) {
+          doing.set(environment, `acquire failed: ${String(error)}`);
           if (!crashed)
             violations.push(`${environment}: acquire failed before the crash: ${String(error)}`);
           return;
         }
         for (let i = 0; !crashed; i++) {
-          const key = `${environment}-k${kill}-${i}`;
+          // Unique per attempt: a kill that cut nothing short is made again with new leases.
+          const key = `${environment}-a${attempts}-${i}`;
+          doing.set(environment, `submitting ${key}`);
           const submission: Submission = { environment, generation, key, content: `plan ${key}` };
           inFlight[instance]++;
+          if (instance === targetIndex) submitted();
           try {
             const result = await service.gql(token, SUBMIT, {
               input: { environment, generation, idempotencyKey: key, content: submission.content },
             });
             if (result.errors) throw new Error(JSON.stringify(result.errors));
             acknowledged.push({ ...submission, planId: result.data.submitPlan.id });
-          } catch {
+          } catch (error) {
             pending.push({ token, submission }); // no acknowledgement: the agent will retry it
+            doing.set(environment, `stopped at ${key}: ${String(error).slice(0, 300)}`);
             return;
           } finally {
             inFlight[instance]--;
           }
         }
+        doing.set(environment, 'stopped: the service went away');
       };
       /** Tickets of this round not seen decided before the crash: drained after the restart. */
       const undecided: { token: string; id: string }[] = [];
@@ -198,19 +211,25 @@ export async function runCrashHarness(options: {
       let settled = false;
       const working = Promise.all([...agents.map(work), ...waiters.map(wait)]).finally(() => {
         settled = true;
+        submitted();
       });
       await new Promise((resolve) => setTimeout(resolve, 150 + random(450)));
-      const target = instances[(kill - 1) % instances.length];
-      const targetIndex = instances.indexOf(target);
       // SIGKILL only while a submission to the target is in flight (sent before crash()
-      // first waits), then the agents stop.
-      const waitedFrom = Date.now();
-      while (inFlight[targetIndex] === 0 && !settled) {
-        if (Date.now() - waitedFrom > 30_000) {
-          violations.push(`kill ${kill}: no submission to instance ${targetIndex} in 30 s`);
-          break;
-        }
-        await new Promise((resolve) => setImmediate(resolve));
+      // first waits), then the agents stop. Waiting is event-driven: nothing spins.
+      if (inFlight[targetIndex] === 0 && !settled) {
+        let timer: NodeJS.Timeout | undefined;
+        const sent = await Promise.race([
+          new Promise<true>((resolve) => (submitted = () => resolve(true))),
+          new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), 30_000))),
+        ]);
+        clearTimeout(timer);
+        submitted = () => undefined;
+        if (!sent)
+          violations.push(
+            `kill ${kill}: no submission to instance ${targetIndex} in 30 s; agents: ${JSON.stringify(Object.fromEntries(doing))}`,
+          );
+        // The request leaves on the next turn of the event loop.
+        else await new Promise((resolve) => setImmediate(resolve));
       }
       const dying = target.crash();
       crashed = true;
