@@ -204,21 +204,38 @@ export class DeliveriesRepository {
     return this.db.write(async (m) => {
       await this.lockLines(m);
       const now = await this.clock.now(m);
-      const finished = await execute(
-        m,
-        `UPDATE webhook_deliveries
-         SET status = 'DELIVERED', delivered_at = :now, last_error = NULL,
-             next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL
-         WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
-        { id: attempt.id, now, me: terms.me },
-      );
-      if (!finished) return { recorded: false, members: [] };
+      if (!(await this.markDelivered(m, attempt.id, terms.me, now, false)))
+        return { recorded: false, members: [] };
       const members = run > 0 ? await this.claimRun(m, attempt, terms, now, run) : [];
       // The line's next delivery is due (claimed here when it is the run's first member),
       // so that a crash in the run leaves the line to a restart or another instance.
       await this.nextInLine(m, attempt, now);
       return { recorded: true, members };
     });
+  }
+
+  /**
+   * DELIVERED, only while `me` holds the claim of the PENDING delivery `id`; `countAttempt`
+   * for a run's member, whose attempt is counted when its outcome is recorded (a head's was
+   * counted when it was claimed). Whether it was recorded.
+   */
+  private async markDelivered(
+    m: EntityManager,
+    id: number,
+    me: string,
+    now: number,
+    countAttempt: boolean,
+  ): Promise<boolean> {
+    const counted = countAttempt ? 'attempts = attempts + 1, last_attempt_at = :now,' : '';
+    const finished = await execute(
+      m,
+      `UPDATE webhook_deliveries
+       SET status = 'DELIVERED', delivered_at = :now, last_error = NULL, ${counted}
+           next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL
+       WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
+      { id, now, me },
+    );
+    return finished > 0;
   }
 
   /**
@@ -232,16 +249,7 @@ export class DeliveriesRepository {
     return this.db.write(async (m) => {
       await this.lockLines(m);
       const now = await this.clock.now(m);
-      const finished = await execute(
-        m,
-        `UPDATE webhook_deliveries
-         SET status = 'DELIVERED', delivered_at = :now, last_error = NULL,
-             attempts = attempts + 1, last_attempt_at = :now,
-             next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL
-         WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
-        { id: attempt.id, now, me },
-      );
-      if (!finished) return false;
+      if (!(await this.markDelivered(m, attempt.id, me, now, true))) return false;
       // The next one is due (for a restart or another instance, should this one die), and
       // its claim lasts from now, since it is being sent now.
       await this.nextInLine(m, attempt, now);
