@@ -44,11 +44,23 @@ export class Outbox {
     return () => this.listeners.delete(listener);
   }
 
+  /**
+   * PostgreSQL: the environments whose row lock a transaction (`m`) took here. A row lock
+   * lasts to the end of its transaction (these transactions use no savepoints on
+   * PostgreSQL), so a decision that records several events locks once.
+   */
+  private readonly locked = new WeakMap<EntityManager, Set<string>>();
+
   async record(m: EntityManager, event: OutboxEvent): Promise<void> {
     if (this.db.dialect === 'postgres') {
-      await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
-        environment: event.environment,
-      });
+      let environments = this.locked.get(m);
+      if (!environments) this.locked.set(m, (environments = new Set()));
+      if (!environments.has(event.environment)) {
+        await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
+          environment: event.environment,
+        });
+        environments.add(event.environment);
+      }
     }
     await execute(
       m,
