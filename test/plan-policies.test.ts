@@ -2,6 +2,7 @@
 import { PoliciesService } from '../src/policies/policies.service.js';
 import { startApp, type TestApp } from './support/app.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
+import { metric } from './support/metrics.js';
 
 let app: TestApp;
 let world: World;
@@ -104,12 +105,6 @@ function approve(token: string, planId: string, breakGlassReason?: string) {
     `mutation($input: ApprovePlanInput!) { approvePlan(input: $input) { ${PLAN} } }`,
     { input: { planId, breakGlassReason } },
   );
-}
-
-async function metric(name: string, labels: string): Promise<number> {
-  const text = await (await fetch(`${app.url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
-  return line ? Number(line.split(' ').pop()) : 0;
 }
 
 const DENY_BIG: Policy = {
@@ -478,7 +473,7 @@ describe('fail closed', () => {
         message: 'an old ticket',
       },
     ]);
-    const before = await metric('planfence_policy_evaluations_total', 'outcome="error"');
+    const before = await metric(app.url, 'planfence_policy_evaluations_total{outcome="error"}');
     const result = await submit(env, generation, 'a plan', 'not a number');
     expect(result.errors![0].extensions).toEqual({
       code: 'POLICY_DENIED',
@@ -486,7 +481,9 @@ describe('fail closed', () => {
       message: expect.stringMatching(/^evaluation failed: /),
     });
     expect(await world.plans(env)).toEqual([]);
-    expect(await metric('planfence_policy_evaluations_total', 'outcome="error"')).toBe(before + 1);
+    expect(await metric(app.url, 'planfence_policy_evaluations_total{outcome="error"}')).toBe(
+      before + 1,
+    );
     // The same policy decides a plan it can evaluate.
     expect(
       ok(await submit(env, generation, 'a plan', '1234')).submitPlan.policyResults[0],
@@ -511,14 +508,16 @@ describe('fail closed', () => {
     const { env, generation } = await environment([
       { name: 'runaway', expression: runaway(8), effect: 'WARN', message: 'never decided' },
     ]);
-    const before = await metric('planfence_policy_evaluations_total', 'outcome="budget"');
+    const before = await metric(app.url, 'planfence_policy_evaluations_total{outcome="budget"}');
     const result = await submit(env, generation, 'a plan');
     expect(result.errors![0].extensions).toEqual({
       code: 'POLICY_DENIED',
       policy: 'runaway',
       message: 'evaluation failed: evaluation ran past its budget of 1000 ms',
     });
-    expect(await metric('planfence_policy_evaluations_total', 'outcome="budget"')).toBe(before + 1);
+    expect(await metric(app.url, 'planfence_policy_evaluations_total{outcome="budget"}')).toBe(
+      before + 1,
+    );
     ok(await setPolicies(env, [WARN_HOTFIX]));
     expect(ok(await submit(env, generation, 'next')).submitPlan.policyResults).toHaveLength(1);
     // In a dry run: the policy that ran out, and the one after it, never evaluated.

@@ -14,6 +14,7 @@ import {
   type TestApp,
 } from './support/app.js';
 import { Receiver, type Received } from './support/receiver.js';
+import { metric } from './support/metrics.js';
 
 const onPostgres = TEST_DATABASE === 'postgres' ? describe : describe.skip;
 const ENVIRONMENTS = ['multi-a', 'multi-b', 'multi-c'];
@@ -24,13 +25,8 @@ const FAST = {
   PLANFENCE_WEBHOOK_CONCURRENCY: '4',
 };
 
-async function deliveredBy(instance: TestApp): Promise<number> {
-  const text = await (await fetch(`${instance.url}/metrics`)).text();
-  const line = text
-    .split('\n')
-    .find((l) => l.startsWith('planfence_webhook_deliveries_total{outcome="delivered"}'));
-  return line ? Number(line.split(' ').pop()) : 0;
-}
+const deliveredBy = (instance: TestApp) =>
+  metric(instance.url, 'planfence_webhook_deliveries_total{outcome="delivered"}');
 
 onPostgres('two instances on one PostgreSQL database', () => {
   // proves: R23, R24

@@ -8,6 +8,7 @@ import WebSocket from 'ws';
 import { pino } from 'pino';
 import { ADMIN_TOKEN, codeOf, ok, startApp, type TestApp } from '../support/app.js';
 import { World } from '../support/world.js';
+import { metric } from '../support/metrics.js';
 
 let app: TestApp;
 let world: World;
@@ -41,13 +42,6 @@ async function post(url: string, body: string, token: string | null = null): Pro
 
 const query = (text: string, variables?: Record<string, unknown>) =>
   JSON.stringify({ query: text, variables });
-
-/** The value of one Prometheus sample on /metrics (0 when absent). */
-async function metric(url: string, sample: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
-  return line ? Number(line.slice(sample.length + 1)) : 0;
-}
 
 const LOOKUPS = [
   'planfence_authentications_total{outcome="OK"}',

@@ -1,13 +1,9 @@
 import { until } from './until.js';
+import { metric } from './metrics.js';
 
-/** How many subscriptions of `field` the service at `url` has opened so far (its /metrics). */
-export async function subscriptionsOpened(url: string, field: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const line = text
-    .split('\n')
-    .find((l) => l.startsWith(`planfence_subscriptions_total{field="${field}"}`));
-  return line ? Number(line.split(' ').at(-1)) : 0;
-}
+/** How many subscriptions of `field` the service at `url` has opened so far. */
+const subscriptionsOpened = (url: string, field: string) =>
+  metric(url, `planfence_subscriptions_total{field="${field}"}`);
 
 /**
  * Subscribes with `subscribe` and returns once the service listens for it: its count of
