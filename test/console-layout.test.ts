@@ -12,6 +12,7 @@ import { consoleSuite } from './support/console.js';
 import { ADMIN_TOKEN } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 import { picture, SHOT } from './support/pictures.js';
+import { Deployments } from './support/deployers.js';
 
 const shot = (name: string) => ({ path: picture(`console-${name}`), ...SHOT });
 
@@ -180,14 +181,8 @@ test('at 1440 px rejections are grouped by kind with whole codes, names stay on 
   await card
     .locator('.deploy', { hasText: 'no deployment in flight' })
     .waitFor({ timeout: 10_000 });
-  const reconciled = ok(
-    await world.gql<{ deployment: { status: string; reconciledBy: string } }>(
-      ADMIN_TOKEN,
-      'query($id: ID!) { deployment(id: $id) { status reconciledBy } }',
-      { id: started.id },
-    ),
-  ).deployment;
-  expect(reconciled).toEqual({ status: 'SUCCEEDED', reconciledBy: 'wide-reviewer' });
+  const reconciled = await new Deployments(world).get(started.id);
+  expect(reconciled).toMatchObject({ status: 'SUCCEEDED', reconciledBy: 'wide-reviewer' });
 }, 90_000);
 
 test('a frozen environment is badged FROZEN on its card, in the queue and on the plan view; the plan view names the pinned hash, the fence and the lease; a publish reads as a success', async () => {

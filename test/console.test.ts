@@ -10,6 +10,7 @@ import { consoleSuite } from './support/console.js';
 import { ADMIN_TOKEN, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
 import { picture, SHOT } from './support/pictures.js';
+import { Deployments } from './support/deployers.js';
 
 const shot = (name: string) => ({ path: picture(`console-${name}`), ...SHOT });
 
@@ -441,14 +442,8 @@ test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles
   await card
     .locator('.deploy', { hasText: 'no deployment in flight' })
     .waitFor({ timeout: 10_000 });
-  const deployment = ok(
-    await world.gql<{ deployment: { status: string; reconciledBy: string } }>(
-      ADMIN_TOKEN,
-      'query($id: ID!) { deployment(id: $id) { status reconciledBy } }',
-      { id: started.id },
-    ),
-  ).deployment;
-  expect(deployment).toEqual({ status: 'FAILED', reconciledBy: 'rene' });
+  const deployment = await new Deployments(world).get(started.id);
+  expect(deployment).toMatchObject({ status: 'FAILED', reconciledBy: 'rene' });
 
   // Phone width: nothing wider than the screen.
   const phone = await signIn(reviewer, 390, 844);
