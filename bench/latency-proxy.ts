@@ -21,7 +21,10 @@ export class LatencyProxy {
 
   constructor(
     private readonly target: { host: string; port: number },
+    /** Held each way; 0 forwards at once. */
     private readonly delayMs: number,
+    /** Sees each chunk the service sends, with the turn it belongs to. */
+    private readonly onServiceChunk?: (chunk: Buffer, turn: number) => void,
   ) {}
 
   /** Listens on a loopback port; returns it. */
@@ -57,9 +60,14 @@ export class LatencyProxy {
     upstream.setNoDelay(true);
     let last: 'service' | 'database' = 'database';
     const forward = (from: Socket, to: Socket, side: 'service' | 'database') => {
-      from.on('data', (chunk) => {
+      from.on('data', (chunk: Buffer) => {
         if (side === 'service' && last === 'database') this.turns++;
         last = side;
+        if (side === 'service') this.onServiceChunk?.(chunk, this.turns);
+        if (this.delayMs <= 0) {
+          if (!to.destroyed) to.write(chunk);
+          return;
+        }
         const received = performance.now();
         // One delay for every chunk: timers of one duration fire in the order they were set.
         setTimeout(() => {

@@ -6,8 +6,8 @@
  *   npm run bench:statements                 # needs PLANFENCE_BENCH_POSTGRES_URL or PLANFENCE_TEST_POSTGRES_URL
  *   npm run bench:statements -- --approve
  */
-import { connect, createServer, type Socket } from 'node:net';
 import { ADMIN_TOKEN, createPostgresDatabase, ServiceProcess } from '../test/fault/service.js';
+import { LatencyProxy } from './latency-proxy.js';
 
 const server = process.env.PLANFENCE_BENCH_POSTGRES_URL ?? process.env.PLANFENCE_TEST_POSTGRES_URL;
 if (!server) {
@@ -36,30 +36,15 @@ function statements(chunk: Buffer): string[] {
 const database = await createPostgresDatabase(server, 'planfence_bench_statements');
 const target = new URL(database.url);
 let trace: { turn: number; sql: string }[] | null = null;
-let turns = 0;
-const sockets = new Set<Socket>();
-const proxy = createServer((client) => {
-  const upstream = connect(Number(target.port || 5432), target.hostname);
-  sockets.add(client).add(upstream);
-  let last: 'service' | 'database' = 'database';
-  client.on('data', (chunk) => {
-    if (last === 'database') turns++;
-    last = 'service';
-    if (trace) for (const sql of statements(chunk)) trace.push({ turn: turns, sql });
-    upstream.write(chunk);
-  });
-  upstream.on('data', (chunk) => {
-    last = 'database';
-    client.write(chunk);
-  });
-  for (const socket of [client, upstream]) {
-    socket.on('error', () => undefined);
-    socket.on('close', () => (socket === client ? upstream : client).destroy());
-  }
-});
-await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+const proxy = new LatencyProxy(
+  { host: target.hostname, port: Number(target.port || 5432) },
+  0,
+  (chunk, turn) => {
+    if (trace) for (const sql of statements(chunk)) trace.push({ turn, sql });
+  },
+);
 const through = new URL(database.url);
-through.host = `127.0.0.1:${(proxy.address() as { port: number }).port}`;
+through.host = `127.0.0.1:${await proxy.start()}`;
 const service = new ServiceProcess(through.toString());
 try {
   await service.start();
@@ -94,12 +79,12 @@ try {
   await new Promise((resolve) => setTimeout(resolve, 500));
   const traced = async (what: string, run: () => Promise<unknown>) => {
     trace = [];
-    const from = turns;
+    const from = proxy.turns;
     await run();
     const seen = trace;
     trace = null;
     // What the service sends on its own meanwhile (the queue sweeper, the outbox) is in the list too.
-    console.log(`\n${what}: ${turns - from} round trips, ${seen.length} statements`);
+    console.log(`\n${what}: ${proxy.turns - from} round trips, ${seen.length} statements`);
     for (const { turn, sql } of seen)
       console.log(
         `  ${String(turn - from).padStart(3)}  ${sql.replace(/\s+/g, ' ').slice(0, 150)}`,
@@ -117,7 +102,6 @@ try {
     );
 } finally {
   await service.stop();
-  for (const socket of sockets) socket.destroy();
-  proxy.close();
+  await proxy.stop();
   await database.drop();
 }
