@@ -58,12 +58,7 @@ function summarize(row: Row): Summary {
     p99Ms: median(row.runs.map((run) => run.p99Ms)),
     peakRssMb: rss.length ? median(rss) : null,
     cpuMsPerRequest: cpu.length ? median(cpu) : null,
-    writesPerCommit: (() => {
-      const values = row.runs
-        .map((run) => run.writesPerCommit)
-        .filter((v): v is number => v != null && Number.isFinite(v));
-      return values.length ? median(values) : null;
-    })(),
+    writesPerCommit: medianOf(row.runs.map((run) => run.writesPerCommit)),
     roundTripsPerRequest: medianOf(row.runs.map((run) => run.roundTripsPerRequest)),
     heldMs: medianOf(row.runs.map((run) => run.heldMs)),
     outcomes,
