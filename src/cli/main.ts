@@ -11,7 +11,6 @@ import { PlanfenceError, TransportError } from '../client/errors.js';
 import { OPTIONS, UsageError } from './command.js';
 import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
-import { mcp } from './commands/mcp.js';
 import { exitCodeOf } from './exit-codes.js';
 import { COMMANDS, HELP } from './registry.js';
 
@@ -21,7 +20,8 @@ export async function run(
 ): Promise<number> {
   if (argv[0] === 'deploy') return deploy(argv.slice(1), out);
   if (argv[0] === 'login') return login(argv.slice(1), out);
-  if (argv[0] === 'mcp') return mcp(argv.slice(1));
+  // The MCP SDK is loaded only for this command: every other command starts without it.
+  if (argv[0] === 'mcp') return (await import('./commands/mcp.js')).mcp(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
