@@ -2,10 +2,13 @@
  * Jest for mutation testing: the in-process suites that exercise the guard, on SQLite.
  * (The fault harnesses run the compiled service, which mutants do not reach.)
  */
+import { fileURLToPath } from 'node:url';
 import config from './jest.config.js';
 
 export default {
   ...config.projects[0],
+  // Stryker's environment wrapper loads this path itself, without resolving <rootDir>.
+  testEnvironment: fileURLToPath(new URL('./test/support/environment.js', import.meta.url)),
   testMatch: [
     '**/fencing-modes.test.ts',
     '**/generations.test.ts',
@@ -14,6 +17,8 @@ export default {
     '**/model.test.ts',
     '**/subscriptions.test.ts',
     '**/plan-policies.test.ts',
+    '**/deployments.test.ts',
+    '**/deployments-model.test.ts',
   ],
   testTimeout: 60000,
 };

@@ -28,7 +28,7 @@ async function signIn(token: string): Promise<Page> {
 }
 
 beforeAll(async () => {
-  // The fleet of 5,000 environments is created by one ADMIN as fast as the service takes it.
+  // The fleet of environments is created by one ADMIN as fast as the service takes it.
   app = await startApp(
     { PLANFENCE_RATE_WRITES_BURST: '100000', PLANFENCE_RATE_REQUESTS_BURST: '100000' },
     new ManualClock(Date.now()),

@@ -1,0 +1,169 @@
+/**
+ * The restore margin as the guard applies it (`raiseAfterRestore`, what `npm run restore`
+ * runs), in this process and on this project's database. The command itself, its usage
+ * errors and the backup it follows are proven in test/operator/storage.test.ts.
+ */
+import { DataSource, type EntityManager } from 'typeorm';
+import { loadConfig } from '../src/config/config.js';
+import { dataSourceOptions } from '../src/database/data-source.js';
+import {
+  MAX_GENERATION,
+  raiseAfterRestore,
+  RestoreMarginTooLarge,
+} from '../src/fencing/restore.js';
+import { ADMIN_TOKEN, codeOf, ok, scratchDatabase, startApp, type TestApp } from './support/app.js';
+
+const ENVIRONMENT = `query($n: String!) {
+  environment(name: $n) { fence lastIssuedGeneration deploymentSequence lease { holder } }
+}`;
+
+/** Opens the database as the restore command does, runs `work` in one transaction, closes it. */
+async function inTransaction<T>(url: string, work: (m: EntityManager) => Promise<T>): Promise<T> {
+  const dataSource = new DataSource(
+    dataSourceOptions(loadConfig({ ...process.env, DATABASE_URL: url })),
+  );
+  await dataSource.initialize();
+  try {
+    return await dataSource.transaction(work);
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+/** A service on `url` with environments `a` (three generations issued, a live lease) and `b` (none). */
+async function seeded(url: string): Promise<void> {
+  const app = await startApp({ DATABASE_URL: url });
+  try {
+    for (const name of ['a', 'b'])
+      ok(
+        await app.gql(
+          ADMIN_TOKEN,
+          `mutation($n: String!) { createEnvironment(input: { name: $n, mode: STRICT }) { name } }`,
+          { n: name },
+        ),
+      );
+    for (let i = 0; i < 3; i++)
+      ok(
+        await app.gql(
+          ADMIN_TOKEN,
+          `mutation { acquireLease(input: { environment: "a", ttlSeconds: 3600 }) { generation } }`,
+        ),
+      );
+  } finally {
+    await app.close();
+  }
+}
+
+async function environment(app: TestApp, name: string) {
+  return ok(
+    await app.gql<{
+      environment: {
+        fence: number;
+        lastIssuedGeneration: number;
+        deploymentSequence: number;
+        lease: { holder: string } | null;
+      };
+    }>(ADMIN_TOKEN, ENVIRONMENT, { n: name }),
+  ).environment;
+}
+
+// proves: R1, R3
+test('a restore raises every counter, fence and deployment sequence by the margin, ends every lease and audits each environment', async () => {
+  const database = await scratchDatabase();
+  try {
+    await seeded(database.url);
+    const raised = await inTransaction(database.url, (m) =>
+      raiseAfterRestore(m, { margin: 10, actor: 'operator:test', now: Date.now() }),
+    );
+    expect(raised).toEqual([
+      { name: 'a', lastIssuedGeneration: 13, fence: 13 },
+      { name: 'b', lastIssuedGeneration: 10, fence: 10 },
+    ]);
+
+    const app = await startApp({ DATABASE_URL: database.url });
+    try {
+      expect(await environment(app, 'a')).toEqual({
+        fence: 13,
+        lastIssuedGeneration: 13,
+        deploymentSequence: 10,
+        lease: null,
+      });
+      expect(await environment(app, 'b')).toMatchObject({ fence: 10, deploymentSequence: 10 });
+      const next = ok(
+        await app.gql<{ acquireLease: { generation: number } }>(
+          ADMIN_TOKEN,
+          `mutation { acquireLease(input: { environment: "a", ttlSeconds: 60 }) { generation } }`,
+        ),
+      );
+      expect(next.acquireLease.generation).toBe(14);
+      const late = await app.gql(
+        ADMIN_TOKEN,
+        `mutation { submitPlan(input: { environment: "a", generation: 3, content: "late", idempotencyKey: "late" }) { id } }`,
+      );
+      expect(codeOf(late)).toBe('STALE_GENERATION');
+      for (const [name, generation] of [
+        ['a', 13],
+        ['b', 10],
+      ] as const) {
+        const audit = ok(
+          await app.gql<{ auditEvents: { action: string; actor: string; generation: number }[] }>(
+            ADMIN_TOKEN,
+            `query($n: String!) { auditEvents(environment: $n, first: 20) { action actor generation } }`,
+            { n: name },
+          ),
+        ).auditEvents.filter((e) => e.action === 'RESTORE_MARGIN');
+        expect(audit).toEqual([{ action: 'RESTORE_MARGIN', actor: 'operator:test', generation }]);
+      }
+    } finally {
+      await app.close();
+    }
+  } finally {
+    await database.cleanup();
+  }
+});
+
+// proves: R1
+test('a margin that would carry a counter past the largest generation changes nothing; one that reaches it exactly is taken', async () => {
+  const database = await scratchDatabase();
+  try {
+    await seeded(database.url);
+    const now = Date.now();
+    // a has issued 3: a margin of MAX - 2 would make it MAX + 1.
+    await expect(
+      inTransaction(database.url, (m) =>
+        raiseAfterRestore(m, { margin: MAX_GENERATION - 2, actor: 'operator:test', now }),
+      ),
+    ).rejects.toBeInstanceOf(RestoreMarginTooLarge);
+
+    let app = await startApp({ DATABASE_URL: database.url });
+    try {
+      expect(await environment(app, 'a')).toMatchObject({ fence: 3, lastIssuedGeneration: 3 });
+      expect(await environment(app, 'b')).toMatchObject({ fence: 0, lastIssuedGeneration: 0 });
+      const audit = ok(
+        await app.gql<{ auditEvents: { action: string }[] }>(
+          ADMIN_TOKEN,
+          `{ auditEvents(environment: "b", first: 20) { action } }`,
+        ),
+      ).auditEvents;
+      expect(audit.map((e) => e.action)).not.toContain('RESTORE_MARGIN');
+    } finally {
+      await app.close();
+    }
+
+    const raised = await inTransaction(database.url, (m) =>
+      raiseAfterRestore(m, { margin: MAX_GENERATION - 3, actor: 'operator:test', now }),
+    );
+    expect(raised.map((e) => e.lastIssuedGeneration)).toEqual([MAX_GENERATION, MAX_GENERATION - 3]);
+    app = await startApp({ DATABASE_URL: database.url });
+    try {
+      expect(await environment(app, 'a')).toMatchObject({
+        fence: MAX_GENERATION,
+        lastIssuedGeneration: MAX_GENERATION,
+      });
+    } finally {
+      await app.close();
+    }
+  } finally {
+    await database.cleanup();
+  }
+});
