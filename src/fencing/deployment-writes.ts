@@ -266,14 +266,13 @@ export class DeploymentWrites {
         { currentPlanId: env.currentPlanId, deploymentSequence: env.deploymentSequence },
       );
     }
+    // The start statement's one clause left: a deployment of the environment is active.
     const [active] = await select<{ id: string }>(
       m,
       `SELECT id FROM deployments WHERE environment = :environment AND ${ACTIVE_DEPLOYMENT}
        ORDER BY sequence DESC LIMIT 1`,
       p,
     );
-    // Stryker disable next-line all: the start statement's other clauses are checked above, so an active deployment exists here.
-    if (!active) return new Error(`start in ${p.environment} rejected for no known reason`);
     const deployment = await this.deployment(m, active.id, p.now);
     return new DeploymentError(
       'DEPLOYMENT_ACTIVE',

@@ -94,7 +94,7 @@ export class PlanWrites {
       params,
     );
     if (!admitted) {
-      throw await whySubmitRejected(m, params, publish, casOnPointer, casOnSequence);
+      throw await whySubmitRejected(m, params, publish, casOnPointer);
     }
     await expireProposals(m, p.now, p.environment);
 

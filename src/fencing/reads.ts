@@ -8,12 +8,11 @@ import { FenceError } from './fence.errors.js';
 
 /** The live lease of an environment row at `now`, or null. */
 export function liveLease(env: Environment, now: number): Lease | null {
-  // Stryker disable next-line ConditionalExpression,LogicalOperator: holder and expiry are set and cleared together; either null check alone decides the same.
-  if (env.leaseHolder == null || env.leaseExpiresAt == null || env.leaseExpiresAt <= now)
-    return null;
+  // Holder and expiry are set and cleared together, by the same statements.
+  if (env.leaseExpiresAt == null || env.leaseExpiresAt <= now) return null;
   return {
     environment: env.name,
-    holder: env.leaseHolder,
+    holder: env.leaseHolder!,
     generation: env.leaseGeneration ?? 0,
     acquiredAt: new Date(env.leaseAcquiredAt ?? 0),
     expiresAt: new Date(env.leaseExpiresAt),

@@ -38,7 +38,9 @@ export async function leaseHeld(
   now: number,
   asking?: { principal: string; holder: string },
 ): Promise<FenceError> {
-  const lease = liveLease(env, now);
+  // A refused grant means another holder's lease is live at this instant: the queue is handed
+  // a free lease before the grant's statement runs.
+  const lease = liveLease(env, now)!;
   const [row] = await select<{ n: number | string }>(
     m,
     `SELECT COUNT(*) AS n FROM lease_tickets
@@ -49,18 +51,16 @@ export async function leaseHeld(
   // The same principal under another instance label is another holder: the holder is principal/instance.
   const samePrincipal =
     asking !== undefined &&
-    lease !== null &&
     env.leasePrincipal === asking.principal &&
     lease.holder !== asking.holder
       ? `; the instance label is part of the holder's identity, so ${asking.holder} is not ${lease.holder}: ask with the same instance label as the lease was taken with, or wait until it is released or expires`
       : '';
   return new FenceError(
     'LEASE_HELD',
-    `environment "${env.name}" is leased to ${lease?.holder}${queueLength ? ` and ${queueLength} lease tickets wait` : ''}${samePrincipal}`,
+    `environment "${env.name}" is leased to ${lease.holder}${queueLength ? ` and ${queueLength} lease tickets wait` : ''}${samePrincipal}`,
     {
-      // Stryker disable next-line OptionalChaining: a refused grant means another holder's lease is live at this same instant (the queue is handed a free lease first), so lease is never null here.
-      holder: lease?.holder ?? null,
-      expiresAt: lease ? lease.expiresAt.toISOString() : null,
+      holder: lease.holder,
+      expiresAt: lease.expiresAt.toISOString(),
       ...(queueLength ? { queueLength } : {}),
     },
   );
@@ -114,16 +114,14 @@ export async function whySubmitRejected(
   },
   publish: boolean,
   casOnPointer: boolean,
-  casOnSequence: boolean,
 ): Promise<Error> {
   const env = await readEnvironment(m, p.environment);
   if (env.policyVersion !== p.policyVersion) return new PolicyVersionChanged(env.name);
   const unknown = await unknownGeneration(m, p);
   if (unknown) return unknown;
   if (p.generation < env.fence) return stale(p.generation, env.fence, "the plan's");
-  const lease = liveLease(env, p.now);
-  // Stryker disable next-line ConditionalExpression: the generation was issued to the caller (checked above), so the lease of that generation is the caller's.
-  const holdsLiveLease = lease?.generation === p.generation && env.leasePrincipal === p.principal;
+  // The generation was issued to the caller (checked above): a live lease of that generation is the caller's.
+  const holdsLiveLease = liveLease(env, p.now)?.generation === p.generation;
   if (env.mode === FencingMode.STRICT && !holdsLiveLease) {
     return new FenceError(
       'LEASE_NOT_HELD',
@@ -134,15 +132,8 @@ export async function whySubmitRejected(
   if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
     return preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
   }
-  // Stryker disable all: the deployment sequence is the only clause of the admission statement left, so
-  // this condition holds whenever it is reached, and the last return is unreachable.
-  if (casOnSequence && env.deploymentSequence !== p.basedOnDeploymentSequence) {
-    return sequenceMoved(`the plan`, p.basedOnDeploymentSequence!, env);
-  }
-  return new Error(
-    `submit to ${p.environment} at generation ${p.generation} rejected for no known reason`,
-  );
-  // Stryker restore all
+  // The one clause of the admission statement left: the deployment sequence the plan was made against.
+  return sequenceMoved(`the plan`, p.basedOnDeploymentSequence!, env);
 }
 
 export function frozen(env: Environment): FenceError {
@@ -200,17 +191,8 @@ export async function whyApprovalRejected(
   if (mine.length) {
     return new FenceError('ALREADY_APPROVED', `${p.reviewer} has already approved ${plan.id}`);
   }
-  // Stryker disable all: a PROPOSED plan older than the current one was already marked OBSOLETE in the pointer's
-  // transaction, so this branch and the last return are defence in depth, unreachable from the API.
-  if (
-    env.currentGeneration > plan.generation ||
-    (env.currentGeneration === plan.generation && env.currentSequence >= plan.sequence)
-  ) {
-    return new FenceError('INVALID_PLAN_STATE', `plan ${plan.id} is older than the current plan`, {
-      status: PlanStatus.OBSOLETE,
-    });
-  }
-  // Stryker restore all
+  // A PROPOSED plan older than the current one was marked OBSOLETE in the transaction that
+  // moved the pointer past it (R8), so the status check above names that case.
   // What is left of the approval statement: this approval would complete the rules (or is
   // break-glass), so publication must be possible now.
   if (p.breakGlassReason == null && env.frozenAt) return frozen(env);
@@ -220,15 +202,6 @@ export async function whyApprovalRejected(
       env,
     );
   }
-  // Stryker disable all: the deployment sequence is the only clause left, so this condition holds
-  // whenever it is reached, and the last return is unreachable.
-  if (
-    plan.basedOnDeploymentSequence != null &&
-    env.deploymentSequence !== plan.basedOnDeploymentSequence
-  ) {
-    // Stryker restore all
-    return sequenceMoved(`plan ${plan.id}`, plan.basedOnDeploymentSequence, env);
-  }
-  // Stryker disable next-line all: unreachable, as above.
-  return new Error(`approval of ${plan.id} rejected for no known reason`);
+  // The one clause left: the deployment sequence the plan was made against.
+  return sequenceMoved(`plan ${plan.id}`, plan.basedOnDeploymentSequence!, env);
 }

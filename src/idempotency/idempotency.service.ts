@@ -71,20 +71,13 @@ export class IdempotencyService {
     }
     if (record.planId != null) return { planId: record.planId };
     if (record.deploymentId != null) return { deploymentId: record.deploymentId };
-    // Stryker disable all: a record is written in its effect's transaction with a plan or an error code and
-    // message, so the condition always holds here, the '' fallback is never used and IN_PROGRESS is not
-    // reachable (it stays for clients: see the IdempotencyService comment).
-    if (record.errorCode != null) {
-      const details = JSON.parse(record.errorDetails ?? '{}') as ErrorDetails;
-      return {
-        error: new ReplayedError(record.errorCode as ErrorCode, record.errorMessage ?? '', details),
-      };
-    }
-    throw new IdempotencyError(
-      'IDEMPOTENCY_IN_PROGRESS',
-      `a call with idempotency key "${call.key}" is still in progress`,
-    );
-    // Stryker restore all
+    // Written in its effect's transaction, a record holds a plan, a deployment or an error:
+    // a concurrent duplicate waits for the first to commit and replays it, so
+    // IDEMPOTENCY_IN_PROGRESS (which R9 allows, and clients know) is never answered.
+    const details = JSON.parse(record.errorDetails ?? '{}') as ErrorDetails;
+    return {
+      error: new ReplayedError(record.errorCode as ErrorCode, record.errorMessage!, details),
+    };
   }
 
   async remember(
