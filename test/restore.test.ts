@@ -167,3 +167,67 @@ test('a margin that would carry a counter past the largest generation changes no
     await database.cleanup();
   }
 });
+
+// proves: R1
+test('an environment that has issued its last generation refuses leases and lease tickets with GENERATIONS_EXHAUSTED; the last generation still writes', async () => {
+  const database = await scratchDatabase();
+  try {
+    await seeded(database.url);
+    // a has issued 3: a margin of MAX - 4 leaves it one generation.
+    await inTransaction(database.url, (m) =>
+      raiseAfterRestore(m, { margin: MAX_GENERATION - 4, actor: 'operator:test', now: Date.now() }),
+    );
+    const app = await startApp({ DATABASE_URL: database.url });
+    try {
+      const acquire = () =>
+        app.gql<{ acquireLease: { generation: number } }>(
+          ADMIN_TOKEN,
+          `mutation { acquireLease(input: { environment: "a", ttlSeconds: 60 }) { generation } }`,
+        );
+      const last = ok(await acquire()).acquireLease.generation;
+      expect(last).toBe(MAX_GENERATION);
+      ok(
+        await app.gql(
+          ADMIN_TOKEN,
+          `mutation($g: Int!) { submitPlan(input: { environment: "a", generation: $g, content: "the last", idempotencyKey: "last" }) { id } }`,
+          { g: last },
+        ),
+      );
+      ok(
+        await app.gql(
+          ADMIN_TOKEN,
+          `mutation($g: Int!) { releaseLease(input: { environment: "a", generation: $g }) }`,
+          { g: last },
+        ),
+      );
+
+      const refused = await acquire();
+      expect(codeOf(refused)).toBe('GENERATIONS_EXHAUSTED');
+      expect(refused.errors![0].extensions).toEqual({
+        code: 'GENERATIONS_EXHAUSTED',
+        lastIssuedGeneration: MAX_GENERATION,
+      });
+      expect(refused.errors![0].message).toContain('has issued its last generation');
+      const ticket = await app.gql(
+        ADMIN_TOKEN,
+        `mutation { enqueueLease(input: { environment: "a", ttlSeconds: 60 }) { id status } }`,
+      );
+      expect(codeOf(ticket)).toBe('GENERATIONS_EXHAUSTED');
+      expect(await environment(app, 'a')).toMatchObject({
+        lastIssuedGeneration: MAX_GENERATION,
+        lease: null,
+      });
+      // Another environment is not affected.
+      ok(
+        await app.gql(
+          ADMIN_TOKEN,
+          `mutation { acquireLease(input: { environment: "b", ttlSeconds: 60 }) { generation } }`,
+        ),
+      );
+    } finally {
+      await app.close();
+    }
+  } finally {
+    await database.cleanup();
+  }
+});

@@ -98,8 +98,9 @@ Exit codes (the same for every command, docs/cli.md):
      ALREADY_APPROVED)
   4  not found, or already exists (NOT_FOUND, ALREADY_EXISTS)
   5  fenced: the generation can no longer write (STALE_GENERATION, UNKNOWN_GENERATION)
-  6  lease: held by another, or not held (LEASE_HELD, LEASE_NOT_HELD, QUEUE_FULL), or a
-     queue ticket ended without a grant (EXPIRED, SUPERSEDED, CANCELLED)
+  6  lease: held by another, or not held (LEASE_HELD, LEASE_NOT_HELD, QUEUE_FULL,
+     GENERATIONS_EXHAUSTED), or a queue ticket ended without a grant (EXPIRED, SUPERSEDED,
+     CANCELLED)
   7  conflict: the plan, pointer or deployment moved on (INVALID_PLAN_STATE, PRECONDITION_FAILED,
      IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_PROGRESS, FROZEN, DEPLOYMENT_ACTIVE,
      DEPLOYMENT_NOT_ACTIVE, CURSOR_TOO_OLD)

@@ -107,6 +107,8 @@ export class QueueFullError extends PlanfenceError {
     return (this.extensions.max as number | undefined) ?? null;
   }
 }
+/** GENERATIONS_EXHAUSTED: the environment has issued its last generation; no lease can be granted on it. */
+export class GenerationsExhaustedError extends PlanfenceError {}
 export class AlreadyExistsError extends PlanfenceError {}
 export class UnauthenticatedError extends PlanfenceError {}
 export class ForbiddenError extends PlanfenceError {}
@@ -151,6 +153,7 @@ const byCode: Record<string, new (body: GraphQLErrorBody) => PlanfenceError> = {
   CURSOR_TOO_OLD: CursorTooOldError,
   NOT_FOUND: NotFoundError,
   QUEUE_FULL: QueueFullError,
+  GENERATIONS_EXHAUSTED: GenerationsExhaustedError,
   ALREADY_EXISTS: AlreadyExistsError,
   UNAUTHENTICATED: UnauthenticatedError,
   FORBIDDEN: ForbiddenError,

@@ -28,6 +28,7 @@ export const ERROR_CODES = [
   'CURSOR_TOO_OLD',
   'POLICY_DENIED',
   'QUEUE_FULL',
+  'GENERATIONS_EXHAUSTED',
   'INTERNAL',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -52,6 +53,8 @@ export function extensionsOf(error: DomainError): Extensions {
           };
     case 'QUEUE_FULL':
       return { code, max: details.max ?? null };
+    case 'GENERATIONS_EXHAUSTED':
+      return { code, lastIssuedGeneration: details.lastIssuedGeneration };
     case 'STALE_GENERATION':
       return { code, generation: details.generation, fence: details.fence };
     case 'INVALID_PLAN_STATE':

@@ -12,6 +12,7 @@ export const FenceErrorCode = {
   SELF_APPROVAL: 'SELF_APPROVAL',
   ALREADY_APPROVED: 'ALREADY_APPROVED',
   FROZEN: 'FROZEN',
+  GENERATIONS_EXHAUSTED: 'GENERATIONS_EXHAUSTED',
 } as const;
 export type FenceErrorCode = (typeof FenceErrorCode)[keyof typeof FenceErrorCode];
 

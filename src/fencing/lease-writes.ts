@@ -11,8 +11,14 @@ import type { Lease } from '../leases/lease.model.js';
 import { addEffect } from './effects.js';
 import { expireProposals, markObsolete } from './plan-status.js';
 import { liveLease, readEnvironment } from './reads.js';
-import { leaseHeld, leaseNotHeld } from './rejections.js';
-import { HEAD_TICKET, ISSUE_GENERATION, LIVE_LEASE_OF_CALLER, WAITING_TICKETS } from './sql.js';
+import { generationsExhausted, leaseHeld, leaseNotHeld } from './rejections.js';
+import {
+  HEAD_TICKET,
+  ISSUE_GENERATION,
+  LAST_GENERATION,
+  LIVE_LEASE_OF_CALLER,
+  WAITING_TICKETS,
+} from './sql.js';
 
 /**
  * The guard's lease writes: every statement that issues a generation, grants, renews or
@@ -39,7 +45,7 @@ export class LeaseWrites {
          ${ISSUE_GENERATION},
          lease_holder = :holder, lease_principal = :principal,
          lease_acquired_at = :now, lease_expires_at = :expiresAt
-       WHERE name = :environment
+       WHERE name = :environment AND last_issued_generation < ${LAST_GENERATION}
          AND (lease_holder IS NULL OR lease_expires_at <= :now OR lease_holder = :holder)
          AND NOT EXISTS (${WAITING_TICKETS})`,
       { ...p, expiresAt: p.now + p.ttlMs },
@@ -143,7 +149,7 @@ export class LeaseWrites {
          lease_acquired_at = :now,
          lease_expires_at = CAST(:now AS BIGINT)
            + 1000 * (SELECT t.ttl_seconds FROM lease_tickets t WHERE t.id = (${HEAD_TICKET}))
-       WHERE name = :environment
+       WHERE name = :environment AND last_issued_generation < ${LAST_GENERATION}
          AND (lease_holder IS NULL OR lease_expires_at <= :now)
          AND EXISTS (${WAITING_TICKETS})`,
       { environment, now },
@@ -219,7 +225,7 @@ export class LeaseWrites {
        SELECT e.name, CAST(:principal AS VARCHAR(63)), CAST(:holder AS VARCHAR(320)),
          CAST(:ttlSeconds AS INTEGER), 'WAITING', CAST(:now AS BIGINT), CAST(:expiresAt AS BIGINT)
        FROM environments e
-       WHERE e.name = :environment
+       WHERE e.name = :environment AND e.last_issued_generation < ${LAST_GENERATION}
          AND (SELECT COUNT(*) FROM lease_tickets t
               WHERE t.environment = :environment AND t.status = 'WAITING') < e.max_queue_length
        RETURNING id`,
@@ -227,6 +233,8 @@ export class LeaseWrites {
     );
     if (!inserted) {
       const env = await readEnvironment(m, p.environment);
+      const exhausted = generationsExhausted(env);
+      if (exhausted) throw exhausted;
       throw new QueueError(
         'QUEUE_FULL',
         `${env.maxQueueLength} lease tickets already wait for environment "${env.name}"`,

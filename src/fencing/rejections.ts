@@ -6,6 +6,7 @@ import { LeaseGrant } from '../leases/lease-grant.entity.js';
 import { type Plan, PlanStatus } from '../plans/plan.entity.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
 import { liveLease, readEnvironment, readPlan } from './reads.js';
+import { LAST_GENERATION } from './sql.js';
 
 /*
  * The rejections of the guard's decisions (docs/design.md §3, §6, §9). A decision's
@@ -28,9 +29,19 @@ export async function unknownGeneration(
   );
 }
 
+/** R1: the environment has issued its last generation, so no lease can be granted on it. */
+export function generationsExhausted(env: Environment): FenceError | null {
+  if (env.lastIssuedGeneration < LAST_GENERATION) return null;
+  return new FenceError(
+    'GENERATIONS_EXHAUSTED',
+    `environment "${env.name}" has issued its last generation (${env.lastIssuedGeneration}): no lease can be granted on it; work on a new environment`,
+    { lastIssuedGeneration: env.lastIssuedGeneration },
+  );
+}
+
 /**
- * R38: a grant refused: another holder's lease is live, or lease tickets wait (the queue is
- * handed a free lease first).
+ * R38: a grant refused: the environment has no generation left, another holder's lease is
+ * live, or lease tickets wait (the queue is handed a free lease first).
  */
 export async function leaseHeld(
   m: EntityManager,
@@ -38,6 +49,8 @@ export async function leaseHeld(
   now: number,
   asking?: { principal: string; holder: string },
 ): Promise<FenceError> {
+  const exhausted = generationsExhausted(env);
+  if (exhausted) return exhausted;
   // A refused grant means another holder's lease is live at this instant: the queue is handed
   // a free lease before the grant's statement runs.
   const lease = liveLease(env, now)!;

@@ -1,8 +1,9 @@
 import type { EntityManager } from 'typeorm';
 import { execute, select } from '../database/database.js';
+import { LAST_GENERATION } from './sql.js';
 
 /** The largest generation the service issues (a GraphQL Int). */
-export const MAX_GENERATION = 2_147_483_647;
+export const MAX_GENERATION = LAST_GENERATION;
 
 export interface RestoreMargin {
   /** Added to every environment's generation counter (1 to 1,000,000,000). */

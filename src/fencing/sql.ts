@@ -1,3 +1,5 @@
+import { MAX_INT32 } from '../common/validation.js';
+
 /**
  * The SQL fragments the guard's statements share. The named parameters are those of the
  * statements that use them.
@@ -20,6 +22,12 @@ export const APPROVALS_OF_RULE = approvalsOfRule();
 
 /** The stored deployment statuses that block a start: IN_PROGRESS (live or lapsed) and UNKNOWN. */
 export const ACTIVE_DEPLOYMENT = `status IN ('IN_PROGRESS', 'UNKNOWN')`;
+
+/**
+ * R1: the largest generation an environment issues, the largest a client can hold (a
+ * GraphQL Int). Once it is issued, the environment grants no more leases.
+ */
+export const LAST_GENERATION = MAX_INT32;
 
 /**
  * R1, R3: an environment's next generation, issued to its new lease; a STRICT environment

@@ -9,8 +9,8 @@ const text = (value: unknown): string =>
       : JSON.stringify(value);
 
 /**
- * R30: what the agent should do next, one sentence per code. The codes of DESIGN §6 that a
- * tool can meet, and those of features still to come (POLICY_DENIED, QUEUE_FULL).
+ * R30: what the agent should do next, one sentence per code: every code of docs/design.md §6
+ * that a tool can meet.
  */
 const NEXT_STEP: Record<string, (x: Extensions) => string> = {
   UNAUTHENTICATED: () =>
@@ -51,6 +51,8 @@ const NEXT_STEP: Record<string, (x: Extensions) => string> = {
     'The same call is still being processed: repeat it in a moment with the same idempotencyKey.',
   POLICY_DENIED: (x) =>
     `Policy ${text(x.policy)} refuses this plan (${text(x.message)}): change the plan; a human decides exceptions.`,
+  GENERATIONS_EXHAUSTED: () =>
+    'This environment has issued its last generation and grants no more leases: tell a human; do not retry.',
   QUEUE_FULL: (x) => `The lease queue is full (${text(x.max)} waiting): try again later.`,
   STORAGE_UNAVAILABLE: () =>
     'The service cannot write right now: repeat the call later with the same idempotencyKey.',

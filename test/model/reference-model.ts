@@ -6,6 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 
+/** R1: the largest generation an environment issues (a GraphQL Int). */
+const LAST_GENERATION = 2 ** 31 - 1;
+
 export type Mode = 'MONOTONIC' | 'STRICT';
 export type Status = 'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED' | 'EXPIRED';
 export type Role = 'ADMIN' | 'AGENT' | 'REVIEWER';
@@ -256,10 +259,15 @@ export class ReferenceModel {
 
   private grantHead(env: ModelEnvironment): void {
     const head = this.waiting(env.name)[0];
-    if (!head || this.liveLease(env)) return;
+    if (!head || this.liveLease(env) || this.exhausted(env)) return;
     head.status = 'GRANTED';
     head.generation = this.grant(env, head.principal, head.ttlSeconds);
     this.announce(env.name, 'lease.granted');
+  }
+
+  /** R1: the environment has issued the largest generation a client can hold. */
+  private exhausted(env: ModelEnvironment): boolean {
+    return env.lastIssued >= LAST_GENERATION;
   }
 
   /** R1, R3: a new generation; STRICT raises the fence to it. */
@@ -283,6 +291,7 @@ export class ReferenceModel {
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
     this.handOff(env);
+    if (this.exhausted(env)) return 'GENERATIONS_EXHAUSTED';
     if (env.queueMode === 'LATEST') {
       for (const ticket of this.waiting(name)) {
         ticket.status = 'SUPERSEDED';
@@ -383,6 +392,7 @@ export class ReferenceModel {
     const env = this.environments.get(name);
     if (!env) return 'NOT_FOUND';
     this.handOff(env);
+    if (this.exhausted(env)) return 'GENERATIONS_EXHAUSTED';
     // R38: no queue jumping.
     if (this.waiting(name).length) return 'LEASE_HELD';
     const live = this.liveLease(env);
