@@ -19,6 +19,7 @@ export default {
     '**/plan-policies.test.ts',
     '**/deployments.test.ts',
     '**/deployments-model.test.ts',
+    '**/restore.test.ts',
   ],
   testTimeout: 60000,
 };

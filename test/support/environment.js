@@ -8,8 +8,20 @@ const CLOSE_GRACE_MS = 30_000;
  * own hooks have run (an `afterAll` in a setup file would run before them, and close an app
  * while the file's receivers still hold its requests). test/support/app.ts registers the
  * closer on the file's global. An app whose close hangs is reported and left to its worker.
+ * With PLANFENCE_TEST_LEAKS=1, it also names the handles a file left open (sockets, servers,
+ * child processes, timers that keep a process alive): what keeps a worker from exiting.
  */
 export default class PlanfenceEnvironment extends TestEnvironment {
+  constructor(config, context) {
+    super(config, context);
+    this.testPath = context.testPath;
+  }
+
+  async setup() {
+    await super.setup();
+    this.resourcesBefore = activeResources();
+  }
+
   async teardown() {
     const close = this.global.__planfenceCloseOpenApps;
     if (typeof close === 'function') {
@@ -28,5 +40,23 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       clearTimeout(timer);
     }
     await super.teardown();
+    // What the file left running keeps its worker from exiting at the end of the run.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const left = [];
+    for (const [kind, count] of activeResources())
+      if (count > (this.resourcesBefore.get(kind) ?? 0))
+        left.push(`${kind}×${count - (this.resourcesBefore.get(kind) ?? 0)}`);
+    if (left.length && process.env.PLANFENCE_TEST_LEAKS)
+      process.stderr.write(
+        `LEAK ${this.testPath}: still open after teardown: ${left.join(', ')}\n`,
+      );
   }
+}
+
+/** The kinds of the process's active handles and requests, counted. */
+function activeResources() {
+  const counts = new Map();
+  for (const kind of process.getActiveResourcesInfo())
+    counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  return counts;
 }
