@@ -43,7 +43,7 @@ export class AuditService {
       via: entry.via ?? null,
     });
     event.id = (await insertRow(m, AuditEvent, event))!;
-    await this.events.auditEventRecorded(m, event);
+    this.events.auditEventRecorded(m, event);
   }
 
   /** Newest first; NOT_FOUND for an unknown environment; `after` is the id of the last event of the previous page. */

@@ -76,7 +76,7 @@ export async function bootstrapAdmin({
              OR environments IS NOT NULL OR expires_at IS NOT NULL)`,
         { tokenHash, role: Role.ADMIN, name: ADMIN_NAME },
       );
-      if (restored) await changes.changed(m, ADMIN_NAME);
+      if (restored) changes.changed(m, ADMIN_NAME);
       else if (!(await exists(m, Principal, { name: ADMIN_NAME }))) {
         await insertRow(m, Principal, {
           name: ADMIN_NAME,

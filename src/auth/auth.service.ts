@@ -152,7 +152,7 @@ export class AuthService implements OnApplicationBootstrap {
       values,
     );
     if (renewed) {
-      await this.changes.changed(m, grant.name);
+      this.changes.changed(m, grant.name);
     } else {
       const created = await execute(
         m,
@@ -190,7 +190,7 @@ export class AuthService implements OnApplicationBootstrap {
       if (!rotated) {
         throw new AuthError('FORBIDDEN', `principal "${name}" was revoked; issue a new token`);
       }
-      await this.changes.changed(m, name);
+      this.changes.changed(m, name);
       return found;
     });
     this.logger.log(`rotated the token of ${name}`);
@@ -232,7 +232,7 @@ export class AuthService implements OnApplicationBootstrap {
           `"${name}" is the last admin whose token works; issue another ADMIN token first (docs/operations.md, "Lost or revoked admin access")`,
         );
       }
-      if (revoked) await this.changes.changed(m, name);
+      if (revoked) this.changes.changed(m, name);
       return found;
     });
     this.logger.log(`revoked the token of ${name}`);

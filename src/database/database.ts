@@ -12,7 +12,7 @@ import { checkMarker, sqliteFiles } from './sqlite-files.js';
 import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { GroupCommit } from './group-commit.js';
 import { migrate } from './migrator.js';
-import { execute } from './sql.js';
+import { execute, select } from './sql.js';
 import { StorageError, StorageMonitor } from './storage.js';
 
 export { RetryTransaction } from './conflicts.js';
@@ -37,6 +37,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   readonly commits = { transactions: 0, writes: 0 };
   /** Callbacks to run once the transaction of a manager has committed. */
   private readonly committed = new WeakMap<EntityManager, (() => void)[]>();
+  /** PostgreSQL: the notifications a transaction makes, sent together before its COMMIT. */
+  private readonly notifications = new WeakMap<EntityManager, [string, string][]>();
 
   /** Whether writes can succeed (see StorageMonitor); /health reports it. */
   readonly storage: StorageMonitor;
@@ -177,9 +179,20 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     for (let attempt = 1; ; attempt++) {
       try {
         const callbacks: (() => void)[] = [];
-        const result = await this.dataSource.transaction((manager) => {
+        const notifications: [string, string][] = [];
+        const result = await this.dataSource.transaction(async (manager) => {
           this.committed.set(manager, callbacks);
-          return work(manager);
+          this.notifications.set(manager, notifications);
+          const value = await work(manager);
+          // One statement for all of them, in the order they were made: PostgreSQL delivers
+          // a transaction's notifications in that order, at its commit.
+          if (notifications.length)
+            await select(
+              manager,
+              'SELECT pg_notify(n->>0, n->>1) FROM json_array_elements(CAST(:batch AS json)) AS n',
+              { batch: JSON.stringify(notifications) },
+            );
+          return value;
         });
         this.commits.transactions++;
         this.commits.writes++;
@@ -199,6 +212,18 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     const callbacks = this.committed.get(manager);
     if (!callbacks) throw new Error('afterCommit() needs a manager of Database.write()');
     callbacks.push(callback);
+  }
+
+  /**
+   * PostgreSQL: `pg_notify(channel, payload)` in the transaction of `manager`: every
+   * listening instance hears it once the transaction commits, never if it rolls back. A
+   * transaction's notifications are sent in one statement just before its COMMIT.
+   */
+  notify(manager: EntityManager, channel: string, payload: string): void {
+    const notifications = this.notifications.get(manager);
+    if (!notifications)
+      throw new Error('notify() needs a manager of a PostgreSQL Database.write()');
+    notifications.push([channel, payload]);
   }
 
   /** Reads committed state only. */

@@ -214,13 +214,13 @@ export class DecisionRunner {
           await this.recordOutboxEvent(m, effect);
           break;
         case 'planPublished':
-          await this.events.planPublished(m, effect.plan);
+          this.events.planPublished(m, effect.plan);
           break;
         case 'deploymentChanged':
-          await this.events.deploymentChanged(m, effect.deployment);
+          this.events.deploymentChanged(m, effect.deployment);
           break;
         case 'leaseTicketChanged':
-          await this.events.leaseTicketChanged(m, effect.id);
+          this.events.leaseTicketChanged(m, effect.id);
           break;
         case 'deploymentEnded': {
           const { outcome } = effect;

@@ -35,8 +35,9 @@ export const EVENTS_CHANNEL = 'planfence_events';
  *
  * SQLite (one instance): published to this instance's subscribers after the commit.
  *
- * PostgreSQL (any number of instances): the deciding transaction runs one
- * `pg_notify('planfence_events', payload)` per event and nothing else. NOTIFY is
+ * PostgreSQL (any number of instances): the deciding transaction makes one
+ * `pg_notify('planfence_events', payload)` per event and nothing else (Database.notify
+ * sends a transaction's notifications in one statement before its COMMIT). NOTIFY is
  * transactional: "if a NOTIFY is executed inside a transaction, the notify events are not
  * delivered until and unless the transaction is committed", and "if two notifications are
  * sent from different transactions, they will be delivered in the order the transactions
@@ -69,34 +70,25 @@ export class EventsService {
    * A lease ticket changed status. Only its id travels: a ticket changes status once
    * (WAITING to its final status), so its row, read when the event is heard, is that change.
    */
-  async leaseTicketChanged(m: EntityManager, id: number): Promise<void> {
-    if (this.distributed) {
-      await select(m, 'SELECT pg_notify(:channel, :payload)', {
-        channel: TICKETS_CHANNEL,
-        payload: String(id),
-      });
-      return;
-    }
+  leaseTicketChanged(m: EntityManager, id: number): void {
+    if (this.distributed) return this.db.notify(m, TICKETS_CHANNEL, String(id));
     this.db.afterCommit(m, () => this.publish(leaseTicketTopic(id), { id: String(id) }));
   }
 
-  async planPublished(m: EntityManager, plan: Plan): Promise<void> {
-    if (this.distributed) return this.notify(m, encode('plan', plan));
+  planPublished(m: EntityManager, plan: Plan): void {
+    if (this.distributed) return this.db.notify(m, EVENTS_CHANNEL, encode('plan', plan));
     this.db.afterCommit(m, () => this.deliver('plan', plan));
   }
 
-  async auditEventRecorded(m: EntityManager, event: AuditEvent): Promise<void> {
-    if (this.distributed) return this.notify(m, encode('audit', event));
+  auditEventRecorded(m: EntityManager, event: AuditEvent): void {
+    if (this.distributed) return this.db.notify(m, EVENTS_CHANNEL, encode('audit', event));
     this.db.afterCommit(m, () => this.deliver('audit', event));
   }
 
-  async deploymentChanged(m: EntityManager, deployment: Deployment): Promise<void> {
-    if (this.distributed) return this.notify(m, encode('deployment', deployment));
+  deploymentChanged(m: EntityManager, deployment: Deployment): void {
+    if (this.distributed)
+      return this.db.notify(m, EVENTS_CHANNEL, encode('deployment', deployment));
     this.db.afterCommit(m, () => this.deliver('deployment', deployment));
-  }
-
-  private async notify(m: EntityManager, payload: string): Promise<void> {
-    await select(m, 'SELECT pg_notify(:channel, :payload)', { channel: EVENTS_CHANNEL, payload });
   }
 
   /** A notification, in the order PostgreSQL delivered it. */

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { Database, select } from '../database/database.js';
+import { Database } from '../database/database.js';
 import { PgListener } from './pg-listener.js';
 
 /** The PostgreSQL channel on which every instance hears that a principal's access changed. */
@@ -32,10 +32,8 @@ export class PrincipalChanges {
   }
 
   /** Marks `name`'s access as changed by the transaction of `m`. */
-  async changed(m: EntityManager, name: string): Promise<void> {
-    if (this.db.dialect === 'postgres') {
-      await select(m, 'SELECT pg_notify(:channel, :name)', { channel: PRINCIPAL_CHANNEL, name });
-    }
+  changed(m: EntityManager, name: string): void {
+    if (this.db.dialect === 'postgres') this.db.notify(m, PRINCIPAL_CHANNEL, name);
     this.db.afterCommit(m, () => this.local.emit('changed', name));
   }
 
