@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { execute, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail, insertRow } from '../database/rows.js';
+import { holdEnvironment } from '../database/row-locks.js';
 import { type Environment, QueueMode } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';
@@ -110,14 +111,7 @@ export class LeaseWrites {
     environment: string,
     now: number,
   ): Promise<{ expired: number; granted: LeaseTicket | null }> {
-    const found = await execute(
-      m,
-      'UPDATE environments SET fence = fence WHERE name = :environment',
-      {
-        environment,
-      },
-    );
-    if (!found) throw EnvironmentError.notFound(environment);
+    if (!(await holdEnvironment(m, environment))) throw EnvironmentError.notFound(environment);
     const expired = await updateReturning<{ id: number | string }>(
       m,
       `UPDATE lease_tickets SET status = 'EXPIRED', ended_at = :now

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { execute, RetryTransaction, select } from '../database/database.js';
 import { findOneOrFail, insertRow } from '../database/rows.js';
+import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
 import { PlanId } from '../common/ids.js';
 import { Plan, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
 import type { PolicyDecision } from '../policies/policy-decision.js';
@@ -96,6 +97,7 @@ export class PlanWrites {
     if (!admitted) {
       throw await whySubmitRejected(m, params, publish, casOnPointer);
     }
+    heldEnvironment(m, p.environment);
     await expireProposals(m, p.now, p.environment);
 
     const [{ next }] = await select<{ next: number | string }>(
@@ -225,7 +227,7 @@ export class PlanWrites {
       basedOnDeploymentSequence: plan.basedOnDeploymentSequence,
       submitter: plan.submittedBy,
     };
-    await execute(m, 'UPDATE environments SET fence = fence WHERE name = :environment', params);
+    await holdEnvironment(m, plan.environment);
     await expireProposals(m, p.now, plan.environment);
     // R7 and R33: the compare-and-swaps publication demands, on the pointer and on the
     // deployment sequence the plan was made against.
@@ -301,9 +303,7 @@ export class PlanWrites {
   ): Promise<Plan> {
     const { environment } = await readPlan(m, p.planId);
     // Takes the environment's row first (PostgreSQL), as every decision that announces an event does.
-    await execute(m, 'UPDATE environments SET fence = fence WHERE name = :environment', {
-      environment,
-    });
+    await holdEnvironment(m, environment);
     await expireProposals(m, p.now, environment);
     const rejected = await execute(
       m,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database, execute, integerList, select } from '../database/database.js';
+import { heldEnvironment, holdsEnvironment } from '../database/row-locks.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
 import type { LeaseTicket } from '../leases/lease-ticket.entity.js';
@@ -44,23 +45,15 @@ export class Outbox {
     return () => this.listeners.delete(listener);
   }
 
-  /**
-   * PostgreSQL: the environments whose row lock a transaction (`m`) took here. A row lock
-   * lasts to the end of its transaction (these transactions use no savepoints on
-   * PostgreSQL), so a decision that records several events locks once.
-   */
-  private readonly locked = new WeakMap<EntityManager, Set<string>>();
-
   async record(m: EntityManager, event: OutboxEvent): Promise<void> {
-    if (this.db.dialect === 'postgres') {
-      let environments = this.locked.get(m);
-      if (!environments) this.locked.set(m, (environments = new Set()));
-      if (!environments.has(event.environment)) {
-        await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
-          environment: event.environment,
-        });
-        environments.add(event.environment);
-      }
+    // PostgreSQL: the environment's row, unless the transaction holds it already (the
+    // guard's decisions change it first), so that a decision that records several events
+    // locks once.
+    if (this.db.dialect === 'postgres' && !holdsEnvironment(m, event.environment)) {
+      await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
+        environment: event.environment,
+      });
+      heldEnvironment(m, event.environment);
     }
     await execute(
       m,
