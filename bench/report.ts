@@ -91,7 +91,7 @@ const SECTIONS = ['profile', 'hostile'] as const;
  * Statements a publish sends on PostgreSQL, each its own round trip, as `npm run
  * bench:statements` traces them (the service's own sweeps and polls left out).
  */
-const PG_STATEMENTS = 24;
+const PG_STATEMENTS = 21;
 
 /**
  * The sections that `npm run bench:profile` and `npm run bench:hostile` write, taken from the
@@ -467,7 +467,7 @@ export function report(rows: Row[], machine: Machine): string {
     lines.push(
       `- PostgreSQL, statements: a publish sends ${PG_STATEMENTS} statements, each a round trip (\`npm run bench:statements\`: ` +
         'the token lookup, two clock reads, the policy version and the plan policies before the transaction; BEGIN, ' +
-        "the idempotency recall, the decision, the outbox's lock of the environment, two NOTIFYs, the audit " +
+        'the idempotency recall, the decision, the plan read back, two outbox rows, one NOTIFY statement, the audit ' +
         'event, the idempotency record, COMMIT) where the floor sends one; ' +
         `at the floor's cost per statement on this machine (PostgreSQL shares its 2 cores with the service and the load) ` +
         `that alone bounds a publish at ${fixed(pgFloor.reqPerSec, 0)} ÷ ${PG_STATEMENTS} = ${fixed(pgFloor.reqPerSec / PG_STATEMENTS, 0)}/s; ` +
