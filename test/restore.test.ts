@@ -54,6 +54,27 @@ async function seeded(url: string): Promise<void> {
   }
 }
 
+/** Runs `work` on a new database seeded as `seeded` leaves it; drops the database after. */
+async function onSeededDatabase(work: (url: string) => Promise<void>): Promise<void> {
+  const database = await scratchDatabase();
+  try {
+    await seeded(database.url);
+    await work(database.url);
+  } finally {
+    await database.cleanup();
+  }
+}
+
+/** Runs `work` against a service started on `url`, and stops it after. */
+async function withService(url: string, work: (app: TestApp) => Promise<void>): Promise<void> {
+  const app = await startApp({ DATABASE_URL: url });
+  try {
+    await work(app);
+  } finally {
+    await app.close();
+  }
+}
+
 async function environment(app: TestApp, name: string) {
   return ok(
     await app.gql<{
@@ -67,12 +88,28 @@ async function environment(app: TestApp, name: string) {
   ).environment;
 }
 
+function acquire(app: TestApp, environment: string) {
+  return app.gql<{ acquireLease: { generation: number } }>(
+    ADMIN_TOKEN,
+    `mutation($e: String!) { acquireLease(input: { environment: $e, ttlSeconds: 60 }) { generation } }`,
+    { e: environment },
+  );
+}
+
+async function auditOf(app: TestApp, environment: string) {
+  return ok(
+    await app.gql<{ auditEvents: { action: string; actor: string; generation: number }[] }>(
+      ADMIN_TOKEN,
+      `query($n: String!) { auditEvents(environment: $n, first: 20) { action actor generation } }`,
+      { n: environment },
+    ),
+  ).auditEvents;
+}
+
 // proves: R1, R3
-test('a restore raises every counter, fence and deployment sequence by the margin, ends every lease and audits each environment', async () => {
-  const database = await scratchDatabase();
-  try {
-    await seeded(database.url);
-    const raised = await inTransaction(database.url, (m) =>
+test('a restore raises every counter, fence and deployment sequence by the margin, ends every lease and audits each environment', () =>
+  onSeededDatabase(async (url) => {
+    const raised = await inTransaction(url, (m) =>
       raiseAfterRestore(m, { margin: 10, actor: 'operator:test', now: Date.now() }),
     );
     expect(raised).toEqual([
@@ -80,8 +117,7 @@ test('a restore raises every counter, fence and deployment sequence by the margi
       { name: 'b', lastIssuedGeneration: 10, fence: 10 },
     ]);
 
-    const app = await startApp({ DATABASE_URL: database.url });
-    try {
+    await withService(url, async (app) => {
       expect(await environment(app, 'a')).toEqual({
         fence: 13,
         lastIssuedGeneration: 13,
@@ -89,13 +125,7 @@ test('a restore raises every counter, fence and deployment sequence by the margi
         lease: null,
       });
       expect(await environment(app, 'b')).toMatchObject({ fence: 10, deploymentSequence: 10 });
-      const next = ok(
-        await app.gql<{ acquireLease: { generation: number } }>(
-          ADMIN_TOKEN,
-          `mutation { acquireLease(input: { environment: "a", ttlSeconds: 60 }) { generation } }`,
-        ),
-      );
-      expect(next.acquireLease.generation).toBe(14);
+      expect(ok(await acquire(app, 'a')).acquireLease.generation).toBe(14);
       const late = await app.gql(
         ADMIN_TOKEN,
         `mutation { submitPlan(input: { environment: "a", generation: 3, content: "late", idempotencyKey: "late" }) { id } }`,
@@ -105,86 +135,49 @@ test('a restore raises every counter, fence and deployment sequence by the margi
         ['a', 13],
         ['b', 10],
       ] as const) {
-        const audit = ok(
-          await app.gql<{ auditEvents: { action: string; actor: string; generation: number }[] }>(
-            ADMIN_TOKEN,
-            `query($n: String!) { auditEvents(environment: $n, first: 20) { action actor generation } }`,
-            { n: name },
-          ),
-        ).auditEvents.filter((e) => e.action === 'RESTORE_MARGIN');
+        const audit = (await auditOf(app, name)).filter((e) => e.action === 'RESTORE_MARGIN');
         expect(audit).toEqual([{ action: 'RESTORE_MARGIN', actor: 'operator:test', generation }]);
       }
-    } finally {
-      await app.close();
-    }
-  } finally {
-    await database.cleanup();
-  }
-});
+    });
+  }));
 
 // proves: R1
-test('a margin that would carry a counter past the largest generation changes nothing; one that reaches it exactly is taken', async () => {
-  const database = await scratchDatabase();
-  try {
-    await seeded(database.url);
+test('a margin that would carry a counter past the largest generation changes nothing; one that reaches it exactly is taken', () =>
+  onSeededDatabase(async (url) => {
     const now = Date.now();
     // a has issued 3: a margin of MAX - 2 would make it MAX + 1.
     await expect(
-      inTransaction(database.url, (m) =>
+      inTransaction(url, (m) =>
         raiseAfterRestore(m, { margin: MAX_GENERATION - 2, actor: 'operator:test', now }),
       ),
     ).rejects.toBeInstanceOf(RestoreMarginTooLarge);
-
-    let app = await startApp({ DATABASE_URL: database.url });
-    try {
+    await withService(url, async (app) => {
       expect(await environment(app, 'a')).toMatchObject({ fence: 3, lastIssuedGeneration: 3 });
       expect(await environment(app, 'b')).toMatchObject({ fence: 0, lastIssuedGeneration: 0 });
-      const audit = ok(
-        await app.gql<{ auditEvents: { action: string }[] }>(
-          ADMIN_TOKEN,
-          `{ auditEvents(environment: "b", first: 20) { action } }`,
-        ),
-      ).auditEvents;
-      expect(audit.map((e) => e.action)).not.toContain('RESTORE_MARGIN');
-    } finally {
-      await app.close();
-    }
+      expect((await auditOf(app, 'b')).map((e) => e.action)).not.toContain('RESTORE_MARGIN');
+    });
 
-    const raised = await inTransaction(database.url, (m) =>
+    const raised = await inTransaction(url, (m) =>
       raiseAfterRestore(m, { margin: MAX_GENERATION - 3, actor: 'operator:test', now }),
     );
     expect(raised.map((e) => e.lastIssuedGeneration)).toEqual([MAX_GENERATION, MAX_GENERATION - 3]);
-    app = await startApp({ DATABASE_URL: database.url });
-    try {
+    await withService(url, async (app) => {
       expect(await environment(app, 'a')).toMatchObject({
         fence: MAX_GENERATION,
         lastIssuedGeneration: MAX_GENERATION,
       });
-    } finally {
-      await app.close();
-    }
-  } finally {
-    await database.cleanup();
-  }
-});
+    });
+  }));
 
 // proves: R1
-test('an environment that has issued its last generation refuses leases and lease tickets with GENERATIONS_EXHAUSTED; the last generation still writes', async () => {
-  const database = await scratchDatabase();
-  try {
-    await seeded(database.url);
+test('an environment that has issued its last generation refuses leases and lease tickets with GENERATIONS_EXHAUSTED; the last generation still writes', () =>
+  onSeededDatabase(async (url) => {
     // a has issued 3: a margin of MAX - 4 leaves it one generation.
-    await inTransaction(database.url, (m) =>
+    await inTransaction(url, (m) =>
       raiseAfterRestore(m, { margin: MAX_GENERATION - 4, actor: 'operator:test', now: Date.now() }),
     );
-    const app = await startApp({ DATABASE_URL: database.url });
-    try {
-      const acquire = () =>
-        app.gql<{ acquireLease: { generation: number } }>(
-          ADMIN_TOKEN,
-          `mutation { acquireLease(input: { environment: "a", ttlSeconds: 60 }) { generation } }`,
-        );
-      const last = ok(await acquire()).acquireLease.generation;
+    await withService(url, async (app) => {
+      const last = ok(await acquire(app, 'a')).acquireLease.generation;
       expect(last).toBe(MAX_GENERATION);
       ok(
         await app.gql(
@@ -201,7 +194,7 @@ test('an environment that has issued its last generation refuses leases and leas
         ),
       );
 
-      const refused = await acquire();
+      const refused = await acquire(app, 'a');
       expect(codeOf(refused)).toBe('GENERATIONS_EXHAUSTED');
       expect(refused.errors![0].extensions).toEqual({
         code: 'GENERATIONS_EXHAUSTED',
@@ -218,16 +211,6 @@ test('an environment that has issued its last generation refuses leases and leas
         lease: null,
       });
       // Another environment is not affected.
-      ok(
-        await app.gql(
-          ADMIN_TOKEN,
-          `mutation { acquireLease(input: { environment: "b", ttlSeconds: 60 }) { generation } }`,
-        ),
-      );
-    } finally {
-      await app.close();
-    }
-  } finally {
-    await database.cleanup();
-  }
-});
+      ok(await acquire(app, 'b'));
+    });
+  }));
