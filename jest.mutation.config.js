@@ -20,6 +20,9 @@ export default {
     '**/deployments.test.ts',
     '**/deployments-model.test.ts',
     '**/restore.test.ts',
+    '**/lease-queue.test.ts',
+    '**/retention.test.ts',
+    '**/policies.test.ts',
   ],
   testTimeout: 60000,
 };

@@ -202,7 +202,12 @@ describe('where no approval is required', () => {
     const cas = await world.submit(agent, env, generation, 'v3 on v1', { basedOnPlanId: first.id });
 
     expect(codeOf(cas)).toBe('PRECONDITION_FAILED');
-    expect(cas.errors![0].extensions).toMatchObject({ currentPlanId: `${env}@${generation}.2` });
+    // The pointer moved on, not the deployment sequence: no deploymentSequence.
+    expect(cas.errors![0].extensions).toEqual({
+      code: 'PRECONDITION_FAILED',
+      currentPlanId: `${env}@${generation}.2`,
+    });
+    expect(cas.errors![0].message).toBe(`the current plan is no longer ${first.id}`);
     expect((await world.plans(env)).map((p) => p.id)).toEqual([`${env}@${generation}.2`, first.id]);
   });
 
@@ -213,8 +218,10 @@ describe('where no approval is required', () => {
     const first = await world.submitOk(agent, env, generation, 'v1');
     await world.submitOk(agent, env, generation, 'v2');
     const stale = await world.submit(agent, env, generation, 'v3', { basedOnPlanId: first.id });
-    expect(codeOf(stale)).toBe('PRECONDITION_FAILED');
-    expect(stale.errors![0].extensions).toMatchObject({ currentPlanId: `${env}@${generation}.2` });
+    expect(stale.errors![0].extensions).toEqual({
+      code: 'PRECONDITION_FAILED',
+      currentPlanId: `${env}@${generation}.2`,
+    });
   });
 
   // proves: R7
@@ -226,7 +233,10 @@ describe('where no approval is required', () => {
     await world.submitOk(agent, env, generation, 'v2');
     world.advance(6);
     const stale = await world.submit(agent, env, generation, 'v3', { basedOnPlanId: first.id });
-    expect(codeOf(stale)).toBe('PRECONDITION_FAILED');
+    expect(stale.errors![0].extensions).toEqual({
+      code: 'PRECONDITION_FAILED',
+      currentPlanId: `${env}@${generation}.2`,
+    });
   });
 
   // proves: R3, R5

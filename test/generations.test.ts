@@ -70,8 +70,14 @@ describe('on one running service', () => {
       holder: 'agent-a/worker-1',
       expiresAt: held.expiresAt,
     });
-    // Another instance of the same principal is another holder.
-    expect(codeOf(await world.acquireRaw(agentA, 'prod', 30, 'worker-2'))).toBe('LEASE_HELD');
+    // Another principal is not told about instance labels.
+    expect(refused.errors![0].message).toBe('environment "prod" is leased to agent-a/worker-1');
+    // Another instance of the same principal is another holder, and is told why.
+    const otherInstance = await world.acquireRaw(agentA, 'prod', 30, 'worker-2');
+    expect(codeOf(otherInstance)).toBe('LEASE_HELD');
+    expect(otherInstance.errors![0].message).toBe(
+      `environment "prod" is leased to agent-a/worker-1; the instance label is part of the holder's identity, so agent-a/worker-2 is not agent-a/worker-1: ask with the same instance label as the lease was taken with, or wait until it is released or expires`,
+    );
     const before = await world.environment('prod');
     expect(before.lastIssuedGeneration).toBe(held.generation);
   });
