@@ -19,8 +19,6 @@ export default class PlanfenceEnvironment extends TestEnvironment {
 
   async setup() {
     await super.setup();
-    // The worker's own stdout and stderr are opened on first use: not a file's leak.
-    for (const stream of [process.stdout, process.stderr]) void stream.writable;
     this.resourcesBefore = activeResources();
   }
 
