@@ -6,11 +6,8 @@
 import { DataSource, type EntityManager } from 'typeorm';
 import { loadConfig } from '../src/config/config.js';
 import { dataSourceOptions } from '../src/database/data-source.js';
-import {
-  MAX_GENERATION,
-  raiseAfterRestore,
-  RestoreMarginTooLarge,
-} from '../src/fencing/restore.js';
+import { raiseAfterRestore, RestoreMarginTooLarge } from '../src/fencing/restore.js';
+import { LAST_GENERATION } from '../src/fencing/sql.js';
 import { ADMIN_TOKEN, codeOf, ok, scratchDatabase, startApp, type TestApp } from './support/app.js';
 
 const ENVIRONMENT = `query($n: String!) {
@@ -148,7 +145,7 @@ test('a margin that would carry a counter past the largest generation changes no
     // a has issued 3: a margin of MAX - 2 would make it MAX + 1.
     await expect(
       inTransaction(url, (m) =>
-        raiseAfterRestore(m, { margin: MAX_GENERATION - 2, actor: 'operator:test', now }),
+        raiseAfterRestore(m, { margin: LAST_GENERATION - 2, actor: 'operator:test', now }),
       ),
     ).rejects.toBeInstanceOf(RestoreMarginTooLarge);
     await withService(url, async (app) => {
@@ -158,13 +155,16 @@ test('a margin that would carry a counter past the largest generation changes no
     });
 
     const raised = await inTransaction(url, (m) =>
-      raiseAfterRestore(m, { margin: MAX_GENERATION - 3, actor: 'operator:test', now }),
+      raiseAfterRestore(m, { margin: LAST_GENERATION - 3, actor: 'operator:test', now }),
     );
-    expect(raised.map((e) => e.lastIssuedGeneration)).toEqual([MAX_GENERATION, MAX_GENERATION - 3]);
+    expect(raised.map((e) => e.lastIssuedGeneration)).toEqual([
+      LAST_GENERATION,
+      LAST_GENERATION - 3,
+    ]);
     await withService(url, async (app) => {
       expect(await environment(app, 'a')).toMatchObject({
-        fence: MAX_GENERATION,
-        lastIssuedGeneration: MAX_GENERATION,
+        fence: LAST_GENERATION,
+        lastIssuedGeneration: LAST_GENERATION,
       });
     });
   }));
@@ -174,11 +174,15 @@ test('an environment that has issued its last generation refuses leases and leas
   onSeededDatabase(async (url) => {
     // a has issued 3: a margin of MAX - 4 leaves it one generation.
     await inTransaction(url, (m) =>
-      raiseAfterRestore(m, { margin: MAX_GENERATION - 4, actor: 'operator:test', now: Date.now() }),
+      raiseAfterRestore(m, {
+        margin: LAST_GENERATION - 4,
+        actor: 'operator:test',
+        now: Date.now(),
+      }),
     );
     await withService(url, async (app) => {
       const last = ok(await acquire(app, 'a')).acquireLease.generation;
-      expect(last).toBe(MAX_GENERATION);
+      expect(last).toBe(LAST_GENERATION);
       ok(
         await app.gql(
           ADMIN_TOKEN,
@@ -198,7 +202,7 @@ test('an environment that has issued its last generation refuses leases and leas
       expect(codeOf(refused)).toBe('GENERATIONS_EXHAUSTED');
       expect(refused.errors![0].extensions).toEqual({
         code: 'GENERATIONS_EXHAUSTED',
-        lastIssuedGeneration: MAX_GENERATION,
+        lastIssuedGeneration: LAST_GENERATION,
       });
       expect(refused.errors![0].message).toContain('has issued its last generation');
       const ticket = await app.gql(
@@ -207,7 +211,7 @@ test('an environment that has issued its last generation refuses leases and leas
       );
       expect(codeOf(ticket)).toBe('GENERATIONS_EXHAUSTED');
       expect(await environment(app, 'a')).toMatchObject({
-        lastIssuedGeneration: MAX_GENERATION,
+        lastIssuedGeneration: LAST_GENERATION,
         lease: null,
       });
       // Another environment is not affected.

@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import { execute } from './sql.js';
+import { execute, select } from './sql.js';
 
 /**
  * The environment rows each transaction holds. On PostgreSQL a statement that changed a row
@@ -17,7 +17,7 @@ export function heldEnvironment(m: EntityManager, environment: string): void {
 }
 
 /** Whether the transaction of `m` has changed (so holds) `environment`'s row. */
-export function holdsEnvironment(m: EntityManager, environment: string): boolean {
+function holdsEnvironment(m: EntityManager, environment: string): boolean {
   return held.get(m)?.has(environment) ?? false;
 }
 
@@ -35,4 +35,16 @@ export async function holdEnvironment(m: EntityManager, environment: string): Pr
   );
   if (found) heldEnvironment(m, environment);
   return found > 0;
+}
+
+/**
+ * PostgreSQL: takes `environment`'s row for the rest of the transaction of `m` without
+ * changing it (SELECT … FOR UPDATE), unless the transaction holds it already.
+ */
+export async function lockEnvironment(m: EntityManager, environment: string): Promise<void> {
+  if (holdsEnvironment(m, environment)) return;
+  await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
+    environment,
+  });
+  heldEnvironment(m, environment);
 }

@@ -2,9 +2,6 @@ import type { EntityManager } from 'typeorm';
 import { execute, select } from '../database/database.js';
 import { LAST_GENERATION } from './sql.js';
 
-/** The largest generation the service issues (a GraphQL Int). */
-export const MAX_GENERATION = LAST_GENERATION;
-
 export interface RestoreMargin {
   /** Added to every environment's generation counter (1 to 1,000,000,000). */
   margin: number;
@@ -19,11 +16,11 @@ export interface RaisedEnvironment {
   fence: number;
 }
 
-/** The margin would carry a generation counter past MAX_GENERATION; nothing was changed. */
+/** The margin would carry a generation counter past LAST_GENERATION; nothing was changed. */
 export class RestoreMarginTooLarge extends Error {
   constructor(margin: number) {
     super(
-      `a margin of ${margin} would carry a generation past ${MAX_GENERATION}; nothing was changed`,
+      `a margin of ${margin} would carry a generation past ${LAST_GENERATION}; nothing was changed`,
     );
     this.name = 'RestoreMarginTooLarge';
   }
@@ -36,7 +33,7 @@ export class RestoreMarginTooLarge extends Error {
  * counter and its deployment sequence by `margin`, moves its fence up to the new counter
  * (never down), and ends every lease granted before (its generation is now below the fence). Every environment gets an
  * audit event RESTORE_MARGIN in the same transaction. All or nothing: if any counter would
- * pass MAX_GENERATION, no environment changes.
+ * pass LAST_GENERATION, no environment changes.
  *
  * Runs inside the caller's write transaction (`m`).
  */
@@ -54,7 +51,7 @@ export async function raiseAfterRestore(
        lease_holder = NULL, lease_principal = NULL, lease_generation = NULL,
        lease_acquired_at = NULL, lease_expires_at = NULL
      WHERE NOT EXISTS (SELECT 1 FROM environments e WHERE e.last_issued_generation > :limit)`,
-    { margin, limit: MAX_GENERATION - margin },
+    { margin, limit: LAST_GENERATION - margin },
   );
   const environments = await select<RaisedEnvironment>(
     m,

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database, execute, integerList, select } from '../database/database.js';
-import { heldEnvironment, holdsEnvironment } from '../database/row-locks.js';
+import { lockEnvironment } from '../database/row-locks.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
 import type { LeaseTicket } from '../leases/lease-ticket.entity.js';
@@ -49,12 +49,7 @@ export class Outbox {
     // PostgreSQL: the environment's row, unless the transaction holds it already (the
     // guard's decisions change it first), so that a decision that records several events
     // locks once.
-    if (this.db.dialect === 'postgres' && !holdsEnvironment(m, event.environment)) {
-      await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
-        environment: event.environment,
-      });
-      heldEnvironment(m, event.environment);
-    }
+    if (this.db.dialect === 'postgres') await lockEnvironment(m, event.environment);
     await execute(
       m,
       `INSERT INTO outbox_events (environment, type, at, generation, sequence, plan_id,
