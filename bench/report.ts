@@ -91,7 +91,7 @@ const SECTIONS = ['profile', 'hostile'] as const;
  * Statements a publish sends on PostgreSQL, each its own round trip, as `npm run
  * bench:statements` traces them (the service's own sweeps and polls left out).
  */
-const PG_STATEMENTS = 21;
+const PG_STATEMENTS = 17;
 
 /**
  * The sections that `npm run bench:profile` and `npm run bench:hostile` write, taken from the

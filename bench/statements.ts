@@ -45,7 +45,8 @@ const proxy = new LatencyProxy(
 );
 const through = new URL(database.url);
 through.host = `127.0.0.1:${await proxy.start()}`;
-const service = new ServiceProcess(through.toString());
+// No webhooks here: the dispatcher's poll (an outbox check and a claim) stays out of the trace.
+const service = new ServiceProcess(through.toString(), { PLANFENCE_WEBHOOK_POLL_MS: '3600000' });
 try {
   await service.start();
   const agent = await service.issueToken('agent', 'AGENT');
@@ -78,12 +79,14 @@ try {
     );
   await new Promise((resolve) => setTimeout(resolve, 500));
   const traced = async (what: string, run: () => Promise<unknown>) => {
+    // What the decision before wakes (the dispatcher looks at the outbox after each commit) first.
+    await new Promise((resolve) => setTimeout(resolve, 300));
     trace = [];
     const from = proxy.turns;
     await run();
     const seen = trace;
     trace = null;
-    // What the service sends on its own meanwhile (the queue sweeper, the outbox) is in the list too.
+    // What the service sends on its own meanwhile (the lease queue's sweeper) is in the list too.
     console.log(`\n${what}: ${proxy.turns - from} round trips, ${seen.length} statements`);
     for (const { turn, sql } of seen)
       console.log(

@@ -1,5 +1,5 @@
 import type { EntityManager, EntityMetadata, ObjectLiteral } from 'typeorm';
-import { execute, select } from './database.js';
+import { execute, select, updateReturning } from './database.js';
 
 type Target<E> = new () => E;
 
@@ -54,15 +54,19 @@ export async function findOne<E extends ObjectLiteral>(
     return `SELECT * FROM ${quote(metadata.tableName)} WHERE ${conditions.join(' AND ')} LIMIT 1`;
   });
   const [row] = await select<Record<string, unknown>>(m, sql, parameters);
-  if (!row) return null;
-  const found = metadata.create() as E;
+  return row ? hydrate(m, metadata, row) : null;
+}
+
+/** The entity a stored row of its table reads as (what TypeORM's own reads would make of it). */
+function hydrate<E>(m: EntityManager, metadata: EntityMetadata, row: Record<string, unknown>): E {
+  const entity = metadata.create() as E;
   for (const column of metadata.columns) {
-    (found as ObjectLiteral)[column.propertyName] = m.connection.driver.prepareHydratedValue(
+    (entity as ObjectLiteral)[column.propertyName] = m.connection.driver.prepareHydratedValue(
       row[column.databaseName],
       column,
     ) as unknown;
   }
-  return found;
+  return entity;
 }
 
 export async function findOneOrFail<E extends ObjectLiteral>(
@@ -101,6 +105,38 @@ export async function insertRow<E extends ObjectLiteral>(
   }
   const [row] = await select<{ generated: number | string }>(m, sql, parameters);
   return Number(row.generated);
+}
+
+/**
+ * Inserts one row of `entity` as insertRow does and returns it as stored (defaults and
+ * generated columns included): the insert and the read after it in one statement.
+ */
+export async function insertReturning<E extends ObjectLiteral>(
+  m: EntityManager,
+  entity: Target<E>,
+  values: Partial<E>,
+): Promise<E> {
+  const metadata = m.connection.getMetadata(entity);
+  const { properties, parameters } = persistent(m, metadata, values);
+  const sql = statement(metadata, `insert-returning:${properties.join(',')}`, () => {
+    const columns = properties.map((property) => quote(columnOf(metadata, property).databaseName));
+    const placeholders = properties.map((_, i) => `:p${i}`);
+    return `INSERT INTO ${quote(metadata.tableName)} (${columns.join(', ')}) VALUES (${placeholders.join(', ')}) RETURNING *`;
+  });
+  const [row] = await updateReturning<Record<string, unknown>>(m, sql, parameters);
+  return hydrate(m, metadata, row);
+}
+
+/** The rows an `UPDATE … RETURNING *` of `entity`'s table changed, as entities. */
+export async function updateEntities<E extends ObjectLiteral>(
+  m: EntityManager,
+  entity: Target<E>,
+  sql: string,
+  parameters: Record<string, unknown>,
+): Promise<E[]> {
+  const metadata = m.connection.getMetadata(entity);
+  const rows = await updateReturning<Record<string, unknown>>(m, sql, parameters);
+  return rows.map((row) => hydrate<E>(m, metadata, row));
 }
 
 export async function exists<E extends ObjectLiteral>(

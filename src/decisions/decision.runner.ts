@@ -13,8 +13,15 @@ import {
 } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { EventsService } from '../events/events.service.js';
-import { Outbox } from '../outbox/outbox.service.js';
-import { type Effect, openEffects, takeEffects } from '../fencing/effects.js';
+import type { OutboxEvent } from '../outbox/outbox-event.js';
+import {
+  deploymentEvent,
+  environmentEvent,
+  leaseTicketEvent,
+  Outbox,
+  planEvent,
+} from '../outbox/outbox.service.js';
+import { type Effect, type OutboxEffect, openEffects, takeEffects } from '../fencing/effects.js';
 import { Plan } from '../plans/plan.entity.js';
 import { exists, findOneOrFail } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
@@ -205,13 +212,15 @@ export class DecisionRunner {
 
   /** The guard's effects, in the order it decided them (see the class comment). */
   private async send(m: EntityManager, effects: readonly Effect[]): Promise<void> {
+    // The outbox rows go in together, after the audit rows: the two tables do not share an order.
+    const events: OutboxEvent[] = [];
     for (const effect of effects) {
       switch (effect.kind) {
         case 'audit':
           await this.audit.record(m, effect.at, effect.entry);
           break;
         case 'outbox':
-          await this.recordOutboxEvent(m, effect);
+          events.push(outboxEventOf(effect));
           break;
         case 'planPublished':
           this.events.planPublished(m, effect.plan);
@@ -229,18 +238,19 @@ export class DecisionRunner {
         }
       }
     }
+    await this.outbox.record(m, events);
   }
+}
 
-  private recordOutboxEvent(m: EntityManager, e: Extract<Effect, { kind: 'outbox' }>) {
-    switch (e.subject) {
-      case 'plan':
-        return this.outbox.recordPlanEvent(m, e.type, e.plan, e.actor, e.at);
-      case 'deployment':
-        return this.outbox.recordDeploymentEvent(m, e.type, e.deployment, e.actor, e.at);
-      case 'environment':
-        return this.outbox.recordEnvironmentEvent(m, e.type, e.environment, e.actor, e.at);
-      case 'leaseTicket':
-        return this.outbox.recordLeaseTicketEvent(m, e.type, e.ticket, e.actor, e.at);
-    }
+function outboxEventOf(e: OutboxEffect): OutboxEvent {
+  switch (e.subject) {
+    case 'plan':
+      return planEvent(e.type, e.plan, e.actor, e.at);
+    case 'deployment':
+      return deploymentEvent(e.type, e.deployment, e.actor, e.at);
+    case 'environment':
+      return environmentEvent(e.type, e.environment, e.actor, e.at);
+    case 'leaseTicket':
+      return leaseTicketEvent(e.type, e.ticket, e.actor, e.at);
   }
 }

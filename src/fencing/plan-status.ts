@@ -41,7 +41,19 @@ export async function expireProposals(
   return expired.length;
 }
 
-/** R8: the previously published plan reads SUPERSEDED; proposals passed over read OBSOLETE. */
+/**
+ * R8: a proposal (a row of plans) below the fence or older than the current plan of
+ * :environment can never be published.
+ */
+const PASSED_OVER = `EXISTS (SELECT 1 FROM environments e WHERE e.name = :environment
+  AND (plans.generation < e.fence OR plans.generation < e.current_generation
+    OR (plans.generation = e.current_generation AND plans.sequence < e.current_sequence)))`;
+
+/**
+ * R8: the previously published plan reads SUPERSEDED; proposals passed over read OBSOLETE.
+ * One statement: the two sets are disjoint (PUBLISHED, PROPOSED) and the proposals' test
+ * reads only the environment's row.
+ */
 export async function afterPublication(
   m: EntityManager,
   environment: string,
@@ -49,11 +61,11 @@ export async function afterPublication(
 ): Promise<void> {
   await execute(
     m,
-    `UPDATE plans SET status = 'SUPERSEDED'
-     WHERE environment = :environment AND status = 'PUBLISHED' AND id <> :id`,
+    `UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED' ELSE 'OBSOLETE' END
+     WHERE environment = :environment
+       AND ((status = 'PUBLISHED' AND id <> :id) OR (status = 'PROPOSED' AND ${PASSED_OVER}))`,
     { environment, id },
   );
-  await markObsolete(m, environment);
 }
 
 /** R8: a proposal below the fence or older than the current plan can never be published. */
@@ -61,10 +73,7 @@ export async function markObsolete(m: EntityManager, environment: string): Promi
   await execute(
     m,
     `UPDATE plans SET status = 'OBSOLETE'
-     WHERE environment = :environment AND status = 'PROPOSED'
-       AND EXISTS (SELECT 1 FROM environments e WHERE e.name = :environment
-         AND (plans.generation < e.fence OR plans.generation < e.current_generation
-           OR (plans.generation = e.current_generation AND plans.sequence < e.current_sequence)))`,
+     WHERE environment = :environment AND status = 'PROPOSED' AND ${PASSED_OVER}`,
     { environment },
   );
 }

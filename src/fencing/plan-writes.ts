@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { execute, RetryTransaction, select } from '../database/database.js';
-import { findOneOrFail, insertRow } from '../database/rows.js';
+import { insertReturning, updateEntities } from '../database/rows.js';
 import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
 import { PlanId } from '../common/ids.js';
 import { Plan, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
@@ -109,7 +109,7 @@ export class PlanWrites {
     const sequence = Number(next);
     const id = PlanId.format(p.environment, p.generation, sequence);
     const at = new Date(p.now);
-    await insertRow(m, Plan, {
+    const plan = await insertReturning(m, Plan, {
       id,
       environment: p.environment,
       generation: p.generation,
@@ -162,9 +162,9 @@ export class PlanWrites {
       // Stryker restore all
       await afterPublication(m, p.environment, id);
     } else {
+      // Never the new plan: it is of the fence's generation and after the current plan.
       await markObsolete(m, p.environment);
     }
-    const plan = await findOneOrFail(m, Plan, { id });
     addEffect(m, {
       kind: 'outbox',
       subject: 'plan',
@@ -273,18 +273,21 @@ export class PlanWrites {
     );
     // Not the completing approval: the plan stays PROPOSED.
     if (!published) return readPlan(m, plan.id);
-    const marked = await execute(
+    const [publishedPlan] = await updateEntities(
       m,
+      Plan,
       `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
          published_at = :now
-       WHERE id = :id AND status = 'PROPOSED'`,
+       WHERE id = :id AND status = 'PROPOSED'
+       RETURNING *`,
       params,
     );
     // Another transaction changed the plan after our pointer statement read it: run again.
     // Stryker disable next-line all: only a concurrent reject on PostgreSQL gets here; SQLite runs transactions one at a time.
-    if (marked !== 1) throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
+    if (!publishedPlan)
+      throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
+    // Changes other plans of the environment only.
     await afterPublication(m, plan.environment, plan.id);
-    const publishedPlan = await findOneOrFail(m, Plan, { id: plan.id });
     addEffect(m, {
       kind: 'outbox',
       subject: 'plan',
@@ -305,22 +308,20 @@ export class PlanWrites {
     // Takes the environment's row first (PostgreSQL), as every decision that announces an event does.
     await holdEnvironment(m, environment);
     await expireProposals(m, p.now, environment);
-    const rejected = await execute(
+    const [plan] = await updateEntities(
       m,
+      Plan,
       `UPDATE plans SET status = 'REJECTED', reviewed_by = :reviewer, reviewed_at = :now,
          rejection_reason = :reason
-       WHERE id = :planId AND status = 'PROPOSED'`,
+       WHERE id = :planId AND status = 'PROPOSED'
+       RETURNING *`,
       p,
     );
-    const plan = await readPlan(m, p.planId);
-    if (!rejected) {
-      throw new FenceError(
-        'INVALID_PLAN_STATE',
-        `plan ${plan.id} is ${plan.status}, not PROPOSED`,
-        {
-          status: plan.status,
-        },
-      );
+    if (!plan) {
+      const { id, status } = await readPlan(m, p.planId);
+      throw new FenceError('INVALID_PLAN_STATE', `plan ${id} is ${status}, not PROPOSED`, {
+        status,
+      });
     }
     addEffect(m, {
       kind: 'outbox',

@@ -19,6 +19,126 @@ export function planData(plan: Plan): Record<string, unknown> {
   return Object.fromEntries(PLAN_FIELDS_BUT_CONTENT.map((field) => [field, plan[field]]));
 }
 
+/** The columns of an outbox row besides its data, by OutboxEvent field. */
+const COLUMNS = [
+  'environment',
+  'type',
+  'at',
+  'generation',
+  'sequence',
+  'planId',
+  'deploymentSequence',
+  'actor',
+] as const satisfies readonly (keyof OutboxEvent)[];
+
+/** At most this many events share one INSERT: one statement text per row count, prepared once each. */
+const ROWS_PER_INSERT = 8;
+
+const insertStatements: string[] = [];
+
+/** The INSERT of `rows` events, their parameters numbered from 0 (`:environment0`, …, `:data0`). */
+function insertEvents(rows: number): string {
+  return (insertStatements[rows] ??= `INSERT INTO outbox_events (environment, type, at, generation,
+     sequence, plan_id, deployment_sequence, actor, data)
+   VALUES ${Array.from(
+     { length: rows },
+     (_, i) => `(${[...COLUMNS, 'data'].map((column) => `:${column}${i}`).join(', ')})`,
+   ).join(', ')}`);
+}
+
+/** A plan's event: its fencing token and everything of it but its content. */
+export function planEvent(type: EventType, plan: Plan, actor: string, at: number): OutboxEvent {
+  return {
+    environment: plan.environment,
+    type,
+    at,
+    generation: plan.generation,
+    sequence: plan.sequence,
+    planId: plan.id,
+    deploymentSequence: null,
+    actor,
+    data: planData(plan),
+  };
+}
+
+/** A deployment's event: the token of the plan it deploys, and its own sequence. */
+export function deploymentEvent(
+  type: EventType,
+  deployment: Deployment,
+  actor: string,
+  at: number,
+): OutboxEvent {
+  const token = PlanId.parse(deployment.planId);
+  return {
+    environment: deployment.environment,
+    type,
+    at,
+    generation: token?.generation ?? null,
+    sequence: token?.sequence ?? null,
+    planId: deployment.planId,
+    deploymentSequence: deployment.sequence,
+    actor,
+    data: { ...deployment },
+  };
+}
+
+/** An environment's event (a freeze or thaw): its state as the event left it. */
+export function environmentEvent(
+  type: EventType,
+  env: Environment,
+  actor: string,
+  at: number,
+): OutboxEvent {
+  return {
+    environment: env.name,
+    type,
+    at,
+    generation: null,
+    sequence: null,
+    planId: null,
+    deploymentSequence: null,
+    actor,
+    data: {
+      name: env.name,
+      frozen: env.frozenAt != null,
+      frozenReason: env.frozenReason,
+      frozenBy: env.frozenBy,
+      frozenAt: env.frozenAt,
+      currentPlanId: env.currentPlanId,
+    },
+  };
+}
+
+/** A lease ticket's event (R39): its generation once granted. */
+export function leaseTicketEvent(
+  type: EventType,
+  ticket: LeaseTicket,
+  actor: string,
+  at: number,
+): OutboxEvent {
+  return {
+    environment: ticket.environment,
+    type,
+    at,
+    generation: ticket.generation,
+    sequence: null,
+    planId: null,
+    deploymentSequence: null,
+    actor,
+    data: {
+      id: String(ticket.id),
+      environment: ticket.environment,
+      holder: ticket.holder,
+      status: ticket.status,
+      generation: ticket.generation,
+      ttlSeconds: ticket.ttlSeconds,
+      enqueuedAt: ticket.enqueuedAt,
+      grantedAt: ticket.grantedAt,
+      expiresAt: ticket.expiresAt,
+    },
+  };
+}
+
 /**
  * The transactional outbox (R22). Every event is written by the transaction of the decision
  * that causes it (the guard's, inside its savepoint when writes share a group commit), so an
@@ -45,19 +165,27 @@ export class Outbox {
     return () => this.listeners.delete(listener);
   }
 
-  async record(m: EntityManager, event: OutboxEvent): Promise<void> {
-    // PostgreSQL: the environment's row, unless the transaction holds it already (the
+  /**
+   * Writes `events` in the transaction `m`, in the given order (their ids ascend in it):
+   * up to ROWS_PER_INSERT of them in one statement.
+   */
+  async record(m: EntityManager, events: readonly OutboxEvent[]): Promise<void> {
+    if (!events.length) return;
+    // PostgreSQL: each environment's row, unless the transaction holds it already (the
     // guard's decisions change it first), so that a decision that records several events
     // locks once.
-    if (this.db.dialect === 'postgres') await lockEnvironment(m, event.environment);
-    await execute(
-      m,
-      `INSERT INTO outbox_events (environment, type, at, generation, sequence, plan_id,
-         deployment_sequence, actor, data)
-       VALUES (:environment, :type, :at, :generation, :sequence, :planId, :deploymentSequence,
-         :actor, :data)`,
-      { ...event, data: JSON.stringify(event.data) },
-    );
+    if (this.db.dialect === 'postgres')
+      for (const environment of new Set(events.map((event) => event.environment)))
+        await lockEnvironment(m, environment);
+    for (let from = 0; from < events.length; from += ROWS_PER_INSERT) {
+      const rows = events.slice(from, from + ROWS_PER_INSERT);
+      const parameters: Record<string, unknown> = {};
+      rows.forEach((event, i) => {
+        for (const column of COLUMNS) parameters[`${column}${i}`] = event[column];
+        parameters[`data${i}`] = JSON.stringify(event.data);
+      });
+      await execute(m, insertEvents(rows.length), parameters);
+    }
     this.db.afterCommit(m, () => {
       for (const listener of this.listeners) listener();
     });
@@ -109,104 +237,5 @@ export class Outbox {
     );
     await execute(m, `UPDATE outbox_events SET fanned_out = 1 WHERE id IN (${batch})`, { ids });
     return events.length;
-  }
-
-  recordPlanEvent(
-    m: EntityManager,
-    type: EventType,
-    plan: Plan,
-    actor: string,
-    at: number,
-  ): Promise<void> {
-    return this.record(m, {
-      environment: plan.environment,
-      type,
-      at,
-      generation: plan.generation,
-      sequence: plan.sequence,
-      planId: plan.id,
-      deploymentSequence: null,
-      actor,
-      data: planData(plan),
-    });
-  }
-
-  recordDeploymentEvent(
-    m: EntityManager,
-    type: EventType,
-    deployment: Deployment,
-    actor: string,
-    at: number,
-  ): Promise<void> {
-    const token = PlanId.parse(deployment.planId);
-    return this.record(m, {
-      environment: deployment.environment,
-      type,
-      at,
-      generation: token?.generation ?? null,
-      sequence: token?.sequence ?? null,
-      planId: deployment.planId,
-      deploymentSequence: deployment.sequence,
-      actor,
-      data: { ...deployment },
-    });
-  }
-
-  recordEnvironmentEvent(
-    m: EntityManager,
-    type: EventType,
-    env: Environment,
-    actor: string,
-    at: number,
-  ): Promise<void> {
-    return this.record(m, {
-      environment: env.name,
-      type,
-      at,
-      generation: null,
-      sequence: null,
-      planId: null,
-      deploymentSequence: null,
-      actor,
-      data: {
-        name: env.name,
-        frozen: env.frozenAt != null,
-        frozenReason: env.frozenReason,
-        frozenBy: env.frozenBy,
-        frozenAt: env.frozenAt,
-        currentPlanId: env.currentPlanId,
-      },
-    });
-  }
-
-  /** A lease ticket's event (R39): its generation once granted. */
-  recordLeaseTicketEvent(
-    m: EntityManager,
-    type: EventType,
-    ticket: LeaseTicket,
-    actor: string,
-    at: number,
-  ): Promise<void> {
-    return this.record(m, {
-      environment: ticket.environment,
-      type,
-      at,
-      generation: ticket.generation,
-      sequence: null,
-      planId: null,
-      deploymentSequence: null,
-      actor,
-      data: {
-        id: String(ticket.id),
-        environment: ticket.environment,
-        holder: ticket.holder,
-        status: ticket.status,
-        generation: ticket.generation,
-        ttlSeconds: ticket.ttlSeconds,
-        enqueuedAt: ticket.enqueuedAt,
-        grantedAt: ticket.grantedAt,
-        expiresAt: ticket.expiresAt,
-      },
-    });
   }
 }

@@ -162,18 +162,14 @@ export class PoliciesService {
   }
 }
 
+/** The environment's policy version and its policies in order, read in one statement. */
 export async function policiesOf(
   m: EntityManager,
   environment: string,
 ): Promise<{ version: number; policies: PlanPolicy[] }> {
-  const [env] = await select<{ policy_version: number | string }>(
-    m,
-    'SELECT policy_version FROM environments WHERE name = :environment',
-    { environment },
-  );
-  if (!env) return { version: 0, policies: [] };
   const rows = await select<{
-    name: string;
+    policy_version: number | string;
+    name: string | null;
     expression: string;
     effect: PolicyEffect;
     message: string;
@@ -181,19 +177,25 @@ export async function policiesOf(
     required_count: number | string | null;
   }>(
     m,
-    `SELECT name, expression, effect, message, group_name, required_count FROM plan_policies
-     WHERE environment = :environment ORDER BY position`,
+    `SELECT e.policy_version, p.name, p.expression, p.effect, p.message, p.group_name,
+       p.required_count
+     FROM environments e LEFT JOIN plan_policies p ON p.environment = e.name
+     WHERE e.name = :environment ORDER BY p.position`,
     { environment },
   );
+  if (!rows.length) return { version: 0, policies: [] };
   return {
-    version: Number(env.policy_version),
-    policies: rows.map((row) => ({
-      name: row.name,
-      expression: row.expression,
-      effect: row.effect,
-      message: row.message,
-      group: row.group_name,
-      count: row.required_count == null ? null : Number(row.required_count),
-    })),
+    version: Number(rows[0].policy_version),
+    // An environment without policies reads as one row without a policy.
+    policies: rows
+      .filter((row) => row.name !== null)
+      .map((row) => ({
+        name: row.name!,
+        expression: row.expression,
+        effect: row.effect,
+        message: row.message,
+        group: row.group_name,
+        count: row.required_count == null ? null : Number(row.required_count),
+      })),
   };
 }
