@@ -52,7 +52,8 @@ const PASSED_OVER = `EXISTS (SELECT 1 FROM environments e WHERE e.name = :enviro
 /**
  * R8: the previously published plan reads SUPERSEDED; proposals passed over read OBSOLETE.
  * One statement: the two sets are disjoint (PUBLISHED, PROPOSED) and the proposals' test
- * reads only the environment's row.
+ * reads only the environment's row. The status list lets both databases find the rows by
+ * the (environment, status) index, not among every plan of the environment.
  */
 export async function afterPublication(
   m: EntityManager,
@@ -62,7 +63,7 @@ export async function afterPublication(
   await execute(
     m,
     `UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED' ELSE 'OBSOLETE' END
-     WHERE environment = :environment
+     WHERE environment = :environment AND status IN ('PUBLISHED', 'PROPOSED')
        AND ((status = 'PUBLISHED' AND id <> :id) OR (status = 'PROPOSED' AND ${PASSED_OVER}))`,
     { environment, id },
   );
