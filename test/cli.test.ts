@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
+import { Receiver } from './support/receiver.js';
 import { ok, World } from './support/world.js';
 
 const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
@@ -386,4 +387,56 @@ test('webhooks: create (the secret once), list, deliveries, delete', async () =>
   });
   const after = json<{ id: string }[]>(await planfence(world.admin, 'webhook', 'list', '--json'));
   expect(after.map((w) => w.id)).not.toContain(id);
+});
+
+test('webhook redeliver: a delivered event is sent again, with the same delivery id', async () => {
+  const receiver = new Receiver();
+  await receiver.start();
+  try {
+    const created = json(
+      await planfence(
+        world.admin,
+        'webhook',
+        'create',
+        receiver.url,
+        '--event',
+        'environment.frozen',
+        '--environments',
+        'cli-redeliver',
+        '--json',
+      ),
+    );
+    const hook = created.webhook.id as string;
+    await world.createEnvironment('cli-redeliver', 'MONOTONIC');
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation { freezeEnvironment(environment: "cli-redeliver", reason: "drill") { name } }',
+      ),
+    );
+    let delivered: { id: string; status: string } | undefined;
+    await Receiver.until(async () => {
+      [delivered] = json<{ id: string; status: string }[]>(
+        await planfence(world.admin, 'webhook', 'deliveries', hook, '--json'),
+      );
+      return delivered?.status === 'DELIVERED';
+    }, 'the first delivery');
+    const { id } = delivered!;
+
+    expect(await planfence(world.admin, 'webhook', 'redeliver', id)).toEqual({
+      code: 0,
+      stdout: `delivery ${id} is PENDING again (event environment.frozen)\n`,
+      stderr: '',
+    });
+    await Receiver.until(() => receiver.received.length === 2, 'the redelivery');
+    expect(receiver.received.map((r) => [r.delivery, r.event])).toEqual([
+      [id, 'environment.frozen'],
+      [id, 'environment.frozen'],
+    ]);
+    // Only an ADMIN sends a delivery again.
+    expect((await planfence(reviewer, 'webhook', 'redeliver', id)).code).toBe(3);
+    json(await planfence(world.admin, 'webhook', 'delete', hook, '--json'));
+  } finally {
+    await receiver.stop();
+  }
 });

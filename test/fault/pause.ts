@@ -374,8 +374,13 @@ export async function runPauseHarness(options: {
         await a.until('acquired');
         a.freeze();
         pauses++;
-        const stalled = sleep(20_000).then(() => null);
+        let stallTimer: NodeJS.Timeout | undefined;
+        const stalled = new Promise<null>(
+          (resolve) => (stallTimer = setTimeout(() => resolve(null), 20_000)),
+        );
         round.b = (await Promise.race([b.result(), stalled])) ?? undefined;
+        // Not left running: a pending timer would hold the test process open for its 20 s.
+        clearTimeout(stallTimer);
         if (!round.b) violations.push(`${round.environment}: the queue stalled behind paused A`);
         a.thaw();
         a.goAhead();

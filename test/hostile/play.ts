@@ -336,10 +336,14 @@ export const ATTACKS: Attack[] = [
     async play(ctx) {
       const session = await wsOpen(ctx);
       const started = Date.now();
+      let timer: NodeJS.Timeout | undefined;
       const result = await Promise.race([
         session.closed,
-        sleep(ctx.options.wsInitSeconds * 1000).then(() => null),
+        new Promise<null>(
+          (resolve) => (timer = setTimeout(() => resolve(null), ctx.options.wsInitSeconds * 1000)),
+        ),
       ]);
+      clearTimeout(timer);
       session.close();
       return result
         ? {
