@@ -466,9 +466,10 @@ export function report(rows: Row[], machine: Machine): string {
   if (pgFloor && pgPublish)
     lines.push(
       `- PostgreSQL, statements: a publish sends ${PG_STATEMENTS} statements, each a round trip (\`npm run bench:statements\`: ` +
-        'the token lookup, two clock reads, the policy version and the plan policies before the transaction; BEGIN, ' +
-        'the idempotency recall, the decision, the plan read back, two outbox rows, one NOTIFY statement, the audit ' +
-        'event, the idempotency record, COMMIT) where the floor sends one; ' +
+        'the token lookup and the policies with their version before the transaction; BEGIN, the clock, the ' +
+        'idempotency recall, the environment, the admission, the expiry, the next sequence, the plan, the pointer, ' +
+        'SUPERSEDED and OBSOLETE, the outbox rows, the audit event, the idempotency record, one NOTIFY statement, ' +
+        'COMMIT) where the floor sends one; ' +
         `at the floor's cost per statement on this machine (PostgreSQL shares its 2 cores with the service and the load) ` +
         `that alone bounds a publish at ${fixed(pgFloor.reqPerSec, 0)} ÷ ${PG_STATEMENTS} = ${fixed(pgFloor.reqPerSec / PG_STATEMENTS, 0)}/s; ` +
         `50% of the floor would need at most 2 statements per publish.`,
