@@ -8,7 +8,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createReceiver, handle } from '../examples/webhook-receiver.js';
-import { verifyWebhook, type WebhookEvent } from '../src/client/index.js';
+import { verifyWebhook, type WebhookDelivery, type WebhookEvent } from '../src/client/index.js';
 import { EVENT_TYPES } from '../src/outbox/outbox-event.js';
 import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDatabase, startApp, type TestApp } from './support/app.js';
@@ -79,20 +79,6 @@ class Receiver {
   }
 }
 
-interface Delivery {
-  id: string;
-  webhookId: string;
-  event: string;
-  environment: string;
-  status: 'PENDING' | 'DELIVERED' | 'FAILED';
-  attempts: number;
-  createdAt: string;
-  lastAttemptAt: string | null;
-  nextAttemptAt: string | null;
-  lastError: string | null;
-  deliveredAt: string | null;
-}
-
 const DELIVERY_FIELDS =
   'id webhookId event environment status attempts createdAt lastAttemptAt nextAttemptAt lastError deliveredAt';
 
@@ -112,9 +98,13 @@ async function createWebhook(
   }>(token, CREATE, { input });
 }
 
-async function deliveries(world: World, webhookId: string, status?: string): Promise<Delivery[]> {
+async function deliveries(
+  world: World,
+  webhookId: string,
+  status?: string,
+): Promise<WebhookDelivery[]> {
   return ok(
-    await world.gql<{ webhookDeliveries: Delivery[] }>(
+    await world.gql<{ webhookDeliveries: WebhookDelivery[] }>(
       world.admin,
       `query($id: ID!, $status: DeliveryStatus) {
          webhookDeliveries(webhookId: $id, status: $status, first: 500) { ${DELIVERY_FIELDS} } }`,
@@ -124,7 +114,7 @@ async function deliveries(world: World, webhookId: string, status?: string): Pro
 }
 
 /** Waits until the webhook has `count` deliveries and all of them are DELIVERED. */
-function allDelivered(world: World, webhookId: string, count: number): Promise<Delivery[]> {
+function allDelivered(world: World, webhookId: string, count: number): Promise<WebhookDelivery[]> {
   let delivered = 0;
   return until(
     `${count} deliveries of ${webhookId} DELIVERED`,
@@ -756,7 +746,7 @@ describe('a receiver that is down', () => {
 
     receiver.answer = () => 200;
     const again = ok(
-      await world.gql<{ redeliverWebhook: Delivery }>(
+      await world.gql<{ redeliverWebhook: WebhookDelivery }>(
         world.admin,
         `mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { ${DELIVERY_FIELDS} } }`,
         { id: first.id },

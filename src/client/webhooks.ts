@@ -30,6 +30,25 @@ export interface WebhookEvent {
   data: Record<string, unknown>;
 }
 
+/**
+ * One delivery of an event to a webhook, as `webhookDeliveries` and `redeliverWebhook`
+ * answer it (the contract's WebhookDelivery; times are ISO 8601).
+ */
+export interface WebhookDelivery {
+  id: string;
+  webhookId: string;
+  /** The event type delivered (a WebhookEvent's `type`). */
+  event: string;
+  environment: string;
+  status: 'PENDING' | 'DELIVERED' | 'FAILED';
+  attempts: number;
+  createdAt: string;
+  lastAttemptAt: string | null;
+  nextAttemptAt: string | null;
+  lastError: string | null;
+  deliveredAt: string | null;
+}
+
 /** Why a request is not a genuine, fresh planfence webhook request. */
 export class WebhookVerificationError extends Error {
   constructor(message: string) {

@@ -1,4 +1,5 @@
 /** `planfence webhook ...`: webhook administration (docs/webhooks.md), ADMIN. */
+import type { WebhookDelivery } from '../../client/webhooks.js';
 import { type Command, integer, table, UsageError } from '../command.js';
 
 const WEBHOOK = 'id url events environments format createdAt';
@@ -12,19 +13,6 @@ interface Webhook {
   environments: string[] | null;
   format: string;
   createdAt: string;
-}
-interface Delivery {
-  id: string;
-  webhookId: string;
-  event: string;
-  environment: string;
-  status: string;
-  attempts: number;
-  createdAt: string;
-  lastAttemptAt: string | null;
-  nextAttemptAt: string | null;
-  lastError: string | null;
-  deliveredAt: string | null;
 }
 
 const split = (values: string[] | undefined) =>
@@ -97,7 +85,7 @@ export const deleteWebhook: Command = async ({ client, rest, print, need }) => {
 export const webhookDeliveries: Command = async ({ client, rest, values, print, need }) => {
   need(1, 'webhook deliveries WEBHOOK_ID [--status PENDING|DELIVERED|FAILED] [--first N]');
   const { webhookDeliveries: deliveries } = await client.request<{
-    webhookDeliveries: Delivery[];
+    webhookDeliveries: WebhookDelivery[];
   }>(
     `query($id: ID!, $status: DeliveryStatus, $first: Int!) {
        webhookDeliveries(webhookId: $id, status: $status, first: $first) { ${DELIVERY} } }`,
@@ -127,10 +115,9 @@ export const webhookDeliveries: Command = async ({ client, rest, values, print, 
 /** planfence webhook redeliver DELIVERY_ID */
 export const redeliverWebhook: Command = async ({ client, rest, print, need }) => {
   need(1, 'webhook redeliver DELIVERY_ID');
-  const { redeliverWebhook: delivery } = await client.request<{ redeliverWebhook: Delivery }>(
-    `mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { ${DELIVERY} } }`,
-    { id: rest[0] },
-  );
+  const { redeliverWebhook: delivery } = await client.request<{
+    redeliverWebhook: WebhookDelivery;
+  }>(`mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { ${DELIVERY} } }`, { id: rest[0] });
   print(
     delivery,
     () => `delivery ${delivery.id} is ${delivery.status} again (event ${delivery.event})`,
