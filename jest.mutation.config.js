@@ -23,6 +23,7 @@ export default {
     '**/lease-queue.test.ts',
     '**/retention.test.ts',
     '**/policies.test.ts',
+    '**/plan-staleness.test.ts',
   ],
   testTimeout: 60000,
 };
