@@ -79,6 +79,13 @@ export async function findOneOrFail<E extends ObjectLiteral>(
   return found;
 }
 
+/** The INSERT of one row of the `properties` (named :p0, :p1, … as `persistent` names them). */
+function insertText(metadata: EntityMetadata, properties: string[]): string {
+  const columns = properties.map((property) => quote(columnOf(metadata, property).databaseName));
+  const placeholders = properties.map((_, i) => `:p${i}`);
+  return `INSERT INTO ${quote(metadata.tableName)} (${columns.join(', ')}) VALUES (${placeholders.join(', ')})`;
+}
+
 /**
  * Inserts one row of `entity` (the properties of `values` that are not undefined) as one
  * cached statement; returns the generated primary key, if the entity has one.
@@ -91,14 +98,13 @@ export async function insertRow<E extends ObjectLiteral>(
   const metadata = m.connection.getMetadata(entity);
   const { properties, parameters } = persistent(m, metadata, values);
   const generated = metadata.columns.find((column) => column.isGenerated);
-  const sql = statement(metadata, `insert:${properties.join(',')}`, () => {
-    const columns = properties.map((property) => quote(columnOf(metadata, property).databaseName));
-    const placeholders = properties.map((_, i) => `:p${i}`);
-    return (
-      `INSERT INTO ${quote(metadata.tableName)} (${columns.join(', ')}) VALUES (${placeholders.join(', ')})` +
-      (generated ? ` RETURNING ${quote(generated.databaseName)} AS generated` : '')
-    );
-  });
+  const sql = statement(
+    metadata,
+    `insert:${properties.join(',')}`,
+    () =>
+      insertText(metadata, properties) +
+      (generated ? ` RETURNING ${quote(generated.databaseName)} AS generated` : ''),
+  );
   if (!generated) {
     await execute(m, sql, parameters);
     return null;
@@ -118,11 +124,11 @@ export async function insertReturning<E extends ObjectLiteral>(
 ): Promise<E> {
   const metadata = m.connection.getMetadata(entity);
   const { properties, parameters } = persistent(m, metadata, values);
-  const sql = statement(metadata, `insert-returning:${properties.join(',')}`, () => {
-    const columns = properties.map((property) => quote(columnOf(metadata, property).databaseName));
-    const placeholders = properties.map((_, i) => `:p${i}`);
-    return `INSERT INTO ${quote(metadata.tableName)} (${columns.join(', ')}) VALUES (${placeholders.join(', ')}) RETURNING *`;
-  });
+  const sql = statement(
+    metadata,
+    `insert-returning:${properties.join(',')}`,
+    () => `${insertText(metadata, properties)} RETURNING *`,
+  );
   const [row] = await updateReturning<Record<string, unknown>>(m, sql, parameters);
   return hydrate(m, metadata, row);
 }
