@@ -8,6 +8,17 @@ export class RetryTransaction extends Error {
   }
 }
 
+/**
+ * `changed` (a row a statement returned, or its count of changed rows) when the statement
+ * changed something; else RetryTransaction. For statements the transaction's earlier
+ * decision already implies: on PostgreSQL (READ COMMITTED) a transaction that committed
+ * in between can still have changed the row first, and running again sees it.
+ */
+export function changedOrRetry<T>(changed: T | undefined | 0): T {
+  if (!changed) throw new RetryTransaction('a concurrent transaction changed the row first');
+  return changed;
+}
+
 /** How often a transaction that lost a race runs again. */
 export const MAX_ATTEMPTS = 8;
 

@@ -15,7 +15,7 @@ import { migrate } from './migrator.js';
 import { execute, select } from './sql.js';
 import { StorageError, StorageMonitor } from './storage.js';
 
-export { RetryTransaction } from './conflicts.js';
+export { changedOrRetry, RetryTransaction } from './conflicts.js';
 export { execute, integerList, select, updateReturning } from './sql.js';
 
 /**

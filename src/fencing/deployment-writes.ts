@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditOutcome } from '../audit/audit-event.entity.js';
-import { execute, RetryTransaction, select, updateReturning } from '../database/database.js';
+import { changedOrRetry, execute, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import {
   Deployment,
@@ -106,13 +106,14 @@ export class DeploymentWrites {
     // The sequence is the environment's counter: it moves with the row, in this transaction,
     // and only while the pointer still names the plan (a publication that committed meanwhile
     // makes this transaction run again and see it).
-    const counted = await execute(
-      m,
-      `UPDATE environments SET deployment_sequence = :sequence
+    changedOrRetry(
+      await execute(
+        m,
+        `UPDATE environments SET deployment_sequence = :sequence
        WHERE name = :environment AND deployment_sequence = :previous AND current_plan_id = :planId`,
-      { ...p, sequence, previous: sequence - 1 },
+        { ...p, sequence, previous: sequence - 1 },
+      ),
     );
-    if (counted !== 1) throw new RetryTransaction(`deployment sequence of ${p.environment} moved`);
     const deployment = await findOneOrFail(m, Deployment, {
       id: DeploymentId.format(p.environment, sequence),
     });

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { execute, RetryTransaction, select } from '../database/database.js';
+import { changedOrRetry, execute, select } from '../database/database.js';
 import { insertReturning, updateEntities } from '../database/rows.js';
 import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
 import { PlanId } from '../common/ids.js';
@@ -148,18 +148,15 @@ export class PlanWrites {
       );
     }
     if (publish) {
-      const moved = await execute(
+      // Forward by admission: the held row's fence is this generation, whose plans all come
+      // before the new sequence.
+      await execute(
         m,
         `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
            current_sequence = :sequence
-         WHERE name = :environment AND ${POINTER_MOVES_FORWARD}`,
+         WHERE name = :environment`,
         { id, environment: p.environment, generation: p.generation, sequence },
       );
-      // Admission above already implies this; a failure here is a broken invariant, not a rejection.
-      // Stryker disable all: unreachable while the admission statement holds the environment row.
-      if (moved !== 1)
-        throw new Error(`pointer of ${p.environment} would not move forward to ${id}`);
-      // Stryker restore all
       await afterPublication(m, p.environment, id);
     } else {
       // Never the new plan: it is of the fence's generation and after the current plan.
@@ -273,19 +270,21 @@ export class PlanWrites {
     );
     // Not the completing approval: the plan stays PROPOSED.
     if (!published) return readPlan(m, plan.id);
-    const [publishedPlan] = await updateEntities(
-      m,
-      Plan,
-      `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
-         published_at = :now
-       WHERE id = :id AND status = 'PROPOSED'
-       RETURNING *`,
-      params,
+    // A concurrent expiry by the retention job may have changed the plan after our pointer
+    // statement read it: then the approval runs again.
+    const publishedPlan = changedOrRetry(
+      (
+        await updateEntities(
+          m,
+          Plan,
+          `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
+             published_at = :now
+           WHERE id = :id AND status = 'PROPOSED'
+           RETURNING *`,
+          params,
+        )
+      )[0],
     );
-    // Another transaction changed the plan after our pointer statement read it: run again.
-    // Stryker disable next-line all: only a concurrent reject on PostgreSQL gets here; SQLite runs transactions one at a time.
-    if (!publishedPlan)
-      throw new RetryTransaction(`plan ${plan.id} changed status during approval`);
     // Changes other plans of the environment only.
     await afterPublication(m, plan.environment, plan.id);
     addEffect(m, {
