@@ -70,6 +70,7 @@ export default {
   // One test file at a time, in a worker process that is replaced once a file leaves it
   // above this much memory: what one file keeps alive cannot slow down the files after it.
   workerIdleMemoryLimit: '1GB',
+  testSequencer: '<rootDir>/test/support/sequencer.js',
   globalSetup: '<rootDir>/test/support/global-setup.js',
   globalTeardown: '<rootDir>/test/support/global-teardown.js',
 };
