@@ -5,6 +5,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
+// The SDK's stdio transport imports node:process, and reading that module's exports opens
+// this process's stdin. Nothing here reads it: unreferenced, it does not hold a jest worker
+// open once its files are done.
+process.stdin.unref();
+
 /** The built `planfence` binary (`npm test` builds it first). */
 export const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 
