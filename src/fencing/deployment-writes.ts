@@ -110,7 +110,7 @@ export class DeploymentWrites {
       await execute(
         m,
         `UPDATE environments SET deployment_sequence = :sequence
-       WHERE name = :environment AND deployment_sequence = :previous AND current_plan_id = :planId`,
+         WHERE name = :environment AND deployment_sequence = :previous AND current_plan_id = :planId`,
         { ...p, sequence, previous: sequence - 1 },
       ),
     );

@@ -272,19 +272,16 @@ export class PlanWrites {
     if (!published) return readPlan(m, plan.id);
     // A concurrent expiry by the retention job may have changed the plan after our pointer
     // statement read it: then the approval runs again.
-    const publishedPlan = changedOrRetry(
-      (
-        await updateEntities(
-          m,
-          Plan,
-          `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
-             published_at = :now
-           WHERE id = :id AND status = 'PROPOSED'
-           RETURNING *`,
-          params,
-        )
-      )[0],
+    const [updated] = await updateEntities(
+      m,
+      Plan,
+      `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
+         published_at = :now
+       WHERE id = :id AND status = 'PROPOSED'
+       RETURNING *`,
+      params,
     );
+    const publishedPlan = changedOrRetry(updated);
     // Changes other plans of the environment only.
     await afterPublication(m, plan.environment, plan.id);
     addEffect(m, {

@@ -1,10 +1,11 @@
 /**
- * The order in which jest hands test files to its workers: the longest first, so that no
- * worker is left with a long file while the other has nothing (the run ends when its
- * last file does). The duration is jest's own record of the last run on this machine,
- * else the typical duration below (a run of `npm test` on 2 cores, in seconds), else a
- * second. Jest's own fallback, the file's size, puts the short files that start many
- * processes (the fault harnesses, the demo, the package) last.
+ * The order in which jest hands test files to its workers: the files that failed last
+ * time first (as jest's own order), then the longest, so that no worker is left with a
+ * long file while the other has nothing (the run ends when its last file does). The
+ * duration is jest's own record of the last run on this machine, else the typical
+ * duration below (a run of `npm test` on 2 cores, in seconds), else a second. Jest's own
+ * fallback, the file's size, puts the short files that start many processes (the fault
+ * harnesses, the demo, the package) last.
  */
 import Sequencer from '@jest/test-sequencer';
 
@@ -72,6 +73,7 @@ export default class LongestFirst extends Sequencer {
       const key = `${test.context.config.displayName?.name} ${test.path.slice(root(test).length + 1)}`;
       return TYPICAL_SECONDS.get(key) ?? 1;
     };
-    return [...tests].sort((a, b) => seconds(b) - seconds(a));
+    const failed = (test) => (this.hasFailed(test) ? 1 : 0);
+    return [...tests].sort((a, b) => failed(b) - failed(a) || seconds(b) - seconds(a));
   }
 }
