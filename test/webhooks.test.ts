@@ -647,14 +647,15 @@ describe('a receiver that is down', () => {
       plans.push(await world.submitOk(agent, 'prod', generation, `p${i}`));
 
     // The head of the line is retried; the deliveries after it wait (nothing out of order).
-    const headOf = async () => (await deliveries(world, hook.webhook.id)).at(-1)!;
+    // (The list is empty until the dispatcher's first look has queued the deliveries.)
+    const headOf = async () => (await deliveries(world, hook.webhook.id)).at(-1);
     const earlier = await until('a failed attempt of the first delivery', async () => {
       const head = await headOf();
-      return head.attempts >= 1 && head.lastError === 'HTTP 503' && head;
+      return head && head.attempts >= 1 && head.lastError === 'HTTP 503' && head;
     });
     const later = await until('two more attempts', async () => {
       const head = await headOf();
-      return head.attempts >= earlier.attempts + 2 && head;
+      return head && head.attempts >= earlier.attempts + 2 && head;
     });
     // Attempts grow and the next attempt moves on.
     expect(Date.parse(later.lastAttemptAt!)).toBeGreaterThan(Date.parse(earlier.lastAttemptAt!));
