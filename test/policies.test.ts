@@ -145,6 +145,17 @@ async function storedStatus(planId: string): Promise<string> {
   return rows[0].status;
 }
 
+/** The plan.expired events of `environment` in the outbox, in the order it holds them. */
+async function expiryEvents(environment: string): Promise<{ planId: string; actor: string }[]> {
+  const postgres = app.app.get(DataSource).options.type === 'postgres';
+  const rows: { plan_id: string; actor: string }[] = await app.app.get(DataSource).query(
+    `SELECT plan_id, actor FROM outbox_events WHERE environment = ${postgres ? '$1' : '?'}
+       AND type = 'plan.expired' ORDER BY id`,
+    [environment],
+  );
+  return rows.map((row) => ({ planId: row.plan_id, actor: row.actor }));
+}
+
 function permutations<T>(items: T[]): T[][] {
   if (items.length <= 1) return [items];
   return items.flatMap((item, i) =>
@@ -521,20 +532,35 @@ describe('expiry (R16)', () => {
     expect(await current(env)).toBeNull();
   });
 
-  // proves: R16
-  test('every write in the environment and the retention job store EXPIRED', async () => {
+  // proves: R16, R22
+  test('every write in the environment and the retention job store EXPIRED, each announced once, by planfence', async () => {
     const { env, generation } = await environment({ proposalTtlSeconds: 10 });
+    const other = await environment({ proposalTtlSeconds: 10 });
     const byLease = await submit(env, generation, 'stored by a lease renewal');
+    const byRetention = [
+      await submit(other.env, other.generation, 'stored by retention 1'),
+      await submit(other.env, other.generation, 'stored by retention 2'),
+    ];
     world.advance(10);
     ok(await world.renew(agent, env, generation, 3600));
     expect(await storedStatus(byLease.id)).toBe('EXPIRED');
+    expect(await expiryEvents(env)).toEqual([{ planId: byLease.id, actor: 'planfence' }]);
+    // A write stores the expiries of its own environment only.
+    for (const plan of byRetention) expect(await storedStatus(plan.id)).toBe('PROPOSED');
+    expect(await expiryEvents(other.env)).toEqual([]);
 
-    const other = await environment({ proposalTtlSeconds: 10 });
-    const byRetention = await submit(other.env, other.generation, 'stored by retention');
-    world.advance(10);
-    expect(await storedStatus(byRetention.id)).toBe('PROPOSED');
     await app.app.get(RetentionService).purge();
-    expect(await storedStatus(byRetention.id)).toBe('EXPIRED');
+    for (const plan of byRetention) expect(await storedStatus(plan.id)).toBe('EXPIRED');
+    // In plan id order, whatever order the database returned them in.
+    expect(await expiryEvents(other.env)).toEqual(
+      byRetention
+        .map((plan) => plan.id)
+        .sort()
+        .map((planId) => ({ planId, actor: 'planfence' })),
+    );
+    await app.app.get(RetentionService).purge();
+    expect(await expiryEvents(env)).toHaveLength(1);
+    expect(await expiryEvents(other.env)).toHaveLength(2);
   });
 
   // proves: R16

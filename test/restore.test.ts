@@ -95,9 +95,11 @@ function acquire(app: TestApp, environment: string) {
 
 async function auditOf(app: TestApp, environment: string) {
   return ok(
-    await app.gql<{ auditEvents: { action: string; actor: string; generation: number }[] }>(
+    await app.gql<{
+      auditEvents: { action: string; actor: string; generation: number; detail: string | null }[];
+    }>(
       ADMIN_TOKEN,
-      `query($n: String!) { auditEvents(environment: $n, first: 20) { action actor generation } }`,
+      `query($n: String!) { auditEvents(environment: $n, first: 20) { action actor generation detail } }`,
       { n: environment },
     ),
   ).auditEvents;
@@ -133,7 +135,15 @@ test('a restore raises every counter, fence and deployment sequence by the margi
         ['b', 10],
       ] as const) {
         const audit = (await auditOf(app, name)).filter((e) => e.action === 'RESTORE_MARGIN');
-        expect(audit).toEqual([{ action: 'RESTORE_MARGIN', actor: 'operator:test', generation }]);
+        expect(audit).toEqual([
+          {
+            action: 'RESTORE_MARGIN',
+            actor: 'operator:test',
+            generation,
+            detail:
+              'restored from a backup: generation counter raised by 10, fence raised to it, leases ended',
+          },
+        ]);
       }
     });
   }));
@@ -143,11 +153,14 @@ test('a margin that would carry a counter past the largest generation changes no
   onSeededDatabase(async (url) => {
     const now = Date.now();
     // a has issued 3: a margin of MAX - 2 would make it MAX + 1.
-    await expect(
-      inTransaction(url, (m) =>
-        raiseAfterRestore(m, { margin: LAST_GENERATION - 2, actor: 'operator:test', now }),
-      ),
-    ).rejects.toBeInstanceOf(RestoreMarginTooLarge);
+    const refused = inTransaction(url, (m) =>
+      raiseAfterRestore(m, { margin: LAST_GENERATION - 2, actor: 'operator:test', now }),
+    );
+    await expect(refused).rejects.toBeInstanceOf(RestoreMarginTooLarge);
+    // What the restore command tells the operator.
+    await expect(refused).rejects.toThrow(
+      `a margin of ${LAST_GENERATION - 2} would carry a generation past ${LAST_GENERATION}; nothing was changed`,
+    );
     await withService(url, async (app) => {
       expect(await environment(app, 'a')).toMatchObject({ fence: 3, lastIssuedGeneration: 3 });
       expect(await environment(app, 'b')).toMatchObject({ fence: 0, lastIssuedGeneration: 0 });
