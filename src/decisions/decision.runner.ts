@@ -236,6 +236,11 @@ export class DecisionRunner {
           this.db.afterCommit(m, () => this.metrics.deploymentEnded(outcome));
           break;
         }
+        default: {
+          // Every kind the guard can decide is sent: one it cannot name fails the decision.
+          const unknown: never = effect;
+          throw new Error(`an effect of unknown kind: ${JSON.stringify(unknown)}`);
+        }
       }
     }
     await this.outbox.record(m, events);
