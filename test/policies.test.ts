@@ -4,8 +4,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, type Client } from 'graphql-ws';
-import { DataSource } from 'typeorm';
 import WebSocket from 'ws';
+import { Database, select } from '../src/database/database.js';
 import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { AlreadyApprovedError, FrozenError, PlanfenceClient } from '../src/client/index.js';
@@ -134,26 +134,24 @@ async function current(env: string): Promise<string | null> {
 
 /** The stored status, as the database holds it (not what reads compute). */
 async function storedStatus(planId: string): Promise<string> {
-  const rows: { status: string }[] = await app.app
-    .get(DataSource)
-    .query(
-      app.app.get(DataSource).options.type === 'postgres'
-        ? 'SELECT status FROM plans WHERE id = $1'
-        : 'SELECT status FROM plans WHERE id = ?',
-      [planId],
+  const [row] = await app.app
+    .get(Database)
+    .read((m) =>
+      select<{ status: string }>(m, 'SELECT status FROM plans WHERE id = :planId', { planId }),
     );
-  return rows[0].status;
+  return row.status;
 }
 
 /** The plan.expired events of `environment` in the outbox, in the order it holds them. */
 async function expiryEvents(environment: string): Promise<{ planId: string; actor: string }[]> {
-  const postgres = app.app.get(DataSource).options.type === 'postgres';
-  const rows: { plan_id: string; actor: string }[] = await app.app.get(DataSource).query(
-    `SELECT plan_id, actor FROM outbox_events WHERE environment = ${postgres ? '$1' : '?'}
-       AND type = 'plan.expired' ORDER BY id`,
-    [environment],
+  return app.app.get(Database).read((m) =>
+    select<{ planId: string; actor: string }>(
+      m,
+      `SELECT plan_id AS "planId", actor FROM outbox_events
+       WHERE environment = :environment AND type = 'plan.expired' ORDER BY id`,
+      { environment },
+    ),
   );
-  return rows.map((row) => ({ planId: row.plan_id, actor: row.actor }));
 }
 
 function permutations<T>(items: T[]): T[][] {
