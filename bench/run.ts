@@ -71,6 +71,11 @@ const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
  * change); every HTTP row then runs twice in each round, once on that build ("· baseline").
  */
 const baseline = textOption(argv, 'baseline');
+/**
+ * `--baseline-flags "FLAGS"`: every HTTP row also runs this build's service with these Node
+ * flags ("· baseline flags"), e.g. `--max-semi-space-size=4` (docs/operations.md#memory).
+ */
+const baselineFlags = textOption(argv, 'baseline-flags');
 /** Scenario 13: what the latency proxy holds each chunk, each way (ms). */
 const latencyMs = Number(textOption(argv, 'latency') ?? 0.5);
 const postgresServer =
@@ -163,10 +168,21 @@ async function main(): Promise<void> {
     requests: Parameters<typeof runHttp>[0]['requests'],
     extra: Partial<Parameters<typeof runHttp>[0]> = {},
   ) => {
-    for (const entry of baseline ? [null, join(baseline, 'src/main.js')] : [null])
+    const variants: { label: string; env: Record<string, string> }[] = [{ label: '', env: {} }];
+    if (baseline)
+      variants.push({
+        label: ' · baseline',
+        env: { PLANFENCE_SERVICE_ENTRY: join(baseline, 'src/main.js') },
+      });
+    if (baselineFlags !== null)
+      variants.push({
+        label: ` · ${baselineFlags}`,
+        env: { PLANFENCE_SERVICE_NODE_FLAGS: baselineFlags },
+      });
+    for (const variant of variants)
       planned.push({
         ...row,
-        variant: entry ? `${row.variant} · baseline` : row.variant,
+        variant: `${row.variant}${variant.label}`,
         run: async (runId) =>
           runHttp({
             template: await make(),
@@ -177,7 +193,7 @@ async function main(): Promise<void> {
             runId,
             workDir,
             ...extra,
-            env: { ...extra.env, ...(entry ? { PLANFENCE_SERVICE_ENTRY: entry } : {}) },
+            env: { ...extra.env, ...variant.env },
           }),
       });
   };

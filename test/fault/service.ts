@@ -14,6 +14,16 @@ const above = fileURLToPath(new URL('../../', import.meta.url));
 const DIST = above.endsWith('/dist/') ? above : `${above}dist/`;
 export const distFile = (path: string) => `${DIST}${path}`;
 
+/**
+ * The service runs with Node's defaults, as `npm start` runs it. PLANFENCE_SERVICE_NODE_FLAGS
+ * (space-separated), in the environment or a service's `env`, adds Node flags: the
+ * benchmarks' `--baseline-flags` measures a flag side by side with the defaults.
+ */
+function nodeFlags(env: Record<string, string | undefined>): string[] {
+  const flags = env.PLANFENCE_SERVICE_NODE_FLAGS ?? process.env.PLANFENCE_SERVICE_NODE_FLAGS ?? '';
+  return flags.split(' ').filter(Boolean);
+}
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -49,7 +59,7 @@ export class ServiceProcess {
     this.url = `http://127.0.0.1:${this.port}`;
     // PLANFENCE_SERVICE_ENTRY: another build of the service (the benchmarks' side-by-side baseline).
     const entry = this.env.PLANFENCE_SERVICE_ENTRY ?? distFile('src/main.js');
-    this.child = spawn(process.execPath, [entry], {
+    this.child = spawn(process.execPath, [...nodeFlags(this.env), entry], {
       env: {
         ...process.env,
         PORT: String(this.port),
