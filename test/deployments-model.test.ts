@@ -9,8 +9,8 @@
  */
 import fc from 'fast-check';
 import { DeploymentsModel, type Outcome } from './model/deployments-model.js';
-import { Database } from '../src/database/database.js';
-import { startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { Database, select } from '../src/database/database.js';
+import { startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { codeOf, type GqlResult, World } from './support/world.js';
 import { MODEL_RUNS, MODEL_SEED } from './support/model-runs.js';
@@ -76,12 +76,13 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
   expect(result.data!.deployments).toEqual(expected);
   for (const d of expected) count(`reads ${d.status}`);
   const events = await app.app.get(Database).read((m) =>
-    m.query<{ type: string; deployment_sequence: number }[]>(
+    select<{ type: string; deployment_sequence: number }>(
+      m,
       `SELECT type, deployment_sequence FROM outbox_events
-         WHERE environment = ${TEST_DATABASE === 'postgres' ? '$1' : '?'}
+         WHERE environment = :environment
            AND type IN ('deployment.started', 'deployment.finished', 'deployment.reconciled')
          ORDER BY id`,
-      [model.environment],
+      { environment: model.environment },
     ),
   );
   expect(

@@ -4,8 +4,8 @@
  * reviewer reconciles it, and the old starter's late report is refused.
  */
 import { createClient } from 'graphql-ws';
-import { DataSource } from 'typeorm';
 import WebSocket from 'ws';
+import { Database, select } from '../src/database/database.js';
 import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
@@ -30,13 +30,12 @@ afterAll(() => app.close());
 
 /** The stored status column (what the database holds, not what reads compute). */
 async function storedStatus(id: string): Promise<string> {
-  const rows = await app.app
-    .get(DataSource)
-    .query(
-      `SELECT status FROM deployments WHERE id = ${TEST_DATABASE === 'postgres' ? '$1' : '?'}`,
-      [id],
+  const [row] = await app.app
+    .get(Database)
+    .read((m) =>
+      select<{ status: string }>(m, 'SELECT status FROM deployments WHERE id = :id', { id }),
     );
-  return (rows as { status: string }[])[0].status;
+  return row.status;
 }
 
 // proves: R18
