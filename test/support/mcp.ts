@@ -7,8 +7,9 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 
 // The SDK's stdio transport imports node:process, and reading that module's exports opens
 // this process's stdin. Nothing here reads it: unreferenced, it does not hold a jest worker
-// open once its files are done.
-process.stdin.unref();
+// open once its files are done. A stdin that is a file or /dev/null (jest in band, input
+// redirected) is a ReadStream, which holds nothing open and has no unref.
+(process.stdin as { unref?: () => void }).unref?.();
 
 /** The built `planfence` binary (`npm test` builds it first). */
 export const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
