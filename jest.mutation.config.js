@@ -24,6 +24,8 @@ export default {
     '**/retention.test.ts',
     '**/policies.test.ts',
     '**/plan-staleness.test.ts',
+    // What the outbox records for a decision (events, their actors and order), as delivered.
+    '**/webhooks.test.ts',
   ],
   testTimeout: 60000,
 };
