@@ -73,7 +73,7 @@ const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
 const baseline = textOption(argv, 'baseline');
 /**
  * `--baseline-flags "FLAGS"`: every HTTP row also runs this build's service with these Node
- * flags ("· baseline flags"), e.g. `--max-semi-space-size=4` (docs/operations.md#memory).
+ * flags ("· Node flags: FLAGS"), e.g. `--max-semi-space-size=4` (docs/operations.md#memory).
  */
 const baselineFlags = textOption(argv, 'baseline-flags');
 /** Scenario 13: what the latency proxy holds each chunk, each way (ms). */
@@ -176,7 +176,7 @@ async function main(): Promise<void> {
       });
     if (baselineFlags !== null)
       variants.push({
-        label: ` · ${baselineFlags}`,
+        label: ` · Node flags: ${baselineFlags || 'none'}`,
         env: { PLANFENCE_SERVICE_NODE_FLAGS: baselineFlags },
       });
     for (const variant of variants)
