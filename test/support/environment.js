@@ -40,13 +40,14 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       clearTimeout(timer);
     }
     await super.teardown();
+    if (!process.env.PLANFENCE_TEST_LEAKS) return;
     // What the file left running keeps its worker from exiting at the end of the run.
     await new Promise((resolve) => setTimeout(resolve, 200));
     const left = [];
     for (const [kind, count] of activeResources())
       if (count > (this.resourcesBefore.get(kind) ?? 0))
         left.push(`${kind}×${count - (this.resourcesBefore.get(kind) ?? 0)}`);
-    if (left.length && process.env.PLANFENCE_TEST_LEAKS)
+    if (left.length)
       process.stderr.write(
         `LEAK ${this.testPath}: still open after teardown: ${left.join(', ')}\n`,
       );
