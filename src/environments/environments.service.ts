@@ -88,16 +88,13 @@ export class EnvironmentsService {
       { action: 'UPDATE_POLICY', environment: input.environment, actor },
       async (m, now) => {
         if (invalid) throw invalid;
-        await this.writes.setQueuePolicy(m, {
-          environment: input.environment,
-          queueMode: input.queueMode,
-          maxQueueLength: input.maxQueueLength,
-        });
         return this.writes.updatePolicy(m, {
           environment: input.environment,
           approvalRules: rules,
           proposalTtlSeconds: input.proposalTtlSeconds,
           planPolicies,
+          queueMode: input.queueMode,
+          maxQueueLength: input.maxQueueLength,
           now,
         });
       },

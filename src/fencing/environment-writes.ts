@@ -47,7 +47,9 @@ export class EnvironmentWrites {
    * R15, R16: new rules apply to every later decision; a new TTL to plans submitted from
    * now on (a plan's expiresAt is fixed when it is submitted). `undefined` leaves a part as
    * it is; a null TTL means proposals no longer expire. New plan policies (R34) replace the
-   * old ones and bump the policy version in the same statement.
+   * old ones and bump the policy version in the same statement. The queue settings
+   * (queue mode, max queue length) are set by the same statement; null or `undefined`
+   * leaves one as it is.
    */
   async updatePolicy(
     m: EntityManager,
@@ -56,6 +58,8 @@ export class EnvironmentWrites {
       approvalRules?: readonly ApprovalRule[] | null;
       proposalTtlSeconds?: number | null;
       planPolicies?: readonly PlanPolicy[] | null;
+      queueMode?: QueueMode | null;
+      maxQueueLength?: number | null;
       now: number;
     },
   ): Promise<Environment> {
@@ -64,8 +68,16 @@ export class EnvironmentWrites {
       m,
       `UPDATE environments SET proposal_ttl_seconds = ${
         p.proposalTtlSeconds !== undefined ? ':ttl' : 'proposal_ttl_seconds'
-      }${p.planPolicies ? ', policy_version = policy_version + 1' : ''} WHERE name = :environment`,
-      { environment: p.environment, ttl: p.proposalTtlSeconds ?? null },
+      }${p.planPolicies ? ', policy_version = policy_version + 1' : ''},
+         queue_mode = ${p.queueMode != null ? ':queueMode' : 'queue_mode'},
+         max_queue_length = ${p.maxQueueLength != null ? ':maxQueueLength' : 'max_queue_length'}
+       WHERE name = :environment`,
+      {
+        environment: p.environment,
+        ttl: p.proposalTtlSeconds ?? null,
+        queueMode: p.queueMode ?? null,
+        maxQueueLength: p.maxQueueLength ?? null,
+      },
     );
     if (!found) throw EnvironmentError.notFound(p.environment);
     if (p.approvalRules) await this.replaceRules(m, p.environment, p.approvalRules);
@@ -121,26 +133,6 @@ export class EnvironmentWrites {
       at: p.now,
     });
     return env;
-  }
-
-  /** The queue settings of updateEnvironmentPolicy; `undefined` leaves one as it is. */
-  async setQueuePolicy(
-    m: EntityManager,
-    p: { environment: string; queueMode?: QueueMode | null; maxQueueLength?: number | null },
-  ): Promise<void> {
-    const found = await execute(
-      m,
-      `UPDATE environments SET
-         queue_mode = ${p.queueMode != null ? ':queueMode' : 'queue_mode'},
-         max_queue_length = ${p.maxQueueLength != null ? ':maxQueueLength' : 'max_queue_length'}
-       WHERE name = :environment`,
-      {
-        environment: p.environment,
-        queueMode: p.queueMode ?? null,
-        maxQueueLength: p.maxQueueLength ?? null,
-      },
-    );
-    if (!found) throw EnvironmentError.notFound(p.environment);
   }
 
   private async replaceRules(
