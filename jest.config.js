@@ -59,6 +59,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'contract',
         'design',
         'docs-images',
+        'effects',
       ].map((name) => `/test/${name}\\.test\\.ts$`),
     ],
   });

@@ -26,6 +26,8 @@ export default {
     '**/plan-staleness.test.ts',
     // What the outbox records for a decision (events, their actors and order), as delivered.
     '**/webhooks.test.ts',
+    // The effects list's own rules (a guard write outside a decision fails).
+    '**/effects.test.ts',
   ],
   testTimeout: 60000,
 };
