@@ -252,6 +252,10 @@ export class PlanWrites {
       params,
     );
     if (!approved) throw await whyApprovalRejected(m, plan, p);
+    // The pointer moves on its own conditions. Those it repeats from the approval (the
+    // compare-and-swaps, the content hash, a break-glass approval's reason) cannot change
+    // in between while this transaction holds the environment's row: they stand so that
+    // the statement that publishes never depends on that hold.
     const published = await execute(
       m,
       `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
