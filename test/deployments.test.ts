@@ -172,7 +172,13 @@ test('a lapsed heartbeat reads UNKNOWN at the exact instant it lapses; a heartbe
   expect(await storedStatus(started.id)).toBe('IN_PROGRESS');
   expect(codeOf(await d.start(tokens.d2, 'lapse', plan))).toBe('DEPLOYMENT_ACTIVE');
   expect(await storedStatus(started.id)).toBe('UNKNOWN');
-  expect((await world.auditEvents('lapse')).map((e) => e.action)).toContain('DEPLOYMENT_LAPSED');
+  // Lapsing is planfence's own decision, audited as such.
+  expect(
+    (await world.auditEvents('lapse')).find((e) => e.action === 'DEPLOYMENT_LAPSED'),
+  ).toMatchObject({
+    actor: 'planfence',
+    outcome: 'ACCEPTED',
+  });
 
   // A heartbeat before anyone reconciled brings it back.
   const revived = ok(await d.heartbeat(tokens.d1, started.id, 10)).heartbeatDeployment;

@@ -363,6 +363,7 @@ describe('every event type', () => {
       data: { id: started.id, status: 'SUCCEEDED' },
     });
     expect(byType.get('deployment.unknown')).toMatchObject({
+      actor: 'planfence',
       deploymentSequence: lapsing.sequence,
       data: { status: 'UNKNOWN' },
     });
