@@ -7,6 +7,7 @@ import { parse } from 'graphql';
 import { scratchDatabase, startApp, TEST_DATABASE, type TestApp } from '../support/app.js';
 import { ok, World } from '../support/world.js';
 import { RawSocket } from '../support/raw-socket.js';
+import { subscribed } from '../support/subscribed.js';
 
 let app: TestApp;
 let world: World;
@@ -74,8 +75,9 @@ describe('admission: connection_init must carry a valid token', () => {
     expect(socket.frames.filter((f) => f.type === 'next')).toEqual([]);
     // The token would have been good: it is the order that is refused.
     const proper = await RawSocket.admitted(app, viewer);
-    proper.subscribe('1', PUBLISHED, { e: 'early' });
-    await proper.roundTrip();
+    await subscribed(app.url, 'planPublished', () =>
+      proper.subscribe('1', PUBLISHED, { e: 'early' }),
+    );
     const id = await publish(agent, 'early');
     const event = await proper.next((f) => f.type === 'next');
     expect(event?.payload).toEqual({ data: { planPublished: { id } } });
@@ -107,8 +109,9 @@ describe('revocation reaches open sockets', () => {
     const viewer = await world.issue('soon-revoked', 'VIEWER');
     const agent = await world.issue('revocation-agent', 'AGENT');
     const socket = await RawSocket.admitted(app, viewer);
-    socket.subscribe('live', PUBLISHED, { e: 'revocation' });
-    await socket.roundTrip();
+    await subscribed(app.url, 'planPublished', () =>
+      socket.subscribe('live', PUBLISHED, { e: 'revocation' }),
+    );
     const first = await publish(agent, 'revocation');
     expect((await socket.next((f) => f.type === 'next'))?.payload).toEqual({
       data: { planPublished: { id: first } },
@@ -143,8 +146,12 @@ describe('caps', () => {
     const viewer = await world.issue('greedy-viewer', 'VIEWER');
     const agent = await world.issue('greedy-agent', 'AGENT');
     const socket = await RawSocket.admitted(app, viewer);
-    for (const id of ['1', '2', '3']) socket.subscribe(id, PUBLISHED, { e: 'greedy' });
-    await socket.roundTrip();
+    await subscribed(
+      app.url,
+      'planPublished',
+      () => ['1', '2', '3'].forEach((id) => socket.subscribe(id, PUBLISHED, { e: 'greedy' })),
+      3,
+    );
     await publish(agent, 'greedy');
     for (const id of ['1', '2', '3']) await socket.next((f) => f.type === 'next' && f.id === id);
 
@@ -159,8 +166,9 @@ describe('caps', () => {
 
     // Ending one makes room for another; the socket stayed open throughout.
     socket.send({ id: '1', type: 'complete' });
-    socket.subscribe('5', PUBLISHED, { e: 'greedy' });
-    await socket.roundTrip();
+    await subscribed(app.url, 'planPublished', () =>
+      socket.subscribe('5', PUBLISHED, { e: 'greedy' }),
+    );
     const second = await publish(agent, 'greedy');
     for (const id of ['2', '3', '5']) {
       await socket.next(
@@ -243,8 +251,12 @@ describe('one root field per subscription', () => {
     expect(second?.payload[0].extensions).toEqual({ code: 'BAD_USER_INPUT' });
 
     // The refusals hold no place: the socket still holds its full quota of 3.
-    for (const id of ['1', '2', '3']) socket.subscribe(id, PUBLISHED, { e: 'wide' });
-    await socket.roundTrip();
+    await subscribed(
+      app.url,
+      'planPublished',
+      () => ['1', '2', '3'].forEach((id) => socket.subscribe(id, PUBLISHED, { e: 'wide' })),
+      3,
+    );
     await publish(agent, 'wide');
     for (const id of ['1', '2', '3']) await socket.next((f) => f.type === 'next' && f.id === id);
     expect(socket.frames.filter((f) => f.type === 'next' && f.id === 'wide')).toEqual([]);

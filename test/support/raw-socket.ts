@@ -91,12 +91,15 @@ export class RawSocket {
     }
   }
 
-  /** Sends a ping and waits for its pong: every frame sent before it has been handled. */
+  /**
+   * Sends a ping and waits for its pong: every frame sent before it has been read. A
+   * subscription may still be starting (its admission is asynchronous): to publish to it,
+   * wait with `subscribed` instead.
+   */
   async roundTrip(): Promise<void> {
-    const before = this.frames.filter((f) => f.type === 'pong').length;
+    const from = this.frames.length;
     this.send({ type: 'ping' });
-    let seen = 0;
-    await this.next((f) => f.type === 'pong' && ++seen > before);
+    await this.next((f) => f.type === 'pong' && this.frames.indexOf(f) >= from);
   }
 
   private wake(): void {

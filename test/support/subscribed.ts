@@ -7,14 +7,19 @@ const subscriptionsOpened = (url: string, field: string) =>
 
 /**
  * Subscribes with `subscribe` and returns once the service listens for it: its count of
- * opened `field` subscriptions has moved past what it was before. An event committed after
- * this reaches the subscriber; no fixed wait guesses how long registration takes.
+ * opened `field` subscriptions has moved `count` past what it was before. An event committed
+ * after this reaches the subscriber; no fixed wait guesses how long registration takes.
  */
-export async function subscribed<T>(url: string, field: string, subscribe: () => T): Promise<T> {
+export async function subscribed<T>(
+  url: string,
+  field: string,
+  subscribe: () => T,
+  count = 1,
+): Promise<T> {
   const before = await subscriptionsOpened(url, field);
   const subscription = subscribe();
-  await until(`the ${field} subscription to be open`, async () =>
-    (await subscriptionsOpened(url, field)) > before ? true : undefined,
+  await until(`${count} ${field} subscription(s) to be open`, async () =>
+    (await subscriptionsOpened(url, field)) >= before + count ? true : undefined,
   );
   return subscription;
 }
