@@ -187,6 +187,29 @@ test('a lapsed heartbeat reads UNKNOWN at the exact instant it lapses; a heartbe
 });
 
 // proves: R19
+test("a write in one environment stores its own lapsed deployments, not another environment's", async () => {
+  const [here] = await d.environmentWithPlans('lapse-here', tokens.agent, 1);
+  const [there] = await d.environmentWithPlans('lapse-there', tokens.agent, 1);
+  const mine = await d.startOk(tokens.d1, 'lapse-here', here, 5);
+  const theirs = await d.startOk(tokens.d1, 'lapse-there', there, 5);
+  app.clock.advance(5_000);
+
+  expect(codeOf(await d.start(tokens.d2, 'lapse-here', here))).toBe('DEPLOYMENT_ACTIVE');
+  expect(await storedStatus(mine.id)).toBe('UNKNOWN');
+  expect(await storedStatus(theirs.id)).toBe('IN_PROGRESS');
+  const lapsedIn = async (environment: string) =>
+    (await world.auditEvents(environment)).filter((e) => e.action === 'DEPLOYMENT_LAPSED');
+  expect(await lapsedIn('lapse-here')).toHaveLength(1);
+  expect(await lapsedIn('lapse-there')).toEqual([]);
+
+  // The other environment's next write stores its own, once.
+  expect(codeOf(await d.start(tokens.d2, 'lapse-there', there))).toBe('DEPLOYMENT_ACTIVE');
+  expect(await storedStatus(theirs.id)).toBe('UNKNOWN');
+  expect(await lapsedIn('lapse-there')).toHaveLength(1);
+  expect(await lapsedIn('lapse-here')).toHaveLength(1);
+});
+
+// proves: R19
 test('the retention job stores the UNKNOWN status of lapsed deployments', async () => {
   const [plan] = await d.environmentWithPlans('retained', tokens.agent, 1);
   const started = await d.startOk(tokens.d1, 'retained', plan, 5);

@@ -37,4 +37,11 @@ export const DeploymentId = {
     if (!match) return null;
     return { environment: match[1], sequence: Number(match[2]) };
   },
+
+  /** The parts of an id an input's pattern already accepted; anything else is a bug (thrown). */
+  of(id: string): DeploymentId {
+    const parsed = DeploymentId.parse(id);
+    if (!parsed) throw new Error(`${id} is not a deployment id`);
+    return parsed;
+  },
 };

@@ -2,12 +2,13 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal.entity.js';
 import { Clock } from '../common/clock.js';
+import { DeploymentId } from '../common/ids.js';
 import { Database } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
-import { DeploymentWrites, parseDeploymentId } from '../fencing/deployment-writes.js';
+import { DeploymentWrites } from '../fencing/deployment-writes.js';
 import { idempotentCall, type RememberedOutcome } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Plan } from '../plans/plan.entity.js';
@@ -134,7 +135,7 @@ export class DeploymentsService implements OnModuleInit {
         .orderBy('d.sequence', 'DESC')
         .limit(args.first);
       if (args.after)
-        query.andWhere('d.sequence < :after', { after: parseDeploymentId(args.after).sequence });
+        query.andWhere('d.sequence < :after', { after: DeploymentId.of(args.after).sequence });
       return query.getMany();
     });
     const now = await this.clock.now();
@@ -195,7 +196,7 @@ export class DeploymentsService implements OnModuleInit {
   }
 
   private decision(action: string, principal: Principal, id: string) {
-    return { action, environment: parseDeploymentId(id).environment, actor: principal.name };
+    return { action, environment: DeploymentId.of(id).environment, actor: principal.name };
   }
 
   private async asRead(deployment: Deployment): Promise<Deployment> {

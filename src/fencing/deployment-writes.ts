@@ -17,13 +17,6 @@ import { DeploymentId } from '../common/ids.js';
 import { addEffect } from './effects.js';
 import { ACTIVE_DEPLOYMENT } from './sql.js';
 
-/** `<environment>#<sequence>`, already validated by the input's pattern. */
-export function parseDeploymentId(id: string): DeploymentId {
-  const parsed = DeploymentId.parse(id);
-  if (!parsed) throw new Error(`${id} is not a deployment id`);
-  return parsed;
-}
-
 /**
  * The guard's deployment writes (docs/design.md §10, R18–R21). Every statement that writes a deployment row
  * or status, or an environment's deployment sequence, is in this class; each decision is
@@ -127,7 +120,7 @@ export class DeploymentWrites {
     m: EntityManager,
     p: { id: string; principal: string; heartbeatMs: number; now: number },
   ): Promise<Deployment> {
-    await this.markLapsed(m, parseDeploymentId(p.id).environment, p.now);
+    await this.markLapsed(m, DeploymentId.of(p.id).environment, p.now);
     const params = { ...p, expiresAt: p.now + p.heartbeatMs };
     // A heartbeat after a lapse (before any reconcile) brings the deployment back: a change of status.
     const revived = await execute(
@@ -161,7 +154,7 @@ export class DeploymentWrites {
       now: number;
     },
   ): Promise<Deployment> {
-    await this.markLapsed(m, parseDeploymentId(p.id).environment, p.now);
+    await this.markLapsed(m, DeploymentId.of(p.id).environment, p.now);
     const finished = await execute(
       m,
       `UPDATE deployments SET status = :outcome, finished_at = :now, detail = :detail
@@ -182,7 +175,7 @@ export class DeploymentWrites {
     m: EntityManager,
     p: { id: string; reviewer: string; outcome: DeploymentOutcome; note: string; now: number },
   ): Promise<Deployment> {
-    await this.markLapsed(m, parseDeploymentId(p.id).environment, p.now);
+    await this.markLapsed(m, DeploymentId.of(p.id).environment, p.now);
     const reconciled = await execute(
       m,
       `UPDATE deployments SET status = :outcome, finished_at = :now, reconciled_by = :reviewer,
