@@ -11,6 +11,7 @@ import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { AlreadyApprovedError, FrozenError, PlanfenceClient } from '../src/client/index.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
 import { subscribed } from './support/subscribed.js';
+import { until } from './support/until.js';
 
 let app: TestApp;
 let world: World;
@@ -736,8 +737,7 @@ describe('freeze and break-glass (R17)', () => {
         actor: 'both',
         action: 'APPROVE_PLAN',
       });
-      const deadline = Date.now() + 5000;
-      while (!received.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await until('the publication to reach the subscriber', () => received.length > 0);
       expect(received).toEqual([
         {
           planPublished: {

@@ -3,6 +3,7 @@ import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { startApp, type TestApp } from './support/app.js';
 import { subscribed } from './support/subscribed.js';
+import { until } from './support/until.js';
 import { codeOf, ok, World } from './support/world.js';
 
 let app: TestApp;
@@ -57,11 +58,6 @@ async function collect<T>(
   return { received, errors, stop };
 }
 
-const until = async (check: () => boolean, ms = 5000) => {
-  const deadline = Date.now() + ms;
-  while (!check() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-};
-
 // proves: R6
 test('two concurrent publishers: the subscriber sees every pointer move in order, none twice', async () => {
   const viewer = await world.issue('viewer', 'VIEWER');
@@ -93,7 +89,10 @@ test('two concurrent publishers: the subscriber sees every pointer move in order
     .map((r) => r.data!.submitPlan.id);
   expect(published.length).toBeGreaterThanOrEqual(15); // b's all publish; a's until b writes
 
-  await until(() => sub.received.length >= published.length);
+  await until(
+    'every publication to reach the subscriber',
+    () => sub.received.length >= published.length,
+  );
   await new Promise((resolve) => setTimeout(resolve, 200)); // nothing more should come
   const moves = sub.received.map((m) => m.planPublished);
   expect(sub.errors).toEqual([]);
@@ -127,7 +126,7 @@ test('approval publishes to subscribers; rejections and replays do not', async (
   ok(await world.approve(reviewer, plan.id, { idempotencyKey: 'once' })); // replay: no second move
   expect(codeOf(await world.approve(reviewer, plan.id))).toBe('INVALID_PLAN_STATE');
 
-  await until(() => sub.received.length >= 1);
+  await until('the publication to reach the subscriber', () => sub.received.length >= 1);
   await new Promise((resolve) => setTimeout(resolve, 200));
   expect(sub.received.map((m) => m.planPublished.id)).toEqual([plan.id]);
   sub.stop();
@@ -140,7 +139,7 @@ test('a subscription without a valid token is refused', async () => {
     {},
     { listening: false },
   );
-  await until(() => sub.errors.length > 0);
+  await until('the subscription to end with an error', () => sub.errors.length > 0);
   // The socket is closed before any acknowledgement: graphql-ws 4403, the code in the reason.
   const closed = sub.errors[0] as { code?: number; reason?: string };
   expect(closed.code).toBe(4403);
