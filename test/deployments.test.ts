@@ -179,6 +179,7 @@ test('a lapsed heartbeat reads UNKNOWN at the exact instant it lapses; a heartbe
   ).toMatchObject({
     actor: 'planfence',
     outcome: 'ACCEPTED',
+    detail: `the heartbeat of deployment ${started.id} lapsed: its outcome is UNKNOWN`,
   });
 
   // A heartbeat before anyone reconciled brings it back.
@@ -227,6 +228,9 @@ test('only the starter reports; a reviewer reconciles an UNKNOWN deployment; the
   const byOther = await d.finish(tokens.d2, first.id, 'SUCCEEDED');
   expect(codeOf(byOther)).toBe('DEPLOYMENT_NOT_ACTIVE');
   expect(byOther.errors![0].extensions).toMatchObject({ status: 'IN_PROGRESS' });
+  expect(byOther.errors![0].message).toBe(
+    `deployment ${first.id} was started by d1: only its starter reports on it`,
+  );
   expect(codeOf(await d.heartbeat(tokens.d2, first.id))).toBe('DEPLOYMENT_NOT_ACTIVE');
 
   // A live deployment is not reconciled: its starter may still report.
@@ -252,6 +256,9 @@ test('only the starter reports; a reviewer reconciles an UNKNOWN deployment; the
   const late = await d.finish(tokens.d1, first.id, 'SUCCEEDED', { detail: 'applied' });
   expect(codeOf(late)).toBe('DEPLOYMENT_NOT_ACTIVE');
   expect(late.errors![0].extensions).toMatchObject({ status: 'FAILED' });
+  expect(late.errors![0].message).toBe(
+    `deployment ${first.id} is already FAILED, reconciled by reviewer`,
+  );
   expect(codeOf(await d.heartbeat(tokens.d1, first.id))).toBe('DEPLOYMENT_NOT_ACTIVE');
   const again = await d.reconcile(tokens.reviewer, first.id, 'SUCCEEDED', 'second thoughts');
   expect(codeOf(again)).toBe('DEPLOYMENT_NOT_ACTIVE');
@@ -263,7 +270,9 @@ test('only the starter reports; a reviewer reconciles an UNKNOWN deployment; the
     await d.finish(tokens.d2, second.id, 'SUCCEEDED', { detail: 'applied in 3s' }),
   ).finishDeployment;
   expect(finished).toMatchObject({ status: 'SUCCEEDED', detail: 'applied in 3s' });
-  expect(codeOf(await d.finish(tokens.d2, second.id, 'FAILED'))).toBe('DEPLOYMENT_NOT_ACTIVE');
+  const twice = await d.finish(tokens.d2, second.id, 'FAILED');
+  expect(codeOf(twice)).toBe('DEPLOYMENT_NOT_ACTIVE');
+  expect(twice.errors![0].message).toBe(`deployment ${second.id} is already SUCCEEDED`);
 
   const actions = (await world.auditEvents('story')).map((e) => `${e.action}:${e.outcome}`);
   for (const expected of [
@@ -446,10 +455,14 @@ test('deploymentChanged delivers every change of status after its commit, in ord
     ok(await d.heartbeat(tokens.d1, first.id, 5)); // no change of status
     expect(codeOf(await d.start(tokens.d2, 'watched', plan))).toBe('DEPLOYMENT_ACTIVE');
     world.advance(5);
+    ok(await d.heartbeat(tokens.d1, first.id, 5)); // lapsed, then revived
+    world.advance(5);
     ok(await d.reconcile(tokens.reviewer, first.id, 'FAILED', 'lost'));
     const second = await d.startOk(tokens.d2, 'watched', plan);
     ok(await d.finish(tokens.d2, second.id, 'SUCCEEDED'));
     const expected = [
+      'watched#1 IN_PROGRESS',
+      'watched#1 UNKNOWN',
       'watched#1 IN_PROGRESS',
       'watched#1 UNKNOWN',
       'watched#1 FAILED',
