@@ -9,7 +9,8 @@ import { PrincipalChanges } from '../events/principal-changes.js';
 import { bootstrapAdmin, newToken } from './admin-bootstrap.js';
 import { AuthError } from './auth.errors.js';
 import { PrincipalMemory } from './principal-memory.js';
-import { type IssuedToken, Principal, Role } from './principal.entity.js';
+import { type IssuedToken, Principal } from './principal.entity.js';
+import { Role } from '../common/role.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 
 /** What a token may do besides its role (R14, R26). */

@@ -1,6 +1,7 @@
-import { Field, GraphQLISODateTime, ObjectType, registerEnumType } from '@nestjs/graphql';
+import { Field, GraphQLISODateTime, ObjectType } from '@nestjs/graphql';
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
+import { Role } from '../common/role.js';
 
 /** Environment patterns stored as a JSON array; null stays null (all environments). */
 const patternList = {
@@ -9,16 +10,6 @@ const patternList = {
   from: (value: string | null): string[] | null =>
     value == null ? null : (JSON.parse(value) as string[]),
 };
-
-export enum Role {
-  ADMIN = 'ADMIN',
-  AGENT = 'AGENT',
-  REVIEWER = 'REVIEWER',
-  VIEWER = 'VIEWER',
-  DEPLOYER = 'DEPLOYER',
-}
-
-registerEnumType(Role, { name: 'Role' });
 
 @ObjectType()
 @Entity('principals')

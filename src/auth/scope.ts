@@ -2,8 +2,6 @@
  * R26: environment name patterns. `*` matches any run of characters; everything else
  * matches itself. A principal without patterns (null) may act on every environment.
  */
-export const ENVIRONMENT_PATTERN = /^[a-z0-9*][a-z0-9._*-]{0,62}$/;
-export const MAX_ENVIRONMENT_PATTERNS = 20;
 
 /**
  * Whether `name` matches `pattern`, in time linear in their lengths (no regular expression,

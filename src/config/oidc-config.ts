@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import type { Role } from '../auth/principal.entity.js';
-import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../auth/scope.js';
+import type { Role } from '../common/role.js';
+import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../common/environment-pattern.js';
 
 /** One rule: every listed claim matches (exactly, or as a `*` glob) → this principal. */
 export interface OidcRule {

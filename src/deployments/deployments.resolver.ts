@@ -8,7 +8,8 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
-import { Principal, Role } from '../auth/principal.entity.js';
+import { Principal } from '../auth/principal.entity.js';
+import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { DeploymentChangedArgs } from '../events/subscription.args.js';

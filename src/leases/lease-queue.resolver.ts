@@ -8,7 +8,8 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
-import { Principal, Role } from '../auth/principal.entity.js';
+import { Principal } from '../auth/principal.entity.js';
+import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { EnvironmentArgs } from '../environments/dto/environment.args.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';

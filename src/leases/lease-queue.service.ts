@@ -1,6 +1,7 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { Gauge } from 'prom-client';
-import { Principal, Role } from '../auth/principal.entity.js';
+import { Principal } from '../auth/principal.entity.js';
+import { Role } from '../common/role.js';
 import { Clock } from '../common/clock.js';
 import { Database, select } from '../database/database.js';
 import { findOne } from '../database/rows.js';

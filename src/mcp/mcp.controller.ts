@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { authenticateOnce } from '../auth/auth.guard.js';
 import { AuthError } from '../auth/auth.errors.js';
 import { AuthService } from '../auth/auth.service.js';
-import { Role } from '../auth/principal.entity.js';
+import { Role } from '../common/role.js';
 import type { LoggedRequest } from '../common/logging.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';

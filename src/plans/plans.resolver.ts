@@ -10,7 +10,8 @@ import {
 } from '@nestjs/graphql';
 import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { PlanPublishedArgs } from '../events/subscription.args.js';
-import { Principal, Role } from '../auth/principal.entity.js';
+import { Principal } from '../auth/principal.entity.js';
+import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import {
   ApprovePlanInput,

@@ -1,5 +1,6 @@
 import { Args, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
-import { Principal, Role } from '../auth/principal.entity.js';
+import { Principal } from '../auth/principal.entity.js';
+import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { Database, select } from '../database/database.js';
 import { findOne } from '../database/rows.js';

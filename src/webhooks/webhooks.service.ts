@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal.entity.js';
-import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../auth/scope.js';
+import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../common/environment-pattern.js';
 import { Clock } from '../common/clock.js';
 import { Database, execute, select } from '../database/database.js';
 import { EVENT_TYPES } from '../outbox/outbox-event.js';

@@ -11,8 +11,8 @@ import {
   Min,
 } from 'class-validator';
 import { IsName, NAME_PATTERN } from '../../common/validation.js';
-import { Role } from '../principal.entity.js';
-import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../scope.js';
+import { Role } from '../../common/role.js';
+import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../../common/environment-pattern.js';
 
 /**
  * Any principal's name: the §6 names `issueToken` gives, and the longer names an OIDC rule

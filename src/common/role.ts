@@ -1,0 +1,12 @@
+import { registerEnumType } from '@nestjs/graphql';
+
+/** What a principal may do (docs/design.md, roles). Read by the configuration, so it lives at the bottom. */
+export enum Role {
+  ADMIN = 'ADMIN',
+  AGENT = 'AGENT',
+  REVIEWER = 'REVIEWER',
+  VIEWER = 'VIEWER',
+  DEPLOYER = 'DEPLOYER',
+}
+
+registerEnumType(Role, { name: 'Role' });
