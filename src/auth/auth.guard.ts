@@ -22,7 +22,7 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import { QuotasService } from '../quotas/quotas.service.js';
 import { AuthError } from './auth.errors.js';
 import { AuthService } from './auth.service.js';
-import { type Principal } from './principal.entity.js';
+import type { Principal } from './principal.entity.js';
 import { Role } from '../common/role.js';
 import {
   gqlRequest,

@@ -4,7 +4,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Handler } from '../auth/auth.guard.js';
-import { type Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { allowsEnvironment } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { In } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
-import { type Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
