@@ -29,6 +29,19 @@ afterAll(async () => {
   await app.close();
 });
 
+/**
+ * Subscribes `socket` to planPublished in `environment` under each of `ids`, and returns
+ * once the service listens for all of them (a publication after this reaches them).
+ */
+function listen(socket: RawSocket, environment: string, ...ids: string[]): Promise<void> {
+  return subscribed(
+    app.url,
+    'planPublished',
+    () => ids.forEach((id) => socket.subscribe(id, PUBLISHED, { e: environment })),
+    ids.length,
+  );
+}
+
 /** Publishes one plan in `environment` (created on first use), as `agent`. */
 const environments = new Set<string>();
 async function publish(agent: string, environment: string): Promise<string> {
@@ -75,9 +88,7 @@ describe('admission: connection_init must carry a valid token', () => {
     expect(socket.frames.filter((f) => f.type === 'next')).toEqual([]);
     // The token would have been good: it is the order that is refused.
     const proper = await RawSocket.admitted(app, viewer);
-    await subscribed(app.url, 'planPublished', () =>
-      proper.subscribe('1', PUBLISHED, { e: 'early' }),
-    );
+    await listen(proper, 'early', '1');
     const id = await publish(agent, 'early');
     const event = await proper.next((f) => f.type === 'next');
     expect(event?.payload).toEqual({ data: { planPublished: { id } } });
@@ -109,9 +120,7 @@ describe('revocation reaches open sockets', () => {
     const viewer = await world.issue('soon-revoked', 'VIEWER');
     const agent = await world.issue('revocation-agent', 'AGENT');
     const socket = await RawSocket.admitted(app, viewer);
-    await subscribed(app.url, 'planPublished', () =>
-      socket.subscribe('live', PUBLISHED, { e: 'revocation' }),
-    );
+    await listen(socket, 'revocation', 'live');
     const first = await publish(agent, 'revocation');
     expect((await socket.next((f) => f.type === 'next'))?.payload).toEqual({
       data: { planPublished: { id: first } },
@@ -146,12 +155,7 @@ describe('caps', () => {
     const viewer = await world.issue('greedy-viewer', 'VIEWER');
     const agent = await world.issue('greedy-agent', 'AGENT');
     const socket = await RawSocket.admitted(app, viewer);
-    await subscribed(
-      app.url,
-      'planPublished',
-      () => ['1', '2', '3'].forEach((id) => socket.subscribe(id, PUBLISHED, { e: 'greedy' })),
-      3,
-    );
+    await listen(socket, 'greedy', '1', '2', '3');
     await publish(agent, 'greedy');
     for (const id of ['1', '2', '3']) await socket.next((f) => f.type === 'next' && f.id === id);
 
@@ -166,9 +170,7 @@ describe('caps', () => {
 
     // Ending one makes room for another; the socket stayed open throughout.
     socket.send({ id: '1', type: 'complete' });
-    await subscribed(app.url, 'planPublished', () =>
-      socket.subscribe('5', PUBLISHED, { e: 'greedy' }),
-    );
+    await listen(socket, 'greedy', '5');
     const second = await publish(agent, 'greedy');
     for (const id of ['2', '3', '5']) {
       await socket.next(
@@ -251,12 +253,7 @@ describe('one root field per subscription', () => {
     expect(second?.payload[0].extensions).toEqual({ code: 'BAD_USER_INPUT' });
 
     // The refusals hold no place: the socket still holds its full quota of 3.
-    await subscribed(
-      app.url,
-      'planPublished',
-      () => ['1', '2', '3'].forEach((id) => socket.subscribe(id, PUBLISHED, { e: 'wide' })),
-      3,
-    );
+    await listen(socket, 'wide', '1', '2', '3');
     await publish(agent, 'wide');
     for (const id of ['1', '2', '3']) await socket.next((f) => f.type === 'next' && f.id === id);
     expect(socket.frames.filter((f) => f.type === 'next' && f.id === 'wide')).toEqual([]);
