@@ -5,7 +5,7 @@ import { EventsService } from '../events/events.service.js';
 import { Environment } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { AuditEvent, AuditOutcome } from './audit-event.entity.js';
-import { exists, insertRow } from '../database/rows.js';
+import { exists, insertRow, insertRowLater } from '../database/rows.js';
 import type { Via } from '../common/via.js';
 
 export interface AuditEntry {
@@ -28,8 +28,11 @@ export class AuditService {
     private readonly events: EventsService,
   ) {}
 
-  /** Written in the transaction of the decision it describes. */
-  async record(m: EntityManager, at: number, entry: AuditEntry): Promise<void> {
+  /**
+   * Written in the transaction of the decision it describes. With `id` (taken from the
+   * table's sequence by the statement that decided) the row is not waited for.
+   */
+  async record(m: EntityManager, at: number, entry: AuditEntry, id?: number): Promise<void> {
     const event = m.create(AuditEvent, {
       at: new Date(at),
       environment: entry.environment,
@@ -42,7 +45,8 @@ export class AuditService {
       detail: entry.detail ?? null,
       via: entry.via ?? null,
     });
-    event.id = (await insertRow(m, AuditEvent, event))!;
+    if (id === undefined) event.id = (await insertRow(m, AuditEvent, event))!;
+    else await insertRowLater(m, AuditEvent, Object.assign(event, { id }));
     this.events.auditEventRecorded(m, event);
   }
 

@@ -10,7 +10,16 @@ export abstract class Clock {
    * asks the database then uses the transaction's own connection.
    */
   abstract now(manager?: EntityManager): Promise<number>;
+
+  /**
+   * Whether this clock is the database's (DATABASE_NOW): a statement may then read it
+   * itself instead of being given the time.
+   */
+  readonly inDatabase: boolean = false;
 }
+
+/** PostgreSQL's clock in milliseconds since the epoch, as a SQL expression. */
+export const DATABASE_NOW = 'floor(extract(epoch from clock_timestamp()) * 1000)';
 
 export class SystemClock extends Clock {
   now(): Promise<number> {
@@ -36,13 +45,15 @@ export class ManualClock extends Clock {
  * their own clocks say.
  */
 export class DatabaseClock extends Clock {
+  override readonly inDatabase = true;
+
   constructor(private readonly outside: EntityManager) {
     super();
   }
   async now(manager?: EntityManager): Promise<number> {
     // Never a second pooled connection from inside a transaction: a full pool would wait on itself.
     const [row] = await (manager ?? this.outside).query<{ now: string | number }[]>(
-      'SELECT floor(extract(epoch from clock_timestamp()) * 1000) AS now',
+      `SELECT ${DATABASE_NOW} AS now`,
     );
     return Number(row.now);
   }

@@ -16,6 +16,7 @@ import { TerraformPlans1765000000000 } from '../../migrations/1765000000000-terr
 import { AuditVia1765100000000 } from '../../migrations/1765100000000-audit-via.js';
 import { PlanPolicies1765200000000 } from '../../migrations/1765200000000-plan-policies.js';
 import { LeaseQueue1765400000000 } from '../../migrations/1765400000000-lease-queue.js';
+import { SubmitInOneStatement1765500000000 } from '../../migrations/1765500000000-submit-in-one-statement.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -45,6 +46,7 @@ export const migrations = [
   AuditVia1765100000000,
   PlanPolicies1765200000000,
   LeaseQueue1765400000000,
+  SubmitInOneStatement1765500000000,
 ];
 
 /**
@@ -65,7 +67,14 @@ export function dataSourceOptions(
   } as const;
   const db = config.database;
   if (db.kind === 'postgres') {
-    return { ...common, type: 'postgres', url: db.url, poolSize: db.poolSize };
+    return {
+      ...common,
+      type: 'postgres',
+      url: db.url,
+      poolSize: db.poolSize,
+      // A transaction's statements that wait for nothing are sent together (Database).
+      extra: { pipeline: true },
+    };
   }
   const file = db.path !== ':memory:';
   if (file) mkdirSync(dirname(db.path), { recursive: true });

@@ -12,11 +12,11 @@ import { checkMarker, sqliteFiles } from './sqlite-files.js';
 import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { GroupCommit } from './group-commit.js';
 import { migrate } from './migrator.js';
-import { execute, select } from './sql.js';
+import { execute, executeLater, openLater, takeLater } from './sql.js';
 import { StorageError, StorageMonitor } from './storage.js';
 
 export { changedOrRetry, RetryTransaction } from './conflicts.js';
-export { execute, integerList, select, updateReturning } from './sql.js';
+export { execute, executeLater, integerList, select, updateReturning } from './sql.js';
 
 /**
  * The one way the service reaches its database.
@@ -179,21 +179,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     for (let attempt = 1; ; attempt++) {
       try {
         const callbacks: (() => void)[] = [];
-        const notifications: [string, string][] = [];
-        const result = await this.dataSource.transaction(async (manager) => {
-          this.committed.set(manager, callbacks);
-          this.notifications.set(manager, notifications);
-          const value = await work(manager);
-          // One statement for all of them, in the order they were made: PostgreSQL delivers
-          // a transaction's notifications in that order, at its commit.
-          if (notifications.length)
-            await select(
-              manager,
-              'SELECT pg_notify(n->>0, n->>1) FROM json_array_elements(CAST(:batch AS json)) AS n',
-              { batch: JSON.stringify(notifications) },
-            );
-          return value;
-        });
+        const result = await this.pipelined(work, callbacks);
         this.commits.transactions++;
         this.commits.writes++;
         for (const callback of callbacks) callback();
@@ -204,6 +190,58 @@ export class Database implements OnModuleInit, OnModuleDestroy {
         // Back off a little, with jitter, so that conflicting writers do not meet again at once.
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
       }
+    }
+  }
+
+  /**
+   * PostgreSQL: one transaction on one pooled connection, whose statements are pipelined
+   * where nothing waits for their answers: BEGIN travels with the first statement, and the
+   * later statements (executeLater: the rows a decision adds, its notifications) with the
+   * COMMIT. The commit is reported only when every statement of the transaction was
+   * answered without error; otherwise the transaction is rolled back and the first error of
+   * a later statement (the cause of any that followed it) is thrown.
+   */
+  private async pipelined<T>(
+    work: (manager: EntityManager) => Promise<T>,
+    callbacks: (() => void)[],
+  ): Promise<T> {
+    const runner = this.dataSource.createQueryRunner();
+    await runner.connect();
+    const manager = runner.manager;
+    const notifications: [string, string][] = [];
+    this.committed.set(manager, callbacks);
+    this.notifications.set(manager, notifications);
+    try {
+      const begun = runner.query('BEGIN');
+      begun.catch(() => undefined);
+      openLater(manager, begun);
+      let value: T;
+      try {
+        value = await work(manager);
+        // One statement for all of them, in the order they were made: PostgreSQL delivers
+        // a transaction's notifications in that order, at its commit.
+        if (notifications.length)
+          await executeLater(
+            manager,
+            'SELECT pg_notify(n->>0, n->>1) FROM json_array_elements(CAST(:batch AS json)) AS n',
+            { batch: JSON.stringify(notifications) },
+          );
+      } catch (error) {
+        throw (await firstFailure(takeLater(manager))) ?? (error as Error);
+      }
+      const pending = takeLater(manager);
+      const committed = runner.query('COMMIT');
+      committed.catch(() => undefined);
+      // After an error PostgreSQL answers COMMIT with a rollback, not an error.
+      const failure = await firstFailure(pending);
+      if (failure) throw failure;
+      await committed;
+      return value;
+    } catch (error) {
+      await runner.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      await runner.release();
     }
   }
 
@@ -237,4 +275,11 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     this.tail = run.catch(() => undefined);
     return run;
   }
+}
+
+/** The first of these answers that failed, once all have come. */
+async function firstFailure(answers: Promise<unknown>[]): Promise<Error | undefined> {
+  const settled = await Promise.allSettled(answers);
+  const failed = settled.find((answer) => answer.status === 'rejected');
+  return failed?.reason as Error | undefined;
 }

@@ -1,5 +1,5 @@
 import type { EntityManager, EntityMetadata, ObjectLiteral } from 'typeorm';
-import { execute, select, updateReturning } from './database.js';
+import { execute, executeLater, select, updateReturning } from './database.js';
 
 type Target<E> = new () => E;
 
@@ -111,6 +111,23 @@ export async function insertRow<E extends ObjectLiteral>(
   }
   const [row] = await select<{ generated: number | string }>(m, sql, parameters);
   return Number(row.generated);
+}
+
+/**
+ * Inserts one row of `entity` whose key the caller gave, without waiting for the answer
+ * where the transaction pipelines (executeLater).
+ */
+export async function insertRowLater<E extends ObjectLiteral>(
+  m: EntityManager,
+  entity: Target<E>,
+  values: Partial<E>,
+): Promise<void> {
+  const metadata = m.connection.getMetadata(entity);
+  const { properties, parameters } = persistent(m, metadata, values);
+  const sql = statement(metadata, `insert-later:${properties.join(',')}`, () =>
+    insertText(metadata, properties),
+  );
+  await executeLater(m, sql, parameters);
 }
 
 /**

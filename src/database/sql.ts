@@ -93,6 +93,43 @@ export async function execute(
   return result.affected ?? 0;
 }
 
+/** PostgreSQL: a transaction's statements sent without waiting for their answers. */
+const later = new WeakMap<EntityManager, Promise<unknown>[]>();
+
+/** Starts the list of a PostgreSQL transaction's later statements (Database opens it). */
+export function openLater(manager: EntityManager, first: Promise<unknown>): void {
+  later.set(manager, [first]);
+}
+
+/** Ends that list and returns the answers still to come, in the order the statements were sent. */
+export function takeLater(manager: EntityManager): Promise<unknown>[] {
+  const pending = later.get(manager) ?? [];
+  later.delete(manager);
+  return pending;
+}
+
+/**
+ * A statement whose answer decides nothing (a row a decision adds, its notifications). In a
+ * PostgreSQL transaction it is sent at once and not waited for: it travels with the
+ * statements after it and the COMMIT (the pool's connections pipeline), and the transaction
+ * fails, and rolls back, if it failed. Elsewhere it runs as `execute` does.
+ */
+export async function executeLater(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown> = {},
+): Promise<void> {
+  const pending = later.get(manager);
+  if (!pending) {
+    await execute(manager, sql, parameters);
+    return;
+  }
+  const answer = execute(manager, sql, parameters);
+  // Awaited by the transaction before it reports its commit.
+  answer.catch(() => undefined);
+  pending.push(answer);
+}
+
 /** Runs a query (named `:parameters`) and returns its rows. */
 export async function select<R>(
   manager: EntityManager,

@@ -103,12 +103,7 @@ export class DecisionRunner {
     /** What the accepted decision's audit event says besides the plan (e.g. a break-glass reason). */
     detail: (plan: Plan) => string | undefined = () => undefined,
   ): Promise<Plan> {
-    return this.decideOnce(decision, call, work, {
-      summarize: (plan) => ({ planId: plan.id, generation: plan.generation, detail: detail(plan) }),
-      remember: (plan) => ({ planId: plan.id }),
-      replay: (m, remembered) =>
-        'planId' in remembered ? findOneOrFail(m, Plan, { id: remembered.planId }) : null,
-    });
+    return this.decideOnce(decision, call, work, planResult(detail));
   }
 
   /**
@@ -120,40 +115,88 @@ export class DecisionRunner {
     request: Decision,
     call: IdempotentCall | null,
     work: (m: EntityManager, now: number) => Promise<T>,
-    result: {
-      summarize: (result: T) => Summary;
-      remember: (result: T) => RememberedOutcome;
-      replay: (m: EntityManager, remembered: RememberedOutcome) => Promise<T> | null;
-    },
+    result: Remembering<T>,
   ): Promise<T> {
     const decision = { ...request, via: request.via ?? currentVia() };
     const startedAt = performance.now();
-    const outcome = await this.db.write(async (m): Promise<Outcome<T>> => {
-      if (!call) return this.attempt(m, decision, work, result.summarize);
-      const now = await this.clock.now(m);
-      let remembered;
-      try {
-        remembered = await this.idempotency.recall(m, call, now);
-      } catch (error) {
-        return this.rejected(m, now, decision, error);
-      }
-      if (remembered) {
-        if ('error' in remembered) return remembered;
-        const replayed = result.replay(m, remembered);
-        // The fingerprint covers the operation, so a record always holds what its operation returns.
-        if (!replayed) throw new Error(`idempotency record of ${call.operation} holds no result`);
-        return { result: await replayed };
-      }
-      const first = await this.attempt(m, decision, work, result.summarize, now);
-      await this.idempotency.remember(
+    const outcome = await this.db.write((m) => this.once(m, decision, call, work, result));
+    return this.settle(decision, startedAt, outcome);
+  }
+
+  /**
+   * decidePlan for a decision that one statement makes (`begin`, PostgreSQL): the statement
+   * also reads the clock (when the clock is the database's; else it is given `now`) and
+   * checks the call's idempotency record, and returns null when it found one; the call then
+   * runs as decidePlan runs it (`work`). So the decision, its effects and its audit event
+   * take two round trips: BEGIN with that statement, the rows it adds with COMMIT.
+   */
+  async decidePlanInOneStatement(
+    request: Decision,
+    call: IdempotentCall | null,
+    begin: (m: EntityManager, now: number | null) => Promise<Begun<Plan> | null>,
+    work: (m: EntityManager, now: number) => Promise<Plan>,
+    detail: (plan: Plan) => string | undefined,
+  ): Promise<Plan> {
+    const decision = { ...request, via: request.via ?? currentVia() };
+    const startedAt = performance.now();
+    const result = planResult(detail);
+    const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {
+      const begun = await begin(m, this.clock.inDatabase ? null : await this.clock.now(m));
+      if (!begun) return this.once(m, decision, call, work, result);
+      const first = await this.attempt(
         m,
-        call,
-        now,
-        'result' in first ? result.remember(first.result) : { error: first.error },
+        decision,
+        () => begun.finish(),
+        result.summarize,
+        begun.now,
+        begun.auditId,
       );
+      if (call) await this.remember(m, call, begun.now, first, result);
       return first;
     });
     return this.settle(decision, startedAt, outcome);
+  }
+
+  private async once<T>(
+    m: EntityManager,
+    decision: Decision,
+    call: IdempotentCall | null,
+    work: (m: EntityManager, now: number) => Promise<T>,
+    result: Remembering<T>,
+  ): Promise<Outcome<T>> {
+    if (!call) return this.attempt(m, decision, work, result.summarize);
+    const now = await this.clock.now(m);
+    let remembered;
+    try {
+      remembered = await this.idempotency.recall(m, call, now);
+    } catch (error) {
+      return this.rejected(m, now, decision, error);
+    }
+    if (remembered) {
+      if ('error' in remembered) return remembered;
+      const replayed = result.replay(m, remembered);
+      // The fingerprint covers the operation, so a record always holds what its operation returns.
+      if (!replayed) throw new Error(`idempotency record of ${call.operation} holds no result`);
+      return { result: await replayed };
+    }
+    const first = await this.attempt(m, decision, work, result.summarize, now);
+    await this.remember(m, call, now, first, result);
+    return first;
+  }
+
+  private remember<T>(
+    m: EntityManager,
+    call: IdempotentCall,
+    now: number,
+    first: Outcome<T>,
+    result: Remembering<T>,
+  ): Promise<void> {
+    return this.idempotency.remember(
+      m,
+      call,
+      now,
+      'result' in first ? result.remember(first.result) : { error: first.error },
+    );
   }
 
   private async attempt<T>(
@@ -162,6 +205,8 @@ export class DecisionRunner {
     work: (m: EntityManager, now: number) => Promise<T>,
     summarize: (result: T) => Summary,
     at?: number,
+    /** The id the accepted decision's audit event takes, when its statement took one. */
+    auditId?: number | null,
   ): Promise<Outcome<T>> {
     const now = at ?? (await this.clock.now(m));
     openEffects(m);
@@ -169,12 +214,12 @@ export class DecisionRunner {
       const result = await work(m, now);
       await this.send(m, takeEffects(m));
       const { detail, ...summary } = summarize(result);
-      await this.audit.record(m, now, {
-        ...decision,
-        ...summary,
-        detail,
-        outcome: AuditOutcome.ACCEPTED,
-      });
+      await this.audit.record(
+        m,
+        now,
+        { ...decision, ...summary, detail, outcome: AuditOutcome.ACCEPTED },
+        auditId ?? undefined,
+      );
       return { result };
     } catch (error) {
       return this.rejected(m, now, decision, error);
@@ -245,6 +290,29 @@ export class DecisionRunner {
     }
     await this.outbox.record(m, events);
   }
+}
+
+/** How a decision's result is summarized for the audit log, remembered and replayed (R9). */
+interface Remembering<T> {
+  summarize: (result: T) => Summary;
+  remember: (result: T) => RememberedOutcome;
+  replay: (m: EntityManager, remembered: RememberedOutcome) => Promise<T> | null;
+}
+
+/** A decision one statement made: its clock, its audit event's id, and what names its outcome. */
+export interface Begun<T> {
+  now: number;
+  auditId: number | null;
+  finish: () => Promise<T>;
+}
+
+function planResult(detail: (plan: Plan) => string | undefined): Remembering<Plan> {
+  return {
+    summarize: (plan) => ({ planId: plan.id, generation: plan.generation, detail: detail(plan) }),
+    remember: (plan) => ({ planId: plan.id }),
+    replay: (m, remembered) =>
+      'planId' in remembered ? findOneOrFail(m, Plan, { id: remembered.planId }) : null,
+  };
 }
 
 function outboxEventOf(e: OutboxEffect): OutboxEvent {

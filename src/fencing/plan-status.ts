@@ -26,8 +26,22 @@ export async function expireProposals(
      RETURNING id`,
     { now, environment: environment ?? null },
   );
+  await announceExpired(
+    m,
+    expired.map(({ id }) => id),
+    now,
+  );
+  return expired.length;
+}
+
+/** R16: announces the plans that just turned EXPIRED (plan.expired), in id order. */
+export async function announceExpired(
+  m: EntityManager,
+  ids: readonly string[],
+  now: number,
+): Promise<void> {
   // In id order: the order the outbox announces them in does not depend on the database's.
-  for (const { id } of expired.sort((a, b) => (a.id < b.id ? -1 : 1))) {
+  for (const id of [...ids].sort((a, b) => (a < b ? -1 : 1))) {
     const plan = await readPlan(m, id);
     addEffect(m, {
       kind: 'outbox',
@@ -38,7 +52,6 @@ export async function expireProposals(
       at: now,
     });
   }
-  return expired.length;
 }
 
 /**

@@ -9,7 +9,7 @@ import type { PolicyDecision } from '../policies/policy-decision.js';
 import { PolicyError } from '../policies/policy.errors.js';
 import { addEffect } from './effects.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
-import { afterPublication, expireProposals, markObsolete } from './plan-status.js';
+import { afterPublication, announceExpired, expireProposals, markObsolete } from './plan-status.js';
 import { readEnvironment, readPlan } from './reads.js';
 import { whyApprovalRejected, whySubmitRejected } from './rejections.js';
 import { POINTER_MOVES_FORWARD, RULE_SHORT_EVEN_WITH_REVIEWER, RULES_MET } from './sql.js';
@@ -44,27 +44,7 @@ export class PlanWrites {
    * after a statement that makes the same demand). Rules the plan's policies add are stored
    * with it, and a plan that needs approvals is never published by its submit.
    */
-  async admitPlan(
-    m: EntityManager,
-    p: {
-      environment: string;
-      principal: string;
-      generation: number;
-      content: string;
-      contentHash: string;
-      title: string | null;
-      basedOnPlanId: string | null;
-      contentType: PlanContentType;
-      /** JSON of the summary the service computed. */
-      summary: string | null;
-      artifact: string | null;
-      artifactHash: string | null;
-      basedOnDeploymentSequence: number | null;
-      sourceRevision: string | null;
-      policy: PolicyDecision;
-      now: number;
-    },
-  ): Promise<Plan> {
+  async admitPlan(m: EntityManager, p: Submit & { now: number }): Promise<Plan> {
     const before = await readEnvironment(m, p.environment);
     const params = { ...p, policyVersion: p.policy.version };
     if (p.policy.denial) {
@@ -108,37 +88,11 @@ export class PlanWrites {
     );
     const sequence = Number(next);
     const id = PlanId.format(p.environment, p.generation, sequence);
-    const at = new Date(p.now);
-    const plan = await insertReturning(m, Plan, {
-      id,
-      environment: p.environment,
-      generation: p.generation,
-      sequence,
-      status: publish ? PlanStatus.PUBLISHED : PlanStatus.PROPOSED,
-      title: p.title,
-      content: p.content,
-      contentHash: p.contentHash,
-      contentType: p.contentType,
-      summary: p.summary,
-      artifact: p.artifact,
-      artifactHash: p.artifactHash,
-      basedOnDeploymentSequence: p.basedOnDeploymentSequence,
-      sourceRevision: p.sourceRevision,
-      submittedBy: p.principal,
-      submittedAt: at,
-      basedOnPlanId: p.basedOnPlanId,
-      reviewedBy: null,
-      reviewedAt: null,
-      rejectionReason: null,
-      publishedAt: publish ? at : null,
-      purgedAt: null,
-      expiresAt:
-        !publish && before.proposalTtlSeconds != null
-          ? new Date(p.now + before.proposalTtlSeconds * 1000)
-          : null,
-      policyVersion: p.policy.version,
-      policyResults: p.policy.results,
-    });
+    const plan = await insertReturning(
+      m,
+      Plan,
+      submittedPlan(p, sequence, publish, before.proposalTtlSeconds),
+    );
     for (const [position, rule] of p.policy.rules.entries()) {
       await execute(
         m,
@@ -162,26 +116,71 @@ export class PlanWrites {
       // Never the new plan: it is of the fence's generation and after the current plan.
       await markObsolete(m, p.environment);
     }
-    addEffect(m, {
-      kind: 'outbox',
-      subject: 'plan',
-      type: 'plan.submitted',
-      plan,
-      actor: p.principal,
-      at: p.now,
-    });
-    if (publish) {
-      addEffect(m, {
-        kind: 'outbox',
-        subject: 'plan',
-        type: 'plan.published',
-        plan,
-        actor: p.principal,
-        at: p.now,
-      });
-      addEffect(m, { kind: 'planPublished', plan });
-    }
+    announceSubmitted(m, plan, publish, p.now);
     return plan;
+  }
+
+  /**
+   * PostgreSQL: admitPlan's decision, by the same rules, for a submit whose policies add no
+   * rules and deny nothing, made by one statement (`planfence_submit_plan`, installed by a
+   * migration: its text keeps the statements above in their order). The statement also reads
+   * the clock unless `now` is given, and checks the call's idempotency record: null when it
+   * found one (nothing was decided; the call is recalled as usual). Otherwise: the clock it
+   * decided by, the id its decision's audit event takes, and `finish`, which names a
+   * rejection (throws, as admitPlan does) or adds what the admitted plan causes and returns
+   * it.
+   */
+  async submitInOneStatement(
+    m: EntityManager,
+    p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
+  ): Promise<{ now: number; auditId: number | null; finish: () => Promise<Plan> } | null> {
+    if (p.policy.denial || p.policy.rules.length)
+      throw new Error('a submit whose policies deny it or add rules is decided by admitPlan');
+    const [{ decision }] = await select<{ decision: SubmitDecision }>(
+      m,
+      `SELECT planfence_submit_plan(CAST(:environment AS text), CAST(:principal AS text),
+         CAST(:generation AS integer), CAST(:policyVersion AS integer),
+         CAST(:basedOnPlanId AS text), CAST(:basedOnDeploymentSequence AS integer),
+         CAST(:title AS text), CAST(:content AS text), CAST(:contentHash AS text),
+         CAST(:contentType AS text), CAST(:summary AS text), CAST(:artifact AS text),
+         CAST(:artifactHash AS text), CAST(:sourceRevision AS text),
+         CAST(:policyResults AS text), CAST(:now AS bigint),
+         CAST(:idempotencyPrincipal AS text), CAST(:idempotencyKey AS text)) AS decision`,
+      {
+        ...p,
+        policyVersion: p.policy.version,
+        policyResults: p.policy.results == null ? null : JSON.stringify(p.policy.results),
+        idempotencyPrincipal: p.idempotency?.principal ?? null,
+        idempotencyKey: p.idempotency?.key ?? null,
+      },
+    );
+    if (decision.outcome === 'remembered') return null;
+    const now = Number(decision.now);
+    if (decision.outcome === 'rejected') {
+      const publish = decision.publish;
+      const params = { ...p, now, policyVersion: p.policy.version };
+      return {
+        now,
+        auditId: null,
+        finish: async () => {
+          throw await whySubmitRejected(m, params, publish, publish && p.basedOnPlanId != null);
+        },
+      };
+    }
+    heldEnvironment(m, p.environment);
+    const plan = Object.assign(
+      new Plan(),
+      submittedPlan({ ...p, now }, decision.sequence, decision.publish, decision.ttlSeconds),
+    );
+    return {
+      now,
+      auditId: Number(decision.auditId),
+      finish: async () => {
+        await announceExpired(m, decision.expired, now);
+        announceSubmitted(m, plan, decision.publish, now);
+        return plan;
+      },
+    };
   }
 
   /**
@@ -332,5 +331,86 @@ export class PlanWrites {
       at: p.now,
     });
     return plan;
+  }
+}
+
+/** What a submit asks for, decided at the policy version `policy.version`. */
+type Submit = {
+  environment: string;
+  principal: string;
+  generation: number;
+  content: string;
+  contentHash: string;
+  title: string | null;
+  basedOnPlanId: string | null;
+  contentType: PlanContentType;
+  /** JSON of the summary the service computed. */
+  summary: string | null;
+  artifact: string | null;
+  artifactHash: string | null;
+  basedOnDeploymentSequence: number | null;
+  sourceRevision: string | null;
+  policy: PolicyDecision;
+};
+
+/** What planfence_submit_plan answers (see its migration). */
+type SubmitDecision =
+  | { outcome: 'remembered'; now: number }
+  | { outcome: 'rejected'; now: number; publish: boolean }
+  | {
+      outcome: 'admitted';
+      now: number;
+      publish: boolean;
+      sequence: number;
+      /** The environment's proposalTtlSeconds the plan's expiresAt came from. */
+      ttlSeconds: number | null;
+      expired: string[];
+      auditId: number;
+    };
+
+/** The row a submit stores: PUBLISHED at once, or PROPOSED (expiring after `ttlSeconds`). */
+function submittedPlan(
+  p: Submit & { now: number },
+  sequence: number,
+  publish: boolean,
+  ttlSeconds: number | null,
+): Partial<Plan> {
+  const at = new Date(p.now);
+  return {
+    id: PlanId.format(p.environment, p.generation, sequence),
+    environment: p.environment,
+    generation: p.generation,
+    sequence,
+    status: publish ? PlanStatus.PUBLISHED : PlanStatus.PROPOSED,
+    title: p.title,
+    content: p.content,
+    contentHash: p.contentHash,
+    contentType: p.contentType,
+    summary: p.summary,
+    artifact: p.artifact,
+    artifactHash: p.artifactHash,
+    basedOnDeploymentSequence: p.basedOnDeploymentSequence,
+    sourceRevision: p.sourceRevision,
+    submittedBy: p.principal,
+    submittedAt: at,
+    basedOnPlanId: p.basedOnPlanId,
+    reviewedBy: null,
+    reviewedAt: null,
+    rejectionReason: null,
+    publishedAt: publish ? at : null,
+    purgedAt: null,
+    expiresAt: !publish && ttlSeconds != null ? new Date(p.now + ttlSeconds * 1000) : null,
+    policyVersion: p.policy.version,
+    policyResults: p.policy.results,
+  };
+}
+
+/** A stored submit's announcements: plan.submitted, and plan.published when it published. */
+function announceSubmitted(m: EntityManager, plan: Plan, publish: boolean, now: number): void {
+  const actor = plan.submittedBy;
+  addEffect(m, { kind: 'outbox', subject: 'plan', type: 'plan.submitted', plan, actor, at: now });
+  if (publish) {
+    addEffect(m, { kind: 'outbox', subject: 'plan', type: 'plan.published', plan, actor, at: now });
+    addEffect(m, { kind: 'planPublished', plan });
   }
 }

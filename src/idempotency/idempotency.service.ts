@@ -7,7 +7,7 @@ import type { Config } from '../config/config.js';
 import { execute } from '../database/database.js';
 import { IdempotencyRecord } from './idempotency-record.entity.js';
 import { IdempotencyError } from './idempotency.errors.js';
-import { findOne, insertRow } from '../database/rows.js';
+import { findOne, insertRowLater } from '../database/rows.js';
 
 export interface IdempotentCall {
   principal: string;
@@ -87,7 +87,7 @@ export class IdempotencyService {
     outcome: RememberedOutcome,
   ): Promise<void> {
     const error = 'error' in outcome ? outcome.error : null;
-    await insertRow(m, IdempotencyRecord, {
+    await insertRowLater(m, IdempotencyRecord, {
       principal: call.principal,
       key: call.key,
       operation: call.operation,

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { Database, execute, integerList, select } from '../database/database.js';
+import { Database, execute, executeLater, integerList, select } from '../database/database.js';
 import { lockEnvironment } from '../database/row-locks.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
@@ -184,7 +184,7 @@ export class Outbox {
         for (const column of COLUMNS) parameters[`${column}${i}`] = event[column];
         parameters[`data${i}`] = JSON.stringify(event.data);
       });
-      await execute(m, insertEvents(rows.length), parameters);
+      await executeLater(m, insertEvents(rows.length), parameters);
     }
     this.db.afterCommit(m, () => {
       for (const listener of this.listeners) listener();

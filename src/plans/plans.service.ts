@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { In } from 'typeorm';
+import { type EntityManager, In } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
 import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
@@ -109,37 +109,50 @@ export class PlansService {
         via: currentVia() ?? 'graphql',
         sourceRevision,
       });
+      const decision = {
+        action: 'SUBMIT_PLAN',
+        environment: input.environment,
+        actor: principal.name,
+        generation: input.generation,
+      };
+      const call = idempotentCall(principal.name, input.idempotencyKey, 'submitPlan', canonical);
+      const submit = {
+        environment: canonical.environment,
+        generation: canonical.generation,
+        content: canonical.content,
+        title: canonical.title,
+        basedOnPlanId: canonical.basedOnPlanId,
+        contentType,
+        summary,
+        artifact,
+        artifactHash,
+        basedOnDeploymentSequence,
+        sourceRevision,
+        principal: principal.name,
+        contentHash: sha256(input.content),
+        policy,
+      };
+      const work = (m: EntityManager, now: number) => this.writes.admitPlan(m, { ...submit, now });
+      const detail = () => describeDecision(policy);
       try {
-        return await this.decisions.decidePlan(
-          {
-            action: 'SUBMIT_PLAN',
-            environment: input.environment,
-            actor: principal.name,
-            generation: input.generation,
-          },
-          idempotentCall(principal.name, input.idempotencyKey, 'submitPlan', canonical),
-          (m, now) =>
-            this.writes.admitPlan(m, {
-              environment: canonical.environment,
-              generation: canonical.generation,
-              content: canonical.content,
-              title: canonical.title,
-              basedOnPlanId: canonical.basedOnPlanId,
-              contentType,
-              summary,
-              artifact,
-              artifactHash,
-              basedOnDeploymentSequence,
-              sourceRevision,
-              principal: principal.name,
-              contentHash: sha256(input.content),
-              policy,
-              now,
-            }),
-          () => describeDecision(policy),
-        );
+        // PostgreSQL decides the common submit in one statement (the same rules, one round trip).
+        return await (this.db.dialect === 'postgres' && !policy.denial && !policy.rules.length
+          ? this.decisions.decidePlanInOneStatement(
+              decision,
+              call,
+              (m, now) =>
+                this.writes.submitInOneStatement(m, {
+                  ...submit,
+                  now,
+                  idempotency: { principal: call.principal, key: call.key },
+                }),
+              work,
+              detail,
+            )
+          : this.decisions.decidePlan(decision, call, work, detail));
       } catch (error) {
         if (!(error instanceof PolicyVersionChanged) || attempt >= MAX_POLICY_ATTEMPTS) throw error;
+        this.policies.forget(input.environment);
       }
     }
   }

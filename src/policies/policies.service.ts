@@ -18,6 +18,9 @@ export const MAX_POLICIES = 20;
 export const MAX_EXPRESSION_BYTES = 4096;
 export const MAX_MESSAGE_CHARS = 1024;
 
+/** At most this many environments' policies are remembered for `decide` (the oldest go first). */
+const REMEMBERED_ENVIRONMENTS = 10_000;
+
 /** The parser's `<input>:LINE:COLUMN: message` as the checker says it. */
 function parseErrorText(error: string): string {
   const match = /^<input>:(\d+):(\d+): ([\s\S]*)$/.exec(error);
@@ -31,6 +34,16 @@ function parseErrorText(error: string): string {
  */
 @Injectable()
 export class PoliciesService {
+  /**
+   * Each environment's policies and policy version as `decide` last read them. A submit is
+   * decided only while the version its policies were evaluated at is still the
+   * environment's (R34; else PolicyVersionChanged, and the submitter calls `forget` and
+   * evaluates again), the version grows with every change and environments are never
+   * deleted: an entry another instance's change made stale costs one evaluation again, never
+   * a decision by old policies. It saves a submit a database read (a round trip on PostgreSQL).
+   */
+  private readonly remembered = new Map<string, { version: number; policies: PlanPolicy[] }>();
+
   constructor(
     private readonly db: Database,
     private readonly engine: PolicyEngine,
@@ -123,10 +136,22 @@ export class PoliciesService {
    * are read only where there are policies to read them).
    */
   async decide(facts: Omit<PlanFacts, 'submitterGroups'>): Promise<PolicyDecision> {
-    const { version, policies } = await this.policiesOf(facts.environment);
+    let read = this.remembered.get(facts.environment);
+    if (!read) {
+      read = await this.policiesOf(facts.environment);
+      if (this.remembered.size >= REMEMBERED_ENVIRONMENTS)
+        this.remembered.delete(this.remembered.keys().next().value as string);
+      this.remembered.set(facts.environment, read);
+    }
+    const { version, policies } = read;
     if (!policies.length) return decidePolicies(version, [], []);
     const submitterGroups = await this.groupsOf(facts.submitter);
     return this.evaluate(version, policies, { ...facts, submitterGroups });
+  }
+
+  /** Drops what `decide` remembered of an environment's policies: its version moved on. */
+  forget(environment: string): void {
+    this.remembered.delete(environment);
   }
 
   async evaluate(
