@@ -113,19 +113,21 @@ export class DeliveriesRepository {
    * and returns how many events it took. A read first: with no webhook, or nothing new,
    * nothing is written.
    */
-  async fanOut(limit: number): Promise<number> {
-    const [waiting] = await this.db.read((m) =>
-      select(
+  async fanOut(limit: number): Promise<{ webhooks: boolean; events: number }> {
+    const [seen] = await this.db.read((m) =>
+      select<{ webhooks: unknown; waiting: unknown }>(
         m,
-        `SELECT e.id FROM outbox_events e WHERE e.fanned_out = 0
-           AND EXISTS (SELECT 1 FROM webhooks) LIMIT 1`,
+        `SELECT EXISTS (SELECT 1 FROM webhooks) AS webhooks,
+           EXISTS (SELECT 1 FROM outbox_events e WHERE e.fanned_out = 0) AS waiting`,
       ),
     );
-    if (!waiting) return 0;
-    return this.db.write(async (m) => {
+    const webhooks = Boolean(Number(seen.webhooks));
+    if (!webhooks || !Number(seen.waiting)) return { webhooks, events: 0 };
+    const events = await this.db.write(async (m) => {
       await this.lockLines(m);
       return this.outbox.fanOut(m, await this.clock.now(m), limit);
     });
+    return { webhooks, events };
   }
 
   /** Whether some head of a line may be claimed now (a read: a poll that finds none writes nothing). */

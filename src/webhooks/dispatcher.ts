@@ -105,6 +105,12 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   private unsubscribe: (() => void) | undefined;
   /** The last problem of the loop itself, logged once until it changes or clears. */
   private loopProblem: string | null = null;
+  /**
+   * Whether the last look saw a webhook. While none exists a commit wakes no look: there is
+   * nothing to fan out or send, and the poll still looks every pollMs (so a webhook another
+   * instance creates is seen within it; one created here wakes this dispatcher at once).
+   */
+  private webhooksSeen = true;
   /** Whether this process ever claimed an attempt (else it has no claim to release). */
   private claimedAny = false;
   private readonly outcomes: Counter<'outcome'>;
@@ -154,7 +160,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   onApplicationBootstrap(): void {
     // Commits come in bursts: one look a few milliseconds after the first of them serves all.
     this.unsubscribe = this.outbox.onRecorded(() => {
-      if (this.soon) return;
+      if (this.soon || !this.webhooksSeen) return;
       this.soon = setTimeout(() => {
         this.soon = undefined;
         this.wake();
@@ -184,6 +190,12 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
       .catch((error: unknown) =>
         this.logger.warn(`could not release webhook claims: ${(error as Error).message}`),
       );
+  }
+
+  /** A webhook was created here: looks again after every commit that records events. */
+  webhookCreated(): void {
+    this.webhooksSeen = true;
+    this.wake();
   }
 
   /** Looks for due deliveries now (new ones, a redelivery, a line whose head just finished). */
@@ -226,7 +238,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   /** Queues the deliveries of the events recorded since the last look, a batch per transaction. */
   private async fanOut(): Promise<void> {
     for (let batch = 0; batch < MAX_FAN_OUT_BATCHES; batch++) {
-      if ((await this.deliveries.fanOut(FAN_OUT_BATCH)) < FAN_OUT_BATCH) return;
+      const { webhooks, events } = await this.deliveries.fanOut(FAN_OUT_BATCH);
+      this.webhooksSeen = webhooks;
+      if (events < FAN_OUT_BATCH) return;
     }
   }
 
@@ -245,6 +259,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   /** Claims as many due heads of lines as there are free slots and starts a run on each. */
   private async fill(): Promise<void> {
     await this.fanOut();
+    // Without a webhook no delivery can be sent (a claim joins its webhook).
+    if (!this.webhooksSeen) return;
     const free = this.freeSlots();
     // A shutdown that began while this look was under way: no new request.
     if (free <= 0 || this.stopping) return;

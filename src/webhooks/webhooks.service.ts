@@ -204,6 +204,7 @@ export class WebhooksService {
       }
       return this.findRow(m, id);
     });
+    this.dispatcher.webhookCreated();
     this.logger.log(
       `webhook ${id} created by ${principal.name}: ${new URL(input.url).host}, ${input.events.join(' ')}, environments ${environments?.join(' ') ?? 'all'}`,
     );
