@@ -227,9 +227,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
             { batch: JSON.stringify(notifications) },
           );
       } catch (error) {
-        throw (await firstFailure(takeLater(manager))) ?? (error as Error);
+        throw (await firstFailure(takeLater(manager, false))) ?? (error as Error);
       }
-      const pending = takeLater(manager);
+      const pending = takeLater(manager, true);
       const committed = runner.query('COMMIT');
       committed.catch(() => undefined);
       // After an error PostgreSQL answers COMMIT with a rollback, not an error.

@@ -80,10 +80,19 @@ function runSqlite<T>(query: string, values: unknown[], run: () => T): T {
 }
 
 /** Runs a conditional statement (named `:parameters`); the affected-row count is the decision. */
-export async function execute(
+export function execute(
   manager: EntityManager,
   sql: string,
   parameters: Record<string, unknown> = {},
+): Promise<number> {
+  sendLater(manager);
+  return run(manager, sql, parameters);
+}
+
+async function run(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown>,
 ): Promise<number> {
   if (!manager.queryRunner) throw new Error('execute() needs a transaction manager');
   const [query, values] = bind(manager, sql, parameters);
@@ -93,41 +102,58 @@ export async function execute(
   return result.affected ?? 0;
 }
 
-/** PostgreSQL: a transaction's statements sent without waiting for their answers. */
-const later = new WeakMap<EntityManager, Promise<unknown>[]>();
+/**
+ * PostgreSQL: a transaction's later statements (executeLater): those not sent yet, and the
+ * answers still to come of those sent.
+ */
+const later = new WeakMap<
+  EntityManager,
+  { unsent: [string, Record<string, unknown>][]; answers: Promise<unknown>[] }
+>();
 
 /** Starts the list of a PostgreSQL transaction's later statements (Database opens it). */
 export function openLater(manager: EntityManager, first: Promise<unknown>): void {
-  later.set(manager, [first]);
+  later.set(manager, { unsent: [], answers: [first] });
 }
 
-/** Ends that list and returns the answers still to come, in the order the statements were sent. */
-export function takeLater(manager: EntityManager): Promise<unknown>[] {
-  const pending = later.get(manager) ?? [];
+/** Sends the later statements not sent yet, in the order they were made. */
+export function sendLater(manager: EntityManager): void {
+  const list = later.get(manager);
+  if (!list?.unsent.length) return;
+  for (const [sql, parameters] of list.unsent.splice(0)) {
+    const answer = run(manager, sql, parameters);
+    // Awaited by the transaction before it reports its commit.
+    answer.catch(() => undefined);
+    list.answers.push(answer);
+  }
+}
+
+/**
+ * Ends that list and returns the answers still to come, in order: first sending what was not
+ * sent (`send`, the commit) or dropping it (a transaction that failed).
+ */
+export function takeLater(manager: EntityManager, send: boolean): Promise<unknown>[] {
+  if (send) sendLater(manager);
+  const answers = later.get(manager)?.answers ?? [];
   later.delete(manager);
-  return pending;
+  return answers;
 }
 
 /**
  * A statement whose answer decides nothing (a row a decision adds, its notifications). In a
- * PostgreSQL transaction it is sent at once and not waited for: it travels with the
- * statements after it and the COMMIT (the pool's connections pipeline), and the transaction
- * fails, and rolls back, if it failed. Elsewhere it runs as `execute` does.
+ * PostgreSQL transaction it is held back and sent with the next statement of the
+ * transaction that is waited for, or with the COMMIT, in order: one round trip carries them
+ * (the pool's connections pipeline). The transaction fails, and rolls back, if it failed.
+ * Elsewhere it runs as `execute` does.
  */
 export async function executeLater(
   manager: EntityManager,
   sql: string,
   parameters: Record<string, unknown> = {},
 ): Promise<void> {
-  const pending = later.get(manager);
-  if (!pending) {
-    await execute(manager, sql, parameters);
-    return;
-  }
-  const answer = execute(manager, sql, parameters);
-  // Awaited by the transaction before it reports its commit.
-  answer.catch(() => undefined);
-  pending.push(answer);
+  const list = later.get(manager);
+  if (list) list.unsent.push([sql, parameters]);
+  else await execute(manager, sql, parameters);
 }
 
 /** Runs a query (named `:parameters`) and returns its rows. */
@@ -136,6 +162,7 @@ export async function select<R>(
   sql: string,
   parameters: Record<string, unknown> = {},
 ): Promise<R[]> {
+  sendLater(manager);
   const [query, values] = bind(manager, sql, parameters);
   const statement = sqliteStatement(manager, query);
   if (statement) return runSqlite(query, values, () => statement.all(...values) as R[]);

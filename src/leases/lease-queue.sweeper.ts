@@ -4,7 +4,7 @@ import {
   Logger,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import { Clock } from '../common/clock.js';
+import { Clock, DATABASE_NOW } from '../common/clock.js';
 import { Database, select } from '../database/database.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 import { LeaseWrites } from '../fencing/lease-writes.js';
@@ -72,16 +72,17 @@ export class LeaseQueueSweeper implements OnApplicationBootstrap, BeforeApplicat
 
   /** One sweep; returns how many environments it handed off. */
   async sweep(): Promise<number> {
-    const now = await this.clock.now();
-    const due = await this.db.read((m) =>
+    // The database's clock is read by the statement itself: an idle sweep is one round trip.
+    const now = this.clock.inDatabase ? `(${DATABASE_NOW})` : ':now';
+    const due = await this.db.read(async (m) =>
       select<{ environment: string }>(
         m,
         `SELECT DISTINCT t.environment FROM lease_tickets t
          JOIN environments e ON e.name = t.environment
          WHERE t.status = 'WAITING'
-           AND (t.expires_at <= :now OR e.lease_holder IS NULL OR e.lease_expires_at <= :now)
+           AND (t.expires_at <= ${now} OR e.lease_holder IS NULL OR e.lease_expires_at <= ${now})
          ORDER BY t.environment`,
-        { now },
+        this.clock.inDatabase ? {} : { now: await this.clock.now() },
       ),
     );
     let swept = 0;
