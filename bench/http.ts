@@ -13,7 +13,7 @@ import {
   seededRandom,
   ServiceProcess,
 } from '../test/fault/service.js';
-import { LatencyProxy } from './latency-proxy.js';
+import { LatencyProxy } from '../test/support/latency-proxy.js';
 import { addOutcome, cpuMs, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
 
 const TYPENAME = '{ __typename }';

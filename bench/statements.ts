@@ -7,7 +7,7 @@
  *   npm run bench:statements -- --approve
  */
 import { ADMIN_TOKEN, createPostgresDatabase, ServiceProcess } from '../test/fault/service.js';
-import { LatencyProxy } from './latency-proxy.js';
+import { frontendStatements, LatencyProxy } from '../test/support/latency-proxy.js';
 
 const server = process.env.PLANFENCE_BENCH_POSTGRES_URL ?? process.env.PLANFENCE_TEST_POSTGRES_URL;
 if (!server) {
@@ -16,23 +16,6 @@ if (!server) {
 }
 const approve = process.argv.includes('--approve');
 
-/** The SQL text of the frontend messages in `chunk` (Query, Parse), in order. */
-function statements(chunk: Buffer): string[] {
-  const found: string[] = [];
-  for (let i = 0; i + 5 <= chunk.length;) {
-    const type = String.fromCharCode(chunk[i]);
-    const length = chunk.readInt32BE(i + 1);
-    const body = chunk.subarray(i + 5, i + 1 + length);
-    if (type === 'Q') found.push(body.subarray(0, body.indexOf(0)).toString());
-    if (type === 'P') {
-      const nameEnd = body.indexOf(0);
-      found.push(body.subarray(nameEnd + 1, body.indexOf(0, nameEnd + 1)).toString());
-    }
-    i += 1 + length;
-  }
-  return found;
-}
-
 const database = await createPostgresDatabase(server, 'planfence_bench_statements');
 const target = new URL(database.url);
 let trace: { turn: number; sql: string }[] | null = null;
@@ -40,7 +23,7 @@ const proxy = new LatencyProxy(
   { host: target.hostname, port: Number(target.port || 5432) },
   0,
   (chunk, turn) => {
-    if (trace) for (const sql of statements(chunk)) trace.push({ turn, sql });
+    if (trace) for (const sql of frontendStatements(chunk)) trace.push({ turn, sql });
   },
 );
 const through = new URL(database.url);

@@ -29,8 +29,15 @@ export class LatencyProxy {
     private readonly target: { host: string; port: number },
     /** Held each way; 0 forwards at once. */
     private readonly delayMs: number,
-    /** Sees each chunk the service sends, with the turn it belongs to. */
-    private readonly onServiceChunk?: (chunk: Buffer, turn: number) => void,
+    /**
+     * Sees each chunk the service sends, with the turn it belongs to and its connection's
+     * own turn (connections are numbered from 1 as they open).
+     */
+    private readonly onServiceChunk?: (
+      chunk: Buffer,
+      turn: number,
+      connection: { id: number; turn: number },
+    ) => void,
   ) {}
 
   /** Listens on a loopback port; returns it. */
@@ -77,17 +84,23 @@ export class LatencyProxy {
     else setImmediate(() => this.release());
   }
 
+  private connections = 0;
+
   private pipe(client: Socket): void {
     const upstream = connect(this.target.port, this.target.host);
+    const connection = { id: ++this.connections, turn: 0 };
     this.sockets.add(client).add(upstream);
     client.setNoDelay(true);
     upstream.setNoDelay(true);
     let last: 'service' | 'database' = 'database';
     const forward = (from: Socket, to: Socket, side: 'service' | 'database') => {
       from.on('data', (chunk: Buffer) => {
-        if (side === 'service' && last === 'database') this.turns++;
+        if (side === 'service' && last === 'database') {
+          this.turns++;
+          connection.turn++;
+        }
         last = side;
-        if (side === 'service') this.onServiceChunk?.(chunk, this.turns);
+        if (side === 'service') this.onServiceChunk?.(chunk, this.turns, connection);
         if (this.delayMs <= 0) {
           if (!to.destroyed) to.write(chunk);
           return;
@@ -110,4 +123,25 @@ export class LatencyProxy {
     };
     client.on('close', forget);
   }
+}
+
+/**
+ * The SQL texts of the PostgreSQL frontend messages in `chunk` that carry one (Query,
+ * Parse), in order; a message cut at the chunk's end is left out.
+ */
+export function frontendStatements(chunk: Buffer): string[] {
+  const found: string[] = [];
+  for (let i = 0; i + 5 <= chunk.length;) {
+    const type = String.fromCharCode(chunk[i]);
+    const length = chunk.readInt32BE(i + 1);
+    if (i + 1 + length > chunk.length) break;
+    const body = chunk.subarray(i + 5, i + 1 + length);
+    if (type === 'Q') found.push(body.subarray(0, body.indexOf(0)).toString());
+    if (type === 'P') {
+      const nameEnd = body.indexOf(0);
+      found.push(body.subarray(nameEnd + 1, body.indexOf(0, nameEnd + 1)).toString());
+    }
+    i += 1 + length;
+  }
+  return found;
 }

@@ -1,0 +1,130 @@
+import { ok, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { frontendStatements, LatencyProxy } from './support/latency-proxy.js';
+import { World } from './support/world.js';
+
+/**
+ * What a decision costs in round trips to PostgreSQL, seen on the wire: the service reaches
+ * its database through a proxy that holds every chunk 25 ms each way, so statements the
+ * service sends without waiting travel together, and each (connection, turn) the decision's
+ * statements were sent in is one round trip. The sweeps the service makes on its own (the
+ * lease queue's, the webhook dispatcher's) are left out by their text.
+ */
+const onPostgres = TEST_DATABASE === 'postgres' ? describe : describe.skip;
+
+const BACKGROUND = [/FROM lease_tickets t JOIN environments/, /EXISTS \(SELECT 1 FROM webhooks\)/];
+
+onPostgres('round trips of a decision on PostgreSQL', () => {
+  let database: { url: string; cleanup: () => Promise<void> };
+  let proxy: LatencyProxy;
+  let app: TestApp;
+  let world: World;
+  let trace: { connection: number; turn: number; sql: string }[] | null = null;
+
+  beforeAll(async () => {
+    database = await scratchDatabase(true);
+    const target = new URL(database.url);
+    proxy = new LatencyProxy(
+      { host: target.hostname, port: Number(target.port || 5432) },
+      25,
+      (chunk, _turn, connection) => {
+        if (!trace) return;
+        for (const text of frontendStatements(chunk)) {
+          const sql = text.replace(/\s+/g, ' ').trim();
+          if (!BACKGROUND.some((background) => background.test(sql)))
+            trace.push({ connection: connection.id, turn: connection.turn, sql });
+        }
+      },
+    );
+    const through = new URL(database.url);
+    through.host = `127.0.0.1:${await proxy.start()}`;
+    app = await startApp({ DATABASE_URL: through.toString() }, null);
+    world = new World(app);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await proxy?.stop();
+    await database?.cleanup();
+  });
+
+  /** Runs `call` and returns the statements it sent and the round trips they took. */
+  async function traced(call: () => Promise<unknown>) {
+    trace = [];
+    await call();
+    const seen = trace;
+    trace = null;
+    const roundTrips = new Set(seen.map(({ connection, turn }) => `${connection}:${turn}`)).size;
+    return { statements: seen.map(({ sql }) => sql), roundTrips };
+  }
+
+  // proves: R2, R3, R9, R12
+  test('a publish is decided by one statement and takes three round trips: the token, the decision, the rows it adds with the commit', async () => {
+    await world.createEnvironment('prod', 'MONOTONIC', false);
+    const agent = await world.issue('agent', 'AGENT');
+    const generation = await world.acquire(agent, 'prod', 3600);
+    // Warm: the policies of the environment are remembered, the connections open.
+    await world.submitOk(agent, 'prod', generation, 'warm');
+
+    const { statements, roundTrips } = await traced(() =>
+      world.submitOk(agent, 'prod', generation, 'traced', { idempotencyKey: 'traced-1' }),
+    );
+
+    expect(statements.map((sql) => sql.split(' (')[0].split(' FROM ')[0])).toEqual([
+      'SELECT *',
+      'BEGIN',
+      'SELECT planfence_submit_plan(CAST($1 AS text), CAST($2 AS text), CAST($3 AS integer), CAST($4 AS integer), CAST($5 AS text), CAST($6 AS integer), CAST($7 AS text), CAST($8 AS text), CAST($9 AS text), CAST($10 AS text), CAST($11 AS text), CAST($12 AS text), CAST($13 AS text), CAST($14 AS text), CAST($15 AS text), CAST($16 AS bigint), CAST($17 AS text), CAST($18 AS text)) AS decision',
+      'INSERT INTO outbox_events',
+      'INSERT INTO "audit_events"',
+      'INSERT INTO "idempotency_records"',
+      'SELECT pg_notify(n->>0, n->>1)',
+      'COMMIT',
+    ]);
+    expect(roundTrips).toBe(3);
+
+    // What it decided is what the guard's statements decide: published, the one before superseded.
+    const env = await world.environment('prod');
+    expect(env.currentPlan?.id).toBe(`prod@${generation}.2`);
+    expect((await world.plan(`prod@${generation}.1`))?.status).toBe('SUPERSEDED');
+    const audit = await world.auditEvents('prod');
+    const accepted = audit.filter(
+      (event) => event.action === 'SUBMIT_PLAN' && event.outcome === 'ACCEPTED',
+    );
+    expect(accepted.map((event) => event.planId)).toEqual([
+      `prod@${generation}.2`,
+      `prod@${generation}.1`,
+    ]);
+  });
+
+  // proves: R9
+  test('a repeated call with its key decides nothing: the statement finds the record, and the first outcome is replayed', async () => {
+    await world.createEnvironment('again', 'MONOTONIC', false);
+    const agent = await world.issue('again-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'again', 3600);
+    const first = await world.submitOk(agent, 'again', generation, 'once', {
+      idempotencyKey: 'again-1',
+    });
+    const { statements } = await traced(() =>
+      world.submitOk(agent, 'again', generation, 'once', { idempotencyKey: 'again-1' }),
+    );
+    expect(statements.filter((sql) => sql.startsWith('INSERT'))).toEqual([]);
+    expect(await world.plans('again')).toHaveLength(1);
+    expect((await world.plan(first.id))?.status).toBe('PUBLISHED');
+  });
+
+  // proves: R3, R12
+  test("a stale generation's submit is rejected by the statement and named by the guard's reads", async () => {
+    await world.createEnvironment('stale', 'MONOTONIC', false);
+    const agent = await world.issue('stale-agent', 'AGENT');
+    const old = await world.acquire(agent, 'stale', 3600);
+    ok(await world.release(agent, 'stale', old));
+    const current = await world.acquire(agent, 'stale', 3600);
+    await world.submitOk(agent, 'stale', current, 'new');
+    const result = await world.submit(agent, 'stale', old, 'old');
+    expect(result.errors?.[0]?.extensions?.code).toBe('STALE_GENERATION');
+    const rejected = (await world.auditEvents('stale')).filter(
+      (event) => event.outcome === 'REJECTED',
+    );
+    expect(rejected.map((event) => [event.code, event.generation])).toEqual([
+      ['STALE_GENERATION', old],
+    ]);
+  });
+});
