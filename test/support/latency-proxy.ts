@@ -4,7 +4,8 @@
  * the zone (0.5 ms each way by default). It also counts round trips: on each connection, a
  * turn is a chunk from the service that follows a chunk from the database (or opens the
  * connection); a statement the service sends and waits for costs one, statements it
- * pipelines cost one together.
+ * pipelines cost one together. The turns of a connection's start-up (authentication) are
+ * counted apart (`startupTurns`): a pool opens its connections once, not per statement.
  *
  * Node's timers are whole milliseconds, so a chunk is held by a timer only for the whole
  * milliseconds of its wait and then by turns of the event loop until its time has come
@@ -17,8 +18,13 @@ import { createServer, type Server, type Socket, connect } from 'node:net';
 export class LatencyProxy {
   private server: Server | null = null;
   private readonly sockets = new Set<Socket>();
-  /** Round trips (turns) seen since the start or the last `reset`. */
+  /**
+   * Round trips (turns) seen since the start or the last `reset`, on connections that have
+   * finished their start-up (PostgreSQL's first ReadyForQuery): what statements cost.
+   */
   turns = 0;
+  /** The turns of opening connections (start-up and authentication), counted apart. */
+  startupTurns = 0;
   /** How long chunks were really held, ms (a sample: the last 10,000). */
   private readonly held: number[] = [];
   /** Chunks being held, in arrival order: one delay for all, so the first is due first. */
@@ -52,6 +58,7 @@ export class LatencyProxy {
 
   reset(): void {
     this.turns = 0;
+    this.startupTurns = 0;
   }
 
   /** The median time a chunk was held, ms. */
@@ -89,14 +96,29 @@ export class LatencyProxy {
   private pipe(client: Socket): void {
     const upstream = connect(this.target.port, this.target.host);
     const connection = { id: ++this.connections, turn: 0 };
+    // The database's bytes are read until its first ReadyForQuery ('Z'): the start-up's end.
+    let ready = false;
+    let pending = Buffer.alloc(0);
+    const seeStartup = (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      while (!ready && pending.length >= 5) {
+        const length = pending.readInt32BE(1);
+        if (pending.length < 1 + length) return;
+        if (pending[0] === 0x5a) ready = true;
+        pending = pending.subarray(1 + length);
+      }
+      if (ready) pending = Buffer.alloc(0);
+    };
     this.sockets.add(client).add(upstream);
     client.setNoDelay(true);
     upstream.setNoDelay(true);
     let last: 'service' | 'database' = 'database';
     const forward = (from: Socket, to: Socket, side: 'service' | 'database') => {
       from.on('data', (chunk: Buffer) => {
+        if (side === 'database' && !ready) seeStartup(chunk);
         if (side === 'service' && last === 'database') {
-          this.turns++;
+          if (ready) this.turns++;
+          else this.startupTurns++;
           connection.turn++;
         }
         last = side;
