@@ -43,6 +43,10 @@ export class PlanWrites {
    * (else PolicyVersionChanged: evaluate again). A denial writes nothing (POLICY_DENIED,
    * after a statement that makes the same demand). Rules the plan's policies add are stored
    * with it, and a plan that needs approvals is never published by its submit.
+   *
+   * On PostgreSQL the common submit is decided by `planfence_submit_plan` instead
+   * (submitInOneStatement): a change to these statements is a change to that function too (a
+   * new migration); the model test holds both databases to one decision table.
    */
   async admitPlan(m: EntityManager, p: Submit & { now: number }): Promise<Plan> {
     const before = await readEnvironment(m, p.environment);
