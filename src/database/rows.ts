@@ -86,6 +86,31 @@ function insertText(metadata: EntityMetadata, properties: string[]): string {
   return `INSERT INTO ${quote(metadata.tableName)} (${columns.join(', ')}) VALUES (${placeholders.join(', ')})`;
 }
 
+/** The generated primary key column of an entity, if it has one. */
+const generatedColumn = (metadata: EntityMetadata) =>
+  metadata.columns.find((column) => column.isGenerated);
+
+/**
+ * The INSERT of one row of `entity` (the properties of `values` that are not undefined),
+ * with `returning(metadata)` after it, as one statement cached per text.
+ */
+function insertStatement<E extends ObjectLiteral>(
+  m: EntityManager,
+  entity: Target<E>,
+  values: Partial<E>,
+  returning: (metadata: EntityMetadata) => string = () => '',
+) {
+  const metadata = m.connection.getMetadata(entity);
+  const { properties, parameters } = persistent(m, metadata, values);
+  const tail = returning(metadata);
+  const sql = statement(
+    metadata,
+    `insert${tail}:${properties.join(',')}`,
+    () => insertText(metadata, properties) + tail,
+  );
+  return { metadata, sql, parameters };
+}
+
 /**
  * Inserts one row of `entity` (the properties of `values` that are not undefined) as one
  * cached statement; returns the generated primary key, if the entity has one.
@@ -95,17 +120,11 @@ export async function insertRow<E extends ObjectLiteral>(
   entity: Target<E>,
   values: Partial<E>,
 ): Promise<number | null> {
-  const metadata = m.connection.getMetadata(entity);
-  const { properties, parameters } = persistent(m, metadata, values);
-  const generated = metadata.columns.find((column) => column.isGenerated);
-  const sql = statement(
-    metadata,
-    `insert:${properties.join(',')}`,
-    () =>
-      insertText(metadata, properties) +
-      (generated ? ` RETURNING ${quote(generated.databaseName)} AS generated` : ''),
-  );
-  if (!generated) {
+  const { metadata, sql, parameters } = insertStatement(m, entity, values, (metadata) => {
+    const generated = generatedColumn(metadata);
+    return generated ? ` RETURNING ${quote(generated.databaseName)} AS generated` : '';
+  });
+  if (!generatedColumn(metadata)) {
     await execute(m, sql, parameters);
     return null;
   }
@@ -122,11 +141,7 @@ export async function insertRowLater<E extends ObjectLiteral>(
   entity: Target<E>,
   values: Partial<E>,
 ): Promise<void> {
-  const metadata = m.connection.getMetadata(entity);
-  const { properties, parameters } = persistent(m, metadata, values);
-  const sql = statement(metadata, `insert-later:${properties.join(',')}`, () =>
-    insertText(metadata, properties),
-  );
+  const { sql, parameters } = insertStatement(m, entity, values);
   await executeLater(m, sql, parameters);
 }
 
@@ -139,13 +154,7 @@ export async function insertReturning<E extends ObjectLiteral>(
   entity: Target<E>,
   values: Partial<E>,
 ): Promise<E> {
-  const metadata = m.connection.getMetadata(entity);
-  const { properties, parameters } = persistent(m, metadata, values);
-  const sql = statement(
-    metadata,
-    `insert-returning:${properties.join(',')}`,
-    () => `${insertText(metadata, properties)} RETURNING *`,
-  );
+  const { metadata, sql, parameters } = insertStatement(m, entity, values, () => ' RETURNING *');
   const [row] = await updateReturning<Record<string, unknown>>(m, sql, parameters);
   return hydrate(m, metadata, row);
 }

@@ -117,7 +117,7 @@ export function openLater(manager: EntityManager, first: Promise<unknown>): void
 }
 
 /** Sends the later statements not sent yet, in the order they were made. */
-export function sendLater(manager: EntityManager): void {
+function sendLater(manager: EntityManager): void {
   const list = later.get(manager);
   if (!list?.unsent.length) return;
   for (const [sql, parameters] of list.unsent.splice(0)) {

@@ -124,6 +124,11 @@ export class PlanWrites {
     return plan;
   }
 
+  /** Whether submitInOneStatement decides a submit with this policy decision (PostgreSQL). */
+  decidesInOneStatement(policy: PolicyDecision): boolean {
+    return !policy.denial && !policy.rules.length;
+  }
+
   /**
    * PostgreSQL: admitPlan's decision, by the same rules, for a submit whose policies add no
    * rules and deny nothing, made by one statement (`planfence_submit_plan`, installed by a
@@ -138,7 +143,7 @@ export class PlanWrites {
     m: EntityManager,
     p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
   ): Promise<{ now: number; auditId: number | null; finish: () => Promise<Plan> } | null> {
-    if (p.policy.denial || p.policy.rules.length)
+    if (!this.decidesInOneStatement(p.policy))
       throw new Error('a submit whose policies deny it or add rules is decided by admitPlan');
     const [{ decision }] = await select<{ decision: SubmitDecision }>(
       m,

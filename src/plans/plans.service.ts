@@ -136,7 +136,7 @@ export class PlansService {
       const detail = () => describeDecision(policy);
       try {
         // PostgreSQL decides the common submit in one statement (the same rules, one round trip).
-        return await (this.db.dialect === 'postgres' && !policy.denial && !policy.rules.length
+        return await (this.db.dialect === 'postgres' && this.writes.decidesInOneStatement(policy)
           ? this.decisions.decidePlanInOneStatement(
               decision,
               call,
