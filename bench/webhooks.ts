@@ -28,8 +28,16 @@ import {
 } from './http.js';
 import { addOutcome, graphqlOutcome, type Load, type Run } from './measure.js';
 
-/** Adds `count` webhooks for every event type, all to `url`, to a prepared SQLite template. */
-export async function addWebhooks(template: Template, count: number, url: string): Promise<void> {
+/**
+ * Adds `count` webhooks for every event type, all to `url`, each taking up to `batchSize`
+ * events per request, to a prepared template.
+ */
+export async function addWebhooks(
+  template: Template,
+  count: number,
+  url: string,
+  batchSize = 1,
+): Promise<void> {
   if (!count) return;
   const service = new ServiceProcess(template.file, { ...UNLIMITED });
   await service.start();
@@ -38,7 +46,7 @@ export async function addWebhooks(template: Template, count: number, url: string
       await service.ok(
         ADMIN_TOKEN,
         'mutation($input: CreateWebhookInput!) { createWebhook(input: $input) { webhook { id } } }',
-        { input: { url, events: EVENT_TYPES } },
+        { input: { url, events: EVENT_TYPES, batchSize } },
       );
   } finally {
     await service.stop();
@@ -54,7 +62,7 @@ export async function addWebhooks(template: Template, count: number, url: string
 export async function runWithWebhooks(
   options: Load & { template: Template; webhooks: number; receiver: Receiver | null },
 ): Promise<Run> {
-  const before = options.receiver?.count ?? 0;
+  const before = options.receiver?.deliveries ?? 0;
   const run = await runHttp({
     ...options,
     requests: fencedPublish(0),
@@ -66,7 +74,7 @@ export async function runWithWebhooks(
         },
   });
   if (!options.receiver || !options.webhooks) return run;
-  const received = options.receiver.count - before;
+  const received = options.receiver.deliveries - before;
   const queued = (run.outcomes.ok ?? 0) * 2 * options.webhooks;
   return {
     ...run,
@@ -131,7 +139,7 @@ export async function runBurst(options: {
   });
   try {
     await service.start();
-    const before = options.receiver.count;
+    const before = options.receiver.deliveries;
     const outcomes: Record<string, number> = {};
     const started = Date.now();
     await autocannon({
@@ -146,13 +154,13 @@ export async function runBurst(options: {
     });
     const ended = Date.now();
     const burstSeconds = (ended - started) / 1000;
-    const receivedInBurst = options.receiver.count - before;
+    const receivedInBurst = options.receiver.deliveries - before;
     const queued = (outcomes.ok ?? 0) * 2 * options.webhooks;
     let last = receivedInBurst;
     let moved = Date.now();
-    while (options.receiver.count - before < queued) {
+    while (options.receiver.deliveries - before < queued) {
       await new Promise((resolve) => setTimeout(resolve, 50));
-      const now = options.receiver.count - before;
+      const now = options.receiver.deliveries - before;
       if (now !== last) [last, moved] = [now, Date.now()];
       if (Date.now() - moved > DRAIN_STALL_MS)
         throw new Error(`the drain stalled at ${now} of ${queued} deliveries`);
@@ -180,17 +188,21 @@ function option(name: string): string | undefined {
 }
 
 /**
- * `npm run bench:webhooks [-- --seconds 30 --connections 8 --rounds 1 --baseline DIR]`:
+ * `npm run bench:webhooks [-- --seconds 30 --connections 8 --rounds 1 --batch-sizes 1,50 --baseline DIR]`:
  * 3 webhooks for every event type to one fast local receiver, a burst of fenced publishes
- * (each queues 2 events × 3 deliveries), then the drain. SQLite (synchronous NORMAL) by
- * default; PostgreSQL on PLANFENCE_BENCH_POSTGRES_URL's server. `--baseline DIR`: a copy of
- * another build's dist/; each round then runs that build and this one, one after the other.
+ * (each queues 2 events × 3 deliveries), then the drain; once per batch size (events per
+ * request: 1 is a request per delivery, the body R23 describes; 50 the opt-in batches).
+ * SQLite (synchronous NORMAL) by default; PostgreSQL on PLANFENCE_BENCH_POSTGRES_URL's
+ * server. `--baseline DIR`: a copy of another build's dist/; each round then runs that
+ * build and this one, one after the other (batch size 1 only: an older build may not know
+ * batches).
  */
 async function main(): Promise<void> {
   const seconds = Number(option('seconds') ?? 30);
   const connections = Number(option('connections') ?? 8);
   const rounds = Number(option('rounds') ?? 1);
   const baseline = option('baseline');
+  const batchSizes = (option('batch-sizes') ?? (baseline ? '1' : '1,50')).split(',').map(Number);
   const postgres = process.env.PLANFENCE_BENCH_POSTGRES_URL;
   const webhooks = 3;
   const workDir = mkdtempSync(join(tmpdir(), 'planfence-bench-webhooks-'));
@@ -200,45 +212,48 @@ async function main(): Promise<void> {
   const log = (line: string) => process.stdout.write(`${line}\n`);
   log(
     `webhook burst: ${postgres ? 'PostgreSQL' : 'SQLite (synchronous NORMAL)'}, ${webhooks} webhooks, ` +
-      `${seconds} s of publishes from ${connections} connections, ${rounds} round(s)`,
+      `${seconds} s of publishes from ${connections} connections, ${rounds} round(s), ` +
+      `batch sizes ${batchSizes.join(', ')}`,
   );
-  let template: Template | null = null;
+  const templates: Template[] = [];
   try {
-    template = await prepareTemplate(workDir, 'webhooks', {
-      count: 1,
-      requireApproval: false,
-      postgres,
-    });
-    await addWebhooks(template, webhooks, receiver.url);
+    for (const batchSize of batchSizes) {
+      const template = await prepareTemplate(workDir, `webhooks${batchSize}`, {
+        count: 1,
+        requireApproval: false,
+        postgres,
+      });
+      templates.push(template);
+      await addWebhooks(template, webhooks, receiver.url, batchSize);
+    }
     const builds = baseline ? [join(baseline, 'src/main.js'), null] : [null];
-    const results: Burst[] = [];
     let run = 0;
     for (let round = 0; round < rounds; round++)
-      for (const entry of builds) {
-        const result = await runBurst({
-          template,
-          webhooks,
-          receiver,
-          seconds,
-          connections,
-          workDir,
-          runId: `r${run++}`,
-          entry,
-        });
-        results.push(result);
-        log(
-          [
-            `${entry ? 'baseline' : 'this build'}:`,
-            `${result.publishesPerSec.toFixed(0)} publishes/s,`,
-            `${result.queuedPerSec.toFixed(0)} deliveries queued/s,`,
-            `${result.deliveredPerSec.toFixed(0)} deliveries/s during the burst;`,
-            `backlog ${result.backlogAtEnd} at its end, drained in ${result.drainSeconds.toFixed(1)} s`,
-            `(${result.drainPerSec.toFixed(0)} deliveries/s)`,
-          ].join(' '),
-        );
-      }
+      for (const [i, batchSize] of batchSizes.entries())
+        for (const entry of builds) {
+          const result = await runBurst({
+            template: templates[i],
+            webhooks,
+            receiver,
+            seconds,
+            connections,
+            workDir,
+            runId: `r${run++}`,
+            entry,
+          });
+          log(
+            [
+              `${entry ? 'baseline' : 'this build'}, ${batchSize} event(s) per request:`,
+              `${result.publishesPerSec.toFixed(0)} publishes/s,`,
+              `${result.queuedPerSec.toFixed(0)} deliveries queued/s,`,
+              `${result.deliveredPerSec.toFixed(0)} deliveries/s during the burst;`,
+              `backlog ${result.backlogAtEnd} at its end, drained in ${result.drainSeconds.toFixed(1)} s`,
+              `(${result.drainPerSec.toFixed(0)} deliveries/s)`,
+            ].join(' '),
+          );
+        }
   } finally {
-    if (template) await dropTemplate(template).catch(() => undefined);
+    for (const template of templates) await dropTemplate(template).catch(() => undefined);
     await receiver.stop();
     rmSync(workDir, { recursive: true, force: true });
   }

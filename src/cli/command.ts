@@ -49,6 +49,7 @@ export const OPTIONS = {
   'expires-in': { type: 'string' },
   event: { type: 'string', multiple: true },
   format: { type: 'string' },
+  'batch-size': { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

@@ -31,6 +31,16 @@ export interface WebhookEvent {
 }
 
 /**
+ * The JSON body a webhook whose batch size is more than 1 receives: consecutive deliveries
+ * of one environment, in commit order, each the event with its delivery id (the
+ * `Planfence-Delivery` header lists the same ids, for de-duplication). Read it with
+ * `verifyWebhook<WebhookBatch>(...)`.
+ */
+export interface WebhookBatch {
+  deliveries: (WebhookEvent & { delivery: string })[];
+}
+
+/**
  * One delivery of an event to a webhook, as `webhookDeliveries` and `redeliverWebhook`
  * answer it (the contract's WebhookDelivery; times are ISO 8601).
  */

@@ -17,6 +17,7 @@ import { AuditVia1765100000000 } from '../../migrations/1765100000000-audit-via.
 import { PlanPolicies1765200000000 } from '../../migrations/1765200000000-plan-policies.js';
 import { LeaseQueue1765400000000 } from '../../migrations/1765400000000-lease-queue.js';
 import { SubmitInOneStatement1765500000000 } from '../../migrations/1765500000000-submit-in-one-statement.js';
+import { WebhookBatches1765600000000 } from '../../migrations/1765600000000-webhook-batches.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -47,6 +48,7 @@ export const migrations = [
   PlanPolicies1765200000000,
   LeaseQueue1765400000000,
   SubmitInOneStatement1765500000000,
+  WebhookBatches1765600000000,
 ];
 
 /**

@@ -2,9 +2,10 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { Database, execute, integerList, select, updateReturning } from '../database/database.js';
-import type { EventType, StoredEvent } from '../outbox/outbox-event.js';
+import type { EventType } from '../outbox/outbox-event.js';
 import { Outbox } from '../outbox/outbox.service.js';
 import type { WebhookFormat } from './webhook.model.js';
+import type { WebhookRequest } from './webhook-request.js';
 
 /** A claim outlives its request's time-out by this much (the outcome is still being recorded). */
 const CLAIM_MARGIN_MS = 15_000;
@@ -17,15 +18,10 @@ const IN_FLIGHT_OF_WEBHOOK = `(SELECT COUNT(*) FROM webhook_deliveries c
    WHERE c.webhook_id = d.webhook_id AND c.status = 'PENDING' AND c.claimed_until >= :now)`;
 
 /** One claimed attempt: the delivery, its webhook and its event. */
-export interface Attempt {
-  id: number;
+export interface Attempt extends WebhookRequest {
   webhookId: string;
   attempts: number;
   retryFrom: number;
-  url: string;
-  format: WebhookFormat;
-  secret: string;
-  event: StoredEvent;
 }
 
 interface AttemptRow {
@@ -36,6 +32,7 @@ interface AttemptRow {
   url: string;
   format: string;
   secret: string;
+  batch_size: number | string;
   event_id: number | string;
   environment: string;
   type: string;
@@ -59,6 +56,7 @@ export interface ClaimTerms {
 }
 
 const ATTEMPT_COLUMNS = `d.id, d.webhook_id, d.attempts, d.retry_from, w.url, w.format, w.secret,
+  w.batch_size,
   e.id AS event_id, e.environment, e.type, e.at, e.generation, e.sequence, e.plan_id,
   e.deployment_sequence, e.actor, e.data`;
 
@@ -74,6 +72,7 @@ function attemptOf(row: AttemptRow): Attempt {
     url: row.url,
     format: row.format as WebhookFormat,
     secret: row.secret,
+    batchSize: Number(row.batch_size),
     event: {
       id: String(row.event_id),
       environment: row.environment,
@@ -190,71 +189,95 @@ export class DeliveriesRepository {
   }
 
   /**
-   * Records that the head `attempt` was delivered (only while `me` still holds its claim)
-   * and, in the same transaction, goes on with its line: with `run` > 0 the line's next
-   * PENDING deliveries, up to `run` of them, are claimed for `me` together (those in a row
-   * from the first, which must be free and not backing off) and returned in order, to be
-   * sent one after another (see memberDelivered and endRun). Otherwise, or when none could
-   * be claimed, the line's next delivery is only made due, for any instance to claim.
-   * `recorded` false: the claim was lost (expired and taken, or the webhook deleted).
+   * A webhook that takes batches: claims for `me` up to `count` of the deliveries that follow
+   * the claimed head `head` in its line (those in a row after it, free and not backing off),
+   * to be sent in one request with it. None when the head is no longer its line's first
+   * PENDING delivery (one before it was redelivered).
+   */
+  async claimFollowing(head: Attempt, terms: ClaimTerms, count: number): Promise<Attempt[]> {
+    return this.db.write(async (m) =>
+      this.claimRun(m, head, terms, await this.clock.now(m), count, head.id),
+    );
+  }
+
+  /**
+   * Records that the request of `sent` (a line's claimed head, then the deliveries that
+   * followed it in the same request, if any) was answered 2xx: DELIVERED, only while `me`
+   * still holds their claims; and, in the same transaction, goes on with the line: with
+   * `run` > 0, and all of `sent` recorded, the line's next PENDING deliveries, up to `run` of
+   * them, are claimed for `me` together (those in a row from the first, which must be free
+   * and not backing off) and returned in order, to be sent after it (see membersDelivered
+   * and endRun). Otherwise, or when none could be claimed, the line's next delivery is only
+   * made due, for any instance to claim. `recorded`: how many of `sent` were recorded (0:
+   * the head's claim was lost, expired and taken, or the webhook deleted).
    */
   async delivered(
-    attempt: Attempt,
+    sent: readonly Attempt[],
     terms: ClaimTerms,
     run: number,
-  ): Promise<{ recorded: boolean; members: Attempt[] }> {
+  ): Promise<{ recorded: number; members: Attempt[] }> {
+    const [head, ...following] = sent;
     return this.db.write(async (m) => {
       await this.lockLines(m);
       const now = await this.clock.now(m);
-      if (!(await this.markDelivered(m, attempt.id, terms.me, now, false)))
-        return { recorded: false, members: [] };
-      const members = run > 0 ? await this.claimRun(m, attempt, terms, now, run) : [];
+      if (!(await this.markDelivered(m, [head], terms.me, now, false)))
+        return { recorded: 0, members: [] };
+      const recorded =
+        1 + (following.length ? await this.markDelivered(m, following, terms.me, now, true) : 0);
+      const members =
+        run > 0 && recorded === sent.length
+          ? await this.claimRun(m, head, terms, now, run, null)
+          : [];
       // The line's next delivery is due (claimed here when it is the run's first member),
       // so that a crash in the run leaves the line to a restart or another instance.
-      await this.nextInLine(m, attempt, now);
-      return { recorded: true, members };
+      await this.nextInLine(m, head, now);
+      return { recorded, members };
     });
   }
 
   /**
-   * DELIVERED, only while `me` holds the claim of the PENDING delivery `id`; `countAttempt`
-   * for a run's member, whose attempt is counted when its outcome is recorded (a head's was
-   * counted when it was claimed). Whether it was recorded.
+   * DELIVERED, only while `me` holds the claims of the PENDING deliveries `sent`;
+   * `countAttempt` for a run's members and a head's followers, whose attempt is counted
+   * when its outcome is recorded (a head's was counted when it was claimed). How many were
+   * recorded.
    */
   private async markDelivered(
     m: EntityManager,
-    id: number,
+    sent: readonly Attempt[],
     me: string,
     now: number,
     countAttempt: boolean,
-  ): Promise<boolean> {
+  ): Promise<number> {
     const counted = countAttempt ? 'attempts = attempts + 1, last_attempt_at = :now,' : '';
-    const finished = await execute(
+    return execute(
       m,
       `UPDATE webhook_deliveries
        SET status = 'DELIVERED', delivered_at = :now, last_error = NULL, ${counted}
            next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL
-       WHERE id = :id AND claimed_by = :me AND status = 'PENDING'`,
-      { id, now, me },
+       WHERE ${sent.length === 1 ? 'id = :id' : `id IN (${integerList(this.db.dialect, 'ids')})`}
+         AND claimed_by = :me AND status = 'PENDING'`,
+      { id: sent[0].id, ids: JSON.stringify(sent.map((a) => a.id)), now, me },
     );
-    return finished > 0;
   }
 
   /**
-   * Records that a run's member was delivered: DELIVERED, its attempt counted (a member's
-   * attempt is counted when its outcome is recorded, not when it was claimed). Only while
-   * `me` holds its claim. The line's next delivery is made due and, when it is this run's
+   * Records that a request of a run's members (consecutive deliveries of one line) was
+   * answered 2xx: DELIVERED, their attempt counted (a member's attempt is counted when its
+   * outcome is recorded, not when it was claimed). Only while `me` holds their claims; how
+   * many were recorded. The line's next delivery is made due and, when it is this run's
    * next member, its claim renewed.
    */
-  async memberDelivered(attempt: Attempt, terms: ClaimTerms): Promise<boolean> {
+  async membersDelivered(sent: readonly Attempt[], terms: ClaimTerms): Promise<number> {
     const me = terms.me;
+    const last = sent[sent.length - 1];
     return this.db.write(async (m) => {
       await this.lockLines(m);
       const now = await this.clock.now(m);
-      if (!(await this.markDelivered(m, attempt.id, me, now, true))) return false;
+      const recorded = await this.markDelivered(m, sent, me, now, true);
+      if (!recorded) return 0;
       // The next one is due (for a restart or another instance, should this one die), and
       // its claim lasts from now, since it is being sent now.
-      await this.nextInLine(m, attempt, now);
+      await this.nextInLine(m, last, now);
       await execute(
         m,
         `UPDATE webhook_deliveries SET claimed_until = :until
@@ -265,11 +288,11 @@ export class DeliveriesRepository {
         {
           me,
           until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
-          webhookId: attempt.webhookId,
-          environment: attempt.event.environment,
+          webhookId: last.webhookId,
+          environment: last.event.environment,
         },
       );
-      return true;
+      return recorded;
     });
   }
 
@@ -378,10 +401,12 @@ export class DeliveriesRepository {
   }
 
   /**
-   * The line's head was just delivered: claims up to `run` of the line's next PENDING
-   * deliveries for `me` (one conditional UPDATE: each free, not in flight here, not backing
-   * off) and keeps those in a row from the line's first; any claimed beyond a gap (the
-   * first backs off, or another instance holds it) are released again at once.
+   * Claims up to `run` of the line's next PENDING deliveries for `me` (one conditional
+   * UPDATE: each free, not in flight here, not backing off) and keeps those in a row from
+   * the line's first; any claimed beyond a gap (the first backs off, or another instance
+   * holds it) are released again at once. `held`: the id of the line's head that `me` holds
+   * (its followers are claimed): the line's first PENDING delivery must be that one, else
+   * none is kept; null: the line's head was just delivered.
    */
   private async claimRun(
     m: EntityManager,
@@ -389,11 +414,12 @@ export class DeliveriesRepository {
     terms: ClaimTerms,
     now: number,
     run: number,
+    held: number | null,
   ): Promise<Attempt[]> {
     const line = {
       webhookId: attempt.webhookId,
       environment: attempt.event.environment,
-      limit: run,
+      limit: run + (held === null ? 0 : 1),
     };
     const claimed = await updateReturning<{ id: number | string }>(
       m,
@@ -412,7 +438,7 @@ export class DeliveriesRepository {
         ...line,
         now,
         me: terms.me,
-        // A member's claim is renewed when the one before it is recorded (memberDelivered).
+        // A member's claim is renewed when the one before it is recorded (membersDelivered).
         until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
         inFlight: JSON.stringify(terms.inFlight),
       },
@@ -432,11 +458,13 @@ export class DeliveriesRepository {
       line,
     );
     const members: Attempt[] = [];
-    for (const row of rows) {
+    const from = held === null ? 0 : rows.length && Number(rows[0].id) === held ? 1 : rows.length;
+    for (const row of rows.slice(from)) {
       if (!ids.has(Number(row.id))) break;
       members.push(attemptOf(row));
     }
-    const beyond = [...ids].filter((id) => !members.some((member) => member.id === id));
+    const kept = new Set(members.map((member) => member.id));
+    const beyond = [...ids].filter((id) => !kept.has(id));
     if (beyond.length)
       await execute(
         m,

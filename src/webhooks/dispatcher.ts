@@ -59,10 +59,10 @@ interface Current {
  * to the configured concurrency.
  *
  * A line is sent in runs: once a claimed head is delivered, the transaction that records it
- * also claims the line's next deliveries (up to RUN_LENGTH − 1) for this instance, and the
- * run sends them one after another on the same kept-alive connection, each once the one
- * before it was answered 2xx; their outcomes are recorded one per delivery beside the
- * requests (so a run waits for no commit between two deliveries, and SQLite's group commit
+ * also claims the line's next deliveries (up to RUN_LENGTH − 1 requests' worth) for this
+ * instance, and the run sends them one request after another on the same kept-alive
+ * connection, each once the one before it was answered 2xx; their outcomes are recorded one
+ * transaction per request beside the requests (so a run waits for no commit between two deliveries, and SQLite's group commit
  * takes many outcomes at once). A failed attempt (retry or FAILED) ends the run: the failed
  * delivery stays the head of its line, and nothing after it is sent before it. A run ends
  * too after RUN_LENGTH deliveries, when one of its line's deliveries is redelivered here,
@@ -298,46 +298,68 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   }
 
   /**
-   * One run of a line: sends `head`; once it is delivered, its recording transaction claims
-   * the line's next deliveries (up to RUN_LENGTH − 1), and they are sent one after another,
-   * each once the one before it was answered 2xx, while their outcomes are recorded beside
-   * (group commit takes many at once). A failure, a redelivery in the line or a shutdown
-   * ends the run; endRun then releases what was not sent and the line goes back to the loop.
+   * One run of a line: sends `head` (with the deliveries that follow it, claimed now, when
+   * its webhook takes batches); once that request is answered 2xx, its recording transaction
+   * claims the line's next deliveries (up to RUN_LENGTH − 1 requests' worth), and they are
+   * sent one request after another, each once the one before it was answered 2xx, while
+   * their outcomes are recorded beside (group commit takes many at once). A failure, a
+   * redelivery in the line or a shutdown ends the run; endRun then releases what was not
+   * sent and the line goes back to the loop.
    */
   private async run(key: number, head: Attempt): Promise<void> {
     const line = lineOf(head);
     const version = this.lineVersions.get(line);
-    const headError = await sendWebhook(head, this.config.timeoutMs);
-    if (headError !== null) return this.failed(head, headError, false);
+    const perRequest = head.batchSize;
+    const first =
+      perRequest > 1 && !this.stopping
+        ? [head, ...(await this.deliveries.claimFollowing(head, this.terms(), perRequest - 1))]
+        : [head];
+    // The followers' attempt is counted when their outcome is recorded (the head's was when it was claimed).
+    const headError = await sendWebhook(first, this.config.timeoutMs);
+    if (headError !== null) {
+      await this.failed(head, headError, false);
+      if (first.length > 1)
+        await this.deliveries.endRun(
+          head,
+          this.instanceId,
+          first.slice(1).map((follower) => follower.id),
+        );
+      return;
+    }
     const goOn = !this.stopping && RUN_LENGTH > 1;
     const { recorded, members } = await this.deliveries.delivered(
-      head,
+      first,
       this.terms(),
-      goOn ? RUN_LENGTH - 1 : 0,
+      goOn ? (RUN_LENGTH - 1) * perRequest : 0,
     );
-    this.wasDelivered(head, recorded);
+    this.wasDelivered(first, recorded);
     if (!members.length) return;
     const records: Promise<void>[] = [];
-    let sent = 0;
+    // Members from this index on were not sent (their claims are released at the end).
+    let unsent = 0;
     let problem: unknown = null;
     try {
-      for (const member of members) {
+      while (unsent < members.length) {
         if (this.stopping || this.lineVersions.get(line) !== version) break;
-        // Its attempt is counted when its outcome is recorded.
-        const attempt = { ...member, attempts: member.attempts + 1 };
-        this.current.set(key, { id: attempt.id, startedAt: performance.now() });
+        // Their attempt is counted when their outcome is recorded.
+        const request = members
+          .slice(unsent, unsent + perRequest)
+          .map((member) => ({ ...member, attempts: member.attempts + 1 }));
+        this.current.set(key, { id: request[0].id, startedAt: performance.now() });
         this.lookWhenSlow();
-        sent++;
-        const error = await sendWebhook(attempt, this.config.timeoutMs);
+        const error = await sendWebhook(request, this.config.timeoutMs);
         if (error !== null) {
+          // The first of the request failed (and is retried); those after it are sent again with it.
+          unsent += 1;
           await Promise.all(records);
-          await this.failed(attempt, error, true);
+          await this.failed(request[0], error, true);
           break;
         }
+        unsent += request.length;
         records.push(
           this.deliveries
-            .memberDelivered(attempt, this.terms())
-            .then((done) => this.wasDelivered(attempt, done)),
+            .membersDelivered(request, this.terms())
+            .then((done) => this.wasDelivered(request, done)),
         );
       }
     } catch (error) {
@@ -349,15 +371,21 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     await this.deliveries.endRun(
       head,
       this.instanceId,
-      members.slice(sent).map((member) => member.id),
+      members.slice(unsent).map((member) => member.id),
     );
     if (problem)
       throw problem instanceof Error ? problem : new Error('a webhook outcome was not recorded');
   }
 
-  private wasDelivered(attempt: Attempt, recorded: boolean): void {
-    if (recorded) this.outcomes.inc({ outcome: 'delivered' });
-    this.logger.debug(`webhook delivery ${attempt.id} (${attempt.event.type}) delivered`);
+  /** `recorded` of the deliveries of a request answered 2xx were recorded here (a claim may have been lost). */
+  private wasDelivered(request: readonly Attempt[], recorded: number): void {
+    if (recorded) this.outcomes.inc({ outcome: 'delivered' }, recorded);
+    const [first] = request;
+    this.logger.debug(
+      request.length === 1
+        ? `webhook delivery ${first.id} (${first.event.type}) delivered`
+        : `webhook deliveries ${first.id}..${request[request.length - 1].id} (${request.length}) delivered`,
+    );
   }
 
   /**

@@ -6,12 +6,14 @@ import { WebhookFormat } from './webhook.model.js';
 /** At most this much of a receiver's answer is read (and then dropped). */
 const MAX_RESPONSE_BYTES = 4096;
 
-/** What one request needs: the delivery id, the webhook's address, format and secret, the event. */
+/** What one delivery needs: its id, the webhook's address, format, secret and batch size, the event. */
 export interface WebhookRequest {
   id: number;
   url: string;
   format: WebhookFormat;
   secret: string;
+  /** 1: the body is the event; more: the body lists the request's deliveries. */
+  batchSize: number;
   event: StoredEvent;
 }
 
@@ -21,33 +23,46 @@ export function signature(secret: string, body: string, unixSeconds: number): st
   return `t=${unixSeconds},v1=${mac}`;
 }
 
-/** The request body of a delivery in its webhook's format. */
-export function requestBody(format: WebhookFormat, event: StoredEvent): string {
-  return format === WebhookFormat.SLACK
-    ? JSON.stringify({ text: slackText(event) })
-    : JSON.stringify(eventBody(event));
+/**
+ * The request body of consecutive deliveries of one webhook's line in its format. A webhook
+ * of batch size 1 gets the event itself (R23); a larger one `{ "deliveries": [...] }`, each
+ * the event with its delivery id first, in commit order (a Slack message gets one line per
+ * event).
+ */
+export function requestBody(deliveries: readonly WebhookRequest[]): string {
+  const [first] = deliveries;
+  if (first.format === WebhookFormat.SLACK)
+    return JSON.stringify({ text: deliveries.map((d) => slackText(d.event)).join('\n') });
+  if (first.batchSize === 1) return JSON.stringify(eventBody(first.event));
+  return JSON.stringify({
+    deliveries: deliveries.map((d) => ({ delivery: String(d.id), ...eventBody(d.event) })),
+  });
 }
 
 /**
- * Sends one delivery: `POST` with the signed body, redirects not followed, at most
- * `timeoutMs` for the whole exchange. Null when the receiver answered 2xx, else why not.
- * Connections to a receiver are kept alive between requests (fetch's connection pool), so
- * the deliveries of a line sent one after another reuse one connection.
+ * Sends consecutive deliveries of one (webhook, environment) line in one request (one
+ * delivery unless the webhook takes batches): `POST` with the signed body, redirects not
+ * followed, at most `timeoutMs` for the whole exchange; `Planfence-Delivery` and
+ * `Planfence-Event` list the deliveries' ids and event types in order. Null when the
+ * receiver answered 2xx (every delivery of the request arrived), else why not. Connections
+ * to a receiver are kept alive between requests (fetch's connection pool), so the requests
+ * of a line sent one after another reuse one connection.
  */
 export async function sendWebhook(
-  request: WebhookRequest,
+  deliveries: readonly WebhookRequest[],
   timeoutMs: number,
 ): Promise<string | null> {
-  const body = requestBody(request.format, request.event);
+  const [first] = deliveries;
+  const body = requestBody(deliveries);
   const headers = {
     'content-type': 'application/json',
     'user-agent': 'planfence',
-    'planfence-event': request.event.type,
-    'planfence-delivery': String(request.id),
-    'planfence-signature': signature(request.secret, body, Math.floor(Date.now() / 1000)),
+    'planfence-event': deliveries.map((d) => d.event.type).join(', '),
+    'planfence-delivery': deliveries.map((d) => d.id).join(', '),
+    'planfence-signature': signature(first.secret, body, Math.floor(Date.now() / 1000)),
   };
   try {
-    const response = await fetch(request.url, {
+    const response = await fetch(first.url, {
       method: 'POST',
       headers,
       body,

@@ -8,6 +8,15 @@ export enum WebhookFormat {
 
 registerEnumType(WebhookFormat, { name: 'WebhookFormat' });
 
+/** The most events one request of a webhook may carry. */
+export const MAX_BATCH_SIZE = 100;
+
+export const BATCH_SIZE_DESCRIPTION =
+  `Events per request, 1..${MAX_BATCH_SIZE}. 1: one event per request, the body is the event. ` +
+  'More: up to this many consecutive events of one environment per request, the body ' +
+  '{ "deliveries": [ { "delivery": "<id>", ...event } ] } in commit order, and the ' +
+  'Planfence-Delivery and Planfence-Event headers list every delivery and event type of it.';
+
 export enum DeliveryStatus {
   PENDING = 'PENDING',
   DELIVERED = 'DELIVERED',
@@ -33,6 +42,9 @@ export class Webhook {
 
   @Field(() => WebhookFormat)
   format: WebhookFormat;
+
+  @Field(() => Int, { description: BATCH_SIZE_DESCRIPTION })
+  batchSize: number;
 
   @Field(() => GraphQLISODateTime)
   createdAt: Date;

@@ -15,6 +15,7 @@ import {
   type Webhook,
   type WebhookDelivery,
   type WebhookFormat,
+  MAX_BATCH_SIZE,
 } from './webhook.model.js';
 import { WebhookError } from './webhooks.errors.js';
 
@@ -27,6 +28,7 @@ interface WebhookRow {
   format: string;
   events: string;
   environments: string | null;
+  batch_size: number | string;
   created_at: number | string;
 }
 
@@ -44,6 +46,8 @@ interface DeliveryRow {
   delivered_at: number | string | null;
 }
 
+const WEBHOOK_COLUMNS = 'id, url, format, events, environments, batch_size, created_at';
+
 const DELIVERY_COLUMNS = `id, webhook_id, event_type, environment, status, attempts, created_at,
   last_attempt_at, next_attempt_at, last_error, delivered_at`;
 
@@ -57,6 +61,7 @@ function webhookOf(row: WebhookRow): Webhook {
     format: row.format as WebhookFormat,
     events: JSON.parse(row.events) as string[],
     environments: row.environments == null ? null : (JSON.parse(row.environments) as string[]),
+    batchSize: Number(row.batch_size),
     createdAt: new Date(Number(row.created_at)),
   };
 }
@@ -134,6 +139,15 @@ export function checkEnvironments(patterns: string[] | null | undefined): void {
   }
 }
 
+/** 1..MAX_BATCH_SIZE events per request. */
+export function checkBatchSize(batchSize: number): void {
+  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
+    throw WebhookError.badInput(
+      `batchSize must be an integer from 1 to ${MAX_BATCH_SIZE} (got ${batchSize})`,
+    );
+  }
+}
+
 /** A signing secret: `whsec_` and 32 random bytes, base64url. */
 function newSecret(): string {
   return `whsec_${randomBytes(32).toString('base64url')}`;
@@ -158,6 +172,7 @@ export class WebhooksService {
     checkUrl(input.url);
     checkEvents(input.events);
     checkEnvironments(input.environments);
+    checkBatchSize(input.batchSize);
     const id = randomUUID();
     const secret = newSecret();
     const environments = input.environments ?? null;
@@ -174,8 +189,9 @@ export class WebhooksService {
       await execute(
         m,
         `INSERT INTO webhooks (id, url, format, secret, events, environments, all_environments,
-           created_by, created_at)
-         VALUES (:id, :url, :format, :secret, :events, :environments, :all, :createdBy, :now)`,
+           batch_size, created_by, created_at)
+         VALUES (:id, :url, :format, :secret, :events, :environments, :all, :batchSize,
+           :createdBy, :now)`,
         {
           id,
           url: input.url,
@@ -184,6 +200,7 @@ export class WebhooksService {
           events: JSON.stringify(input.events),
           environments: environments && JSON.stringify(environments),
           all: environments ? 0 : 1,
+          batchSize: input.batchSize,
           createdBy: principal.name,
           now,
         },
@@ -206,17 +223,14 @@ export class WebhooksService {
     });
     this.dispatcher.webhookCreated();
     this.logger.log(
-      `webhook ${id} created by ${principal.name}: ${new URL(input.url).host}, ${input.events.join(' ')}, environments ${environments?.join(' ') ?? 'all'}`,
+      `webhook ${id} created by ${principal.name}: ${new URL(input.url).host}, ${input.events.join(' ')}, environments ${environments?.join(' ') ?? 'all'}, ${input.batchSize} event(s) per request`,
     );
     return { webhook: webhookOf(row!), secret };
   }
 
   async list(): Promise<Webhook[]> {
     const rows = await this.db.read((m) =>
-      select<WebhookRow>(
-        m,
-        'SELECT id, url, format, events, environments, created_at FROM webhooks ORDER BY created_at, id',
-      ),
+      select<WebhookRow>(m, `SELECT ${WEBHOOK_COLUMNS} FROM webhooks ORDER BY created_at, id`),
     );
     return rows.map(webhookOf);
   }
@@ -294,7 +308,7 @@ export class WebhooksService {
   private async findRow(m: EntityManager, id: string): Promise<WebhookRow | undefined> {
     const [row] = await select<WebhookRow>(
       m,
-      'SELECT id, url, format, events, environments, created_at FROM webhooks WHERE id = :id',
+      `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = :id`,
       { id },
     );
     return row;

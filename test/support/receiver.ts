@@ -20,6 +20,8 @@ export class Receiver {
   readonly received: Received[] = [];
   /** Requests answered so far. */
   count = 0;
+  /** Deliveries those requests carried (a batch lists several in `Planfence-Delivery`). */
+  deliveries = 0;
   /** false: only count requests (a benchmark's receiver), keep nothing of them. */
   keep = true;
   answer: (request: Received) => number | null = () => 200;
@@ -35,6 +37,7 @@ export class Receiver {
     const server = createServer((request, response) => {
       void readBody(request).then(async (body) => {
         this.count++;
+        this.deliveries += String(request.headers['planfence-delivery'] ?? '').split(',').length;
         if (!this.keep) return void response.writeHead(204).end();
         const entry: Received = {
           delivery: String(request.headers['planfence-delivery'] ?? ''),

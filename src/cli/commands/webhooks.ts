@@ -2,7 +2,7 @@
 import type { WebhookDelivery } from '../../client/webhooks.js';
 import { type Command, integer, table, UsageError } from '../command.js';
 
-const WEBHOOK = 'id url events environments format createdAt';
+const WEBHOOK = 'id url events environments format batchSize createdAt';
 const DELIVERY =
   'id webhookId event environment status attempts createdAt lastAttemptAt nextAttemptAt lastError deliveredAt';
 
@@ -12,6 +12,7 @@ interface Webhook {
   events: string[];
   environments: string[] | null;
   format: string;
+  batchSize: number;
   createdAt: string;
 }
 
@@ -25,15 +26,16 @@ const webhookRow = (w: Webhook) => ({
   id: w.id,
   url: w.url,
   format: w.format,
+  batch: w.batchSize,
   events: w.events.join(','),
   environments: w.environments?.join(',') ?? '*',
   createdAt: w.createdAt,
 });
 
-/** planfence webhook create URL --event E ... [--environments P,...] [--format JSON|SLACK] */
+/** planfence webhook create URL --event E ... [--environments P,...] [--format JSON|SLACK] [--batch-size N] */
 export const createWebhook: Command = async ({ client, rest, values, print, need }) => {
   const usage =
-    'webhook create URL --event EVENT ... [--environments PATTERN,...] [--format JSON|SLACK]';
+    'webhook create URL --event EVENT ... [--environments PATTERN,...] [--format JSON|SLACK] [--batch-size N]';
   need(1, usage);
   const events = split(values.event);
   if (!events.length)
@@ -52,6 +54,10 @@ export const createWebhook: Command = async ({ client, rest, values, print, need
         events,
         environments: environments.length ? environments : undefined,
         format,
+        batchSize:
+          values['batch-size'] === undefined
+            ? undefined
+            : integer(values['batch-size'], '--batch-size'),
       },
     },
   );

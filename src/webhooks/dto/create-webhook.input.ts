@@ -1,10 +1,10 @@
 import { ArgsType, Field, ID, InputType, Int } from '@nestjs/graphql';
-import { IsEnum, IsOptional, IsString } from 'class-validator';
+import { IsEnum, IsInt, IsOptional, IsString } from 'class-validator';
 import { IsPageSize, IsRowId } from '../../common/validation.js';
-import { DeliveryStatus, WebhookFormat } from '../webhook.model.js';
+import { BATCH_SIZE_DESCRIPTION, DeliveryStatus, WebhookFormat } from '../webhook.model.js';
 
 /**
- * A new webhook. The URL, event types and environment patterns are checked by the service
+ * A new webhook. The URL, event types, environment patterns and batch size are checked by the service
  * (WebhooksService.validate), which names the offending value in its BAD_USER_INPUT.
  */
 @InputType()
@@ -25,6 +25,10 @@ export class CreateWebhookInput {
   @Field(() => WebhookFormat, { defaultValue: WebhookFormat.JSON })
   @IsEnum(WebhookFormat)
   format: WebhookFormat;
+
+  @Field(() => Int, { defaultValue: 1, description: BATCH_SIZE_DESCRIPTION })
+  @IsInt()
+  batchSize: number;
 }
 
 @ArgsType()
