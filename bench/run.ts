@@ -51,7 +51,7 @@ import { runPostgresFloor } from './postgres-floor.js';
 import { keepHostileSection, report } from './report.js';
 import { seedHistory } from './seed.js';
 import { Receiver } from '../test/support/receiver.js';
-import { addWebhooks, refusingUrl, runWithWebhooks } from './webhooks.js';
+import { addWebhooks, refusingUrl, runWithWebhooks, WEBHOOK_BATCHES_VARIANT } from './webhooks.js';
 import { runStorageFloor } from './storage-floor.js';
 import { BIG_PLANS, bigSubmits, health } from './terraform.js';
 import { POLICIES } from './policy-set.js';
@@ -149,10 +149,15 @@ async function main(): Promise<void> {
   const receiver = new Receiver();
   receiver.keep = false;
   if (only.has(10)) await receiver.start();
-  const webhookTemplate = (name: string, webhooks: number, url: () => Promise<string>) =>
+  const webhookTemplate = (
+    name: string,
+    webhooks: number,
+    url: () => Promise<string>,
+    batchSize = 1,
+  ) =>
     template(name, async () => {
       const prepared = await prepareTemplate(workDir, name, { count: 1, requireApproval: false });
-      await addWebhooks(prepared, webhooks, await url());
+      await addWebhooks(prepared, webhooks, await url(), batchSize);
       return prepared;
     });
   const etcd = etcdVersion();
@@ -409,17 +414,34 @@ async function main(): Promise<void> {
     },
     10: () => {
       const variants = [
-        { variant: '0 webhooks', webhooks: 0, up: true },
-        { variant: '3 webhooks, receiver up (the service also sends)', webhooks: 3, up: true },
-        { variant: '3 webhooks, receiver down (the outbox writes only)', webhooks: 3, up: false },
-      ];
+        { variant: '0 webhooks', templateName: 'none', webhooks: 0, up: true },
+        {
+          variant: '3 webhooks, receiver up (the service also sends)',
+          templateName: 'up',
+          webhooks: 3,
+          up: true,
+        },
+        {
+          variant: WEBHOOK_BATCHES_VARIANT,
+          templateName: 'batches',
+          webhooks: 3,
+          up: true,
+        },
+        {
+          variant: '3 webhooks, receiver down (the outbox writes only)',
+          templateName: 'down',
+          webhooks: 3,
+          up: false,
+        },
+      ] as const;
       const templates = {
-        '0 webhooks': webhookTemplate('hooks0', 0, () => Promise.resolve(receiver.url)),
+        none: webhookTemplate('hooks0', 0, () => Promise.resolve(receiver.url)),
         up: webhookTemplate('hooks3up', 3, () => Promise.resolve(receiver.url)),
+        batches: webhookTemplate('hooks3batch', 3, () => Promise.resolve(receiver.url), 50),
         down: webhookTemplate('hooks3down', 3, refusingUrl),
       };
       for (const connections of secondaryCounts)
-        for (const { variant, webhooks, up } of variants)
+        for (const { variant, templateName, webhooks, up } of variants)
           planned.push({
             scenario: '10 webhooks',
             variant,
@@ -427,11 +449,7 @@ async function main(): Promise<void> {
             connections,
             run: async (runId) =>
               runWithWebhooks({
-                template: await (webhooks === 0
-                  ? templates['0 webhooks']()
-                  : up
-                    ? templates.up()
-                    : templates.down()),
+                template: await templates[templateName](),
                 webhooks,
                 receiver: up ? receiver : null,
                 durability: 'FULL',

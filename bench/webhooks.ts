@@ -28,6 +28,9 @@ import {
 } from './http.js';
 import { addOutcome, graphqlOutcome, type Load, type Run } from './measure.js';
 
+/** Scenario 10's row of webhooks that take batches (bench/report.ts finds it by this name). */
+export const WEBHOOK_BATCHES_VARIANT = '3 webhooks of 50 events per request, receiver up';
+
 /**
  * Adds `count` webhooks for every event type, all to `url`, each taking up to `batchSize`
  * events per request, to a prepared template.
