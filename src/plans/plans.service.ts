@@ -25,7 +25,8 @@ import type {
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
 import { Plan, PlanContentType, PlanStatus } from './plan.entity.js';
-import { parseTerraformPlan } from '../terraform/terraform-plan.js';
+import { type ParsedTerraformPlan, parseTerraformPlan } from '../terraform/terraform-plan.js';
+import { LARGE_PLAN_BYTES, LargePlanGate } from './large-plans.js';
 import { findOne } from '../database/rows.js';
 import { PlanId } from '../common/ids.js';
 import { currentVia } from '../common/via.js';
@@ -50,6 +51,9 @@ function parsePlanId(id: string): PlanId {
 
 @Injectable()
 export class PlansService {
+  /** Large submits decided at once (large-plans.ts); the others wait their turn. */
+  private readonly largePlans = new LargePlanGate();
+
   constructor(
     @Inject(CONFIG) private readonly config: Config,
     private readonly db: Database,
@@ -73,6 +77,13 @@ export class PlansService {
         `plan content is ${bytes} bytes; the limit is ${this.config.maxPlanBytes} (PLANFENCE_MAX_PLAN_BYTES)`,
       );
     }
+    // A large plan waits for its turn (LARGE_PLANS_AT_ONCE), then is decided the same way.
+    return bytes > LARGE_PLAN_BYTES
+      ? this.largePlans.run(() => this.decideSubmit(principal, input))
+      : this.decideSubmit(principal, input);
+  }
+
+  private async decideSubmit(principal: Principal, input: SubmitPlanInput): Promise<Plan> {
     const contentType = input.contentType ?? PlanContentType.TEXT;
     const artifact = input.artifact ?? null;
     if (artifact != null && contentType !== PlanContentType.TERRAFORM_PLAN_JSON) {
@@ -80,10 +91,11 @@ export class PlansService {
     }
     const artifactHash = artifact != null ? this.artifactHash(artifact) : null;
     // R31: computed here from the content, never taken from the client.
-    const summary =
+    let parsed: ParsedTerraformPlan | null =
       contentType === PlanContentType.TERRAFORM_PLAN_JSON
-        ? JSON.stringify(parseTerraformPlan(input.content).summary)
+        ? parseTerraformPlan(input.content)
         : null;
+    const summary = parsed ? JSON.stringify(parsed.summary) : null;
     const basedOnDeploymentSequence = input.basedOnDeploymentSequence ?? null;
     const sourceRevision = input.sourceRevision ?? null;
     const canonical = {
@@ -108,7 +120,10 @@ export class PlansService {
         submitter: principal.name,
         via: currentVia() ?? 'graphql',
         sourceRevision,
+        // The policies read this parse, not one of their own; a second attempt parses again.
+        parsed,
       });
+      parsed = null;
       const decision = {
         action: 'SUBMIT_PLAN',
         environment: input.environment,

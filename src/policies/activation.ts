@@ -1,5 +1,5 @@
 import { PlanContentType } from '../plans/plan.entity.js';
-import { parseTerraformPlan } from '../terraform/terraform-plan.js';
+import { type ParsedTerraformPlan, parseTerraformPlan } from '../terraform/terraform-plan.js';
 
 export { PlanContentType };
 
@@ -46,6 +46,12 @@ export interface PlanFacts {
   submitterGroups: readonly string[];
   via?: string | null;
   sourceRevision?: string | null;
+  /**
+   * `parseTerraformPlan(content)` where the caller has it already (a submit parses the plan
+   * for its summary): the activation is built from it instead of parsing the content again.
+   * It must be the parse of this very `content`.
+   */
+  parsed?: ParsedTerraformPlan | null;
 }
 
 type Summary = Omit<
@@ -62,7 +68,7 @@ export function planActivation(facts: PlanFacts): PolicyActivation {
   const contentType = facts.contentType ?? PlanContentType.TEXT;
   const parsed =
     contentType === PlanContentType.TERRAFORM_PLAN_JSON
-      ? parseTerraformDocument(facts.content)
+      ? parseTerraformDocument(facts.parsed ?? parseTerraformPlan(facts.content))
       : null;
   const summary = parsed?.summary ?? EMPTY_SUMMARY;
   return {
@@ -105,20 +111,22 @@ const EMPTY_SUMMARY: Summary = {
 /**
  * A Terraform plan's document and its summary as the service computes them (DESIGN §15):
  * `before`/`after` are the masked values (what Terraform marks sensitive reads
- * "(sensitive)"); the unmasked values are in `terraform`, the document itself.
+ * "(sensitive)"), exactly what parsing the summary's stored JSON gives, taken from the parse
+ * rather than parsed again; the unmasked values are in `terraform`, the document itself.
  */
-function parseTerraformDocument(content: string): { document: unknown; summary: Summary } {
-  const { document, summary } = parseTerraformPlan(content);
-  const json = (value: string | null): unknown => (value == null ? null : JSON.parse(value));
+function parseTerraformDocument({ document, summary, maskedValues }: ParsedTerraformPlan): {
+  document: unknown;
+  summary: Summary;
+} {
   return {
     document,
     summary: {
       ...summary,
       terraformVersion: summary.terraformVersion ?? '',
-      resourceChanges: summary.resourceChanges.map((change) => ({
+      resourceChanges: summary.resourceChanges.map((change, i) => ({
         ...change,
-        before: json(change.before),
-        after: json(change.after),
+        before: maskedValues[i].before,
+        after: maskedValues[i].after,
       })),
     },
   };

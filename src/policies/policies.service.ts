@@ -6,7 +6,6 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
 import { planActivation, type PlanFacts } from './activation.js';
-import { CheckError, checkPolicyExpression, positionOf } from './cel-checker.js';
 import { PolicyEffect, type PlanPolicy, type PolicyResult } from './plan-policy.model.js';
 import { decidePolicies, type PolicyDecision } from './policy-decision.js';
 import { PolicyEngine } from './policy-engine.js';
@@ -102,6 +101,9 @@ export class PoliciesService {
   private async checkExpression(policy: string, expression: string): Promise<void> {
     const parsed = await this.engine.parse(expression);
     if ('error' in parsed) throw PolicyError.invalid(policy, parseErrorText(parsed.error));
+    // Loaded on the first check: the CEL runtime the checker builds on stays out of the
+    // request thread's heap until someone saves or tries policies (about 5 MiB).
+    const { CheckError, checkPolicyExpression, positionOf } = await import('./cel-checker.js');
     try {
       checkPolicyExpression(parsed.ast.expr, parsed.ast.sourceInfo);
     } catch (error) {

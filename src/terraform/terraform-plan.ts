@@ -53,6 +53,12 @@ export interface TerraformPlanDocument {
 export interface ParsedTerraformPlan {
   document: TerraformPlanDocument;
   summary: TerraformPlanSummary;
+  /**
+   * The masked `before`/`after` of each entry of `summary.resourceChanges`, as values: what
+   * `JSON.parse` of those strings gives, without parsing them again. They share every
+   * unmasked part with `document`; nothing here is stored.
+   */
+  maskedValues: { before: unknown; after: unknown }[];
 }
 
 type Counted = Exclude<keyof TerraformPlanSummary, 'resourceChanges' | 'terraformVersion'>;
@@ -120,6 +126,7 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
     terraformVersion: terraformVersion ?? null,
   };
   const secrets = sensitiveValues(parsed);
+  const maskedValues: ParsedTerraformPlan['maskedValues'] = [];
   changes.forEach((entry: unknown, index) => {
     const at = `resource_changes[${index}]`;
     if (!isObject(entry)) throw new TerraformPlanError(`${at} must be an object`);
@@ -143,15 +150,18 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
     const counted = ACTIONS[key];
     if (counted) summary[counted] += 1;
     if (counted === 'noop') return;
+    const before = maskedValue(change.before, change.before_sensitive, secrets);
+    const after = maskedValue(change.after, change.after_sensitive, secrets);
     summary.resourceChanges.push({
       address: entry.address as string,
       type: entry.type as string,
       actions,
-      before: masked(change.before, change.before_sensitive, secrets),
-      after: masked(change.after, change.after_sensitive, secrets),
+      before: before === null ? null : JSON.stringify(before),
+      after: after === null ? null : JSON.stringify(after),
     });
+    maskedValues.push({ before: jsonValue(before), after: jsonValue(after) });
   });
-  return { document: parsed as TerraformPlanDocument, summary };
+  return { document: parsed as TerraformPlanDocument, summary, maskedValues };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -215,10 +225,43 @@ function strings(value: unknown, into: Set<string>, depth = 0): void {
   else if (isObject(value)) for (const item of Object.values(value)) strings(item, into, depth + 1);
 }
 
-/** `value` as JSON with what `marks` marks sensitive, and every sensitive string, replaced; null for no value. */
-function masked(value: unknown, marks: unknown, secrets: Set<string>): string | null {
+/** `value` with what `marks` marks sensitive, and every sensitive string, replaced; null for no value. */
+function maskedValue(value: unknown, marks: unknown, secrets: Set<string>): unknown {
   if (value === undefined || value === null) return null;
-  return JSON.stringify(mask(value, marks, secrets));
+  return mask(value, marks, secrets);
+}
+
+/**
+ * `value` as `JSON.parse(JSON.stringify(value))` gives it back, for a value that came from
+ * `JSON.parse`: the same value, except that a -0 reads 0 (the only thing the round trip
+ * changes there). Copies only the objects and arrays on the way to a -0.
+ */
+function jsonValue(value: unknown, depth = 0): unknown {
+  if (typeof value === 'number') return Object.is(value, -0) ? 0 : value;
+  if (typeof value !== 'object' || value === null || depth > MAX_TERRAFORM_DEPTH) return value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | null = null;
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      const normal = jsonValue(item, depth + 1);
+      if (normal !== item) (copy ??= value.slice())[i] = normal;
+    }
+    return copy ?? value;
+  }
+  let copy: Record<string, unknown> | null = null;
+  for (const key of Object.keys(value)) {
+    const item = (value as Record<string, unknown>)[key];
+    const normal = jsonValue(item, depth + 1);
+    if (normal === item) continue;
+    copy ??= { ...value };
+    Object.defineProperty(copy, key, {
+      value: normal,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return copy ?? value;
 }
 
 /**
