@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { verifyWebhook, type WebhookBatch } from '../src/client/index.js';
 import { startApp, type TestApp } from './support/app.js';
 import { until } from './support/until.js';
+import { type Delivery, deliveries, QUICK_RETRIES, toggle } from './support/webhook-lines.js';
 import { codeOf, ok, World } from './support/world.js';
 
 interface Request {
@@ -57,12 +58,6 @@ class BatchReceiver {
   }
 }
 
-interface Delivery {
-  id: string;
-  status: string;
-  attempts: number;
-}
-
 const CREATE = `mutation($input: CreateWebhookInput!) {
   createWebhook(input: $input) { secret webhook { id batchSize } } }`;
 
@@ -72,15 +67,7 @@ let receiver: BatchReceiver;
 
 beforeEach(async () => {
   receiver = await new BatchReceiver().start();
-  app = await startApp(
-    {
-      PLANFENCE_WEBHOOK_POLL_MS: '50',
-      PLANFENCE_WEBHOOK_BACKOFF_BASE_MS: '40',
-      PLANFENCE_WEBHOOK_BACKOFF_MAX_MS: '200',
-      PLANFENCE_WEBHOOK_MAX_ATTEMPTS: '1000',
-    },
-    null,
-  );
+  app = await startApp(QUICK_RETRIES, null);
   world = new World(app);
 });
 afterEach(async () => {
@@ -105,36 +92,12 @@ async function batchHook(batchSize: number): Promise<{ id: string; secret: strin
   return { id: created.webhook.id, secret: created.secret };
 }
 
-async function deliveries(webhookId: string): Promise<Delivery[]> {
-  return ok(
-    await world.gql<{ webhookDeliveries: Delivery[] }>(
-      world.admin,
-      `query($id: ID!) { webhookDeliveries(webhookId: $id, first: 500) { id status attempts } }`,
-      { id: webhookId },
-    ),
-  ).webhookDeliveries;
-}
-
-/** `count` events in prod: freezes and unfreezes by turns. */
-async function toggle(count: number): Promise<void> {
-  for (let i = 0; i < count; i++) {
-    ok(
-      await world.gql(
-        world.admin,
-        i % 2 === 0
-          ? `mutation { freezeEnvironment(environment: "prod", reason: "r${i}") { name } }`
-          : `mutation { unfreezeEnvironment(environment: "prod") { name } }`,
-      ),
-    );
-  }
-}
-
 async function allDelivered(webhookId: string, count: number): Promise<Delivery[]> {
   let list: Delivery[] = [];
   await until(
     'every delivery DELIVERED',
     async () => {
-      list = await deliveries(webhookId);
+      list = await deliveries(world, webhookId);
       return list.length === count && list.every((d) => d.status === 'DELIVERED');
     },
     { progress: () => receiver.requests.length },
@@ -151,8 +114,11 @@ test('a backlog of one line arrives in signed requests of up to batchSize delive
   // The first request is held until the whole backlog is queued behind it.
   let release!: () => void;
   receiver.hold = new Promise<void>((resolve) => (release = resolve));
-  await toggle(count);
-  await until('every delivery queued', async () => (await deliveries(hook.id)).length === count);
+  await toggle(world, 'prod', count);
+  await until(
+    'every delivery queued',
+    async () => (await deliveries(world, hook.id)).length === count,
+  );
   release();
 
   const list = await allDelivered(hook.id, count);
@@ -202,7 +168,7 @@ test('a failed batch is retried from its first delivery, and nothing after it ar
     }
     return 200;
   };
-  await toggle(count);
+  await toggle(world, 'prod', count);
   release();
 
   const list = await allDelivered(hook.id, count);
@@ -263,7 +229,7 @@ test('a SLACK webhook that takes batches gets one line per event in one message'
   ).createWebhook.webhook;
   let release!: () => void;
   receiver.hold = new Promise<void>((resolve) => (release = resolve));
-  await toggle(6);
+  await toggle(world, 'prod', 6);
   release();
   await allDelivered(created.id, 6);
   const lines = receiver.requests.flatMap((r) =>

@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startApp, type TestApp } from './support/app.js';
 import { until } from './support/until.js';
+import { deliveries, QUICK_RETRIES, toggle } from './support/webhook-lines.js';
 import { ok, World } from './support/world.js';
 
 interface Request {
@@ -66,38 +67,7 @@ class LineReceiver {
   }
 }
 
-interface Delivery {
-  id: string;
-  environment: string;
-  status: string;
-  attempts: number;
-}
-
 const CREATE = `mutation($input: CreateWebhookInput!) { createWebhook(input: $input) { webhook { id } } }`;
-
-async function deliveries(world: World, webhookId: string): Promise<Delivery[]> {
-  return ok(
-    await world.gql<{ webhookDeliveries: Delivery[] }>(
-      world.admin,
-      `query($id: ID!) { webhookDeliveries(webhookId: $id, first: 500) { id environment status attempts } }`,
-      { id: webhookId },
-    ),
-  ).webhookDeliveries;
-}
-
-/** `count` events in `environment`: freezes and unfreezes by turns. */
-async function toggle(world: World, environment: string, count: number): Promise<void> {
-  for (let i = 0; i < count; i++) {
-    ok(
-      await world.gql(
-        world.admin,
-        i % 2 === 0
-          ? `mutation { freezeEnvironment(environment: "${environment}", reason: "r${i}") { name } }`
-          : `mutation { unfreezeEnvironment(environment: "${environment}") { name } }`,
-      ),
-    );
-  }
-}
 
 /** Strictly increasing. */
 const increasing = (values: number[]) => values.every((v, i) => i === 0 || v > values[i - 1]);
@@ -108,15 +78,7 @@ let receiver: LineReceiver;
 
 beforeEach(async () => {
   receiver = await new LineReceiver().start();
-  app = await startApp(
-    {
-      PLANFENCE_WEBHOOK_POLL_MS: '50',
-      PLANFENCE_WEBHOOK_BACKOFF_BASE_MS: '40',
-      PLANFENCE_WEBHOOK_BACKOFF_MAX_MS: '200',
-      PLANFENCE_WEBHOOK_MAX_ATTEMPTS: '1000',
-    },
-    null,
-  );
+  app = await startApp(QUICK_RETRIES, null);
   world = new World(app);
 });
 afterEach(async () => {

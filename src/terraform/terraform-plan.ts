@@ -239,23 +239,34 @@ function maskedValue(value: unknown, marks: unknown, secrets: Set<string>): unkn
 function jsonValue(value: unknown, depth = 0): unknown {
   if (typeof value === 'number') return Object.is(value, -0) ? 0 : value;
   if (typeof value !== 'object' || value === null || depth > MAX_TERRAFORM_DEPTH) return value;
+  return withMembers(value, (item) => jsonValue(item, depth + 1));
+}
+
+/**
+ * `value` (an array or object) with each member replaced by `change(member, key)`, copied
+ * only if one changes; a "__proto__" key stays an own key of the copy.
+ */
+function withMembers(
+  value: object,
+  change: (member: unknown, key: string | number) => unknown,
+): unknown {
   if (Array.isArray(value)) {
     let copy: unknown[] | null = null;
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
-      const normal = jsonValue(item, depth + 1);
-      if (normal !== item) (copy ??= value.slice())[i] = normal;
+      const changed = change(item, i);
+      if (changed !== item) (copy ??= value.slice())[i] = changed;
     }
     return copy ?? value;
   }
   let copy: Record<string, unknown> | null = null;
   for (const key of Object.keys(value)) {
     const item = (value as Record<string, unknown>)[key];
-    const normal = jsonValue(item, depth + 1);
-    if (normal === item) continue;
+    const changed = change(item, key);
+    if (changed === item) continue;
     copy ??= { ...value };
     Object.defineProperty(copy, key, {
-      value: normal,
+      value: changed,
       enumerable: true,
       writable: true,
       configurable: true,
@@ -275,34 +286,17 @@ function mask(value: unknown, marks: unknown, secrets: Set<string>): unknown {
   if (typeof value !== 'object' || value === null) return value;
   const marked = typeof marks === 'object' && marks !== null;
   if (!marked && secrets.size === 0) return value;
-  if (Array.isArray(value)) {
-    const itemMarks = Array.isArray(marks) ? marks : null;
-    let copy: unknown[] | null = null;
-    for (let i = 0; i < value.length; i++) {
-      const item: unknown = value[i];
-      const masked = mask(item, itemMarks?.[i], secrets);
-      if (masked !== item) (copy ??= value.slice())[i] = masked;
-    }
-    return copy ?? value;
-  }
+  const itemMarks = Array.isArray(marks) ? marks : null;
   const keyMarks = isObject(marks) ? marks : null;
-  let copy: Record<string, unknown> | null = null;
-  for (const key of Object.keys(value)) {
-    const item = (value as Record<string, unknown>)[key];
-    const masked = mask(
+  return withMembers(value, (item, key) =>
+    mask(
       item,
-      keyMarks && Object.hasOwn(keyMarks, key) ? keyMarks[key] : undefined,
+      typeof key === 'number'
+        ? itemMarks?.[key]
+        : keyMarks && Object.hasOwn(keyMarks, key)
+          ? keyMarks[key]
+          : undefined,
       secrets,
-    );
-    if (masked === item) continue;
-    // defineProperty: a "__proto__" key stays an own key of the copy.
-    copy ??= { ...value };
-    Object.defineProperty(copy, key, {
-      value: masked,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  }
-  return copy ?? value;
+    ),
+  );
 }
