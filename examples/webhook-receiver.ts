@@ -9,9 +9,16 @@
 //   2. de-duplicates by Planfence-Delivery,
 //   3. fences by the plan's token: it remembers, per environment, the highest
 //      (generation, sequence) it acted on for plan.published and ignores anything not higher.
+// It takes both bodies: one event (a webhook of batch size 1) and a batch (`{ deliveries }`,
+// a webhook of a larger batch size), whose events it handles one by one, in order.
 // Run: PLANFENCE_WEBHOOK_SECRET=whsec_... PORT=8787 node dist/examples/webhook-receiver.js
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { verifyWebhook, WebhookVerificationError, type WebhookEvent } from '../src/client/index.js';
+import {
+  verifyWebhook,
+  type WebhookBatch,
+  type WebhookEvent,
+  WebhookVerificationError,
+} from '../src/client/index.js';
 
 /** The largest body this receiver reads (planfence's bodies carry no plan content). */
 const MAX_BODY_BYTES = 256 * 1024;
@@ -74,10 +81,18 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
+/** The (delivery id, event) pairs of a verified body: one event, or a batch's, in order. */
+function deliveriesOf(body: WebhookEvent | WebhookBatch, header: string): [string, WebhookEvent][] {
+  return 'deliveries' in body
+    ? body.deliveries.map((event) => [event.delivery, event])
+    : [[header, body]];
+}
+
 /**
- * An HTTP server for planfence webhooks. It answers 2xx once an event is handled (or was
- * already), 401 for a bad signature (planfence retries, so a wrong secret shows up as
- * FAILED deliveries), 500 when `act` throws (planfence retries later, in order).
+ * An HTTP server for planfence webhooks. It answers 2xx once every event of the request is
+ * handled (or was already), 401 for a bad signature (planfence retries, so a wrong secret
+ * shows up as FAILED deliveries), 500 when `act` throws (planfence retries later, in order;
+ * the events of a batch handled before it are then duplicates).
  */
 export function createReceiver(
   secret: string,
@@ -93,19 +108,24 @@ export function createReceiver(
     }
     readBody(req)
       .then(async (body) => {
-        let event: WebhookEvent;
+        let verified: WebhookEvent | WebhookBatch;
         try {
-          event = verifyWebhook(secret, req.headers, body);
+          verified = verifyWebhook<WebhookEvent | WebhookBatch>(secret, req.headers, body);
         } catch (error) {
           if (!(error instanceof WebhookVerificationError)) throw error;
           res.writeHead(401, { 'content-type': 'text/plain' }).end(error.message);
           return;
         }
-        const deliveryId = String(req.headers['planfence-delivery'] ?? '');
-        const run = queue.then(() => handle(state, deliveryId, event, act));
+        const events = deliveriesOf(verified, String(req.headers['planfence-delivery'] ?? ''));
+        const run = queue.then(async () => {
+          const verdicts: Verdict[] = [];
+          for (const [deliveryId, event] of events)
+            verdicts.push(await handle(state, deliveryId, event, act));
+          return verdicts;
+        });
         queue = run.catch(() => undefined);
-        const verdict = await run;
-        res.writeHead(200, { 'content-type': 'text/plain' }).end(verdict);
+        const verdicts = await run;
+        res.writeHead(200, { 'content-type': 'text/plain' }).end(verdicts.join(' '));
       })
       .catch((error: unknown) => {
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });

@@ -7,7 +7,8 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { verifyWebhook, type WebhookBatch } from '../src/client/index.js';
+import { createReceiver } from '../examples/webhook-receiver.js';
+import { verifyWebhook, type WebhookBatch, type WebhookEvent } from '../src/client/index.js';
 import { startApp, type TestApp } from './support/app.js';
 import { until } from './support/until.js';
 import { type Delivery, deliveries, QUICK_RETRIES, toggle } from './support/webhook-lines.js';
@@ -238,4 +239,42 @@ test('a SLACK webhook that takes batches gets one line per event in one message'
   expect(lines).toHaveLength(6);
   expect(lines.every((line) => line.includes('prod'))).toBe(true);
   expect(receiver.requests.length).toBeLessThan(6);
+});
+
+test('the example receiver takes batches: it acts on each event once, in order, and a redelivery is a duplicate', async () => {
+  await world.createEnvironment('prod', 'MONOTONIC', false);
+  const hook = await batchHook(5);
+  // The example receiver on the port the webhook points at.
+  await receiver.stop();
+  const acted: WebhookEvent[] = [];
+  const example = createReceiver(hook.secret, (event) => {
+    acted.push(event);
+    return Promise.resolve();
+  });
+  await new Promise<void>((resolve) =>
+    example.listen(Number(new URL(receiver.url).port), '127.0.0.1', resolve),
+  );
+  try {
+    await toggle(world, 'prod', 12);
+    const list = await allDelivered(hook.id, 12);
+    expect(acted).toHaveLength(12);
+    expect(acted.map((e) => Number(e.id))).toEqual(
+      [...acted.map((e) => Number(e.id))].sort((a, b) => a - b),
+    );
+    // A redelivery carries the same delivery id: delivered again, not acted on again.
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation($id: ID!) { redeliverWebhook(deliveryId: $id) { id } }',
+        {
+          id: list[0].id,
+        },
+      ),
+    );
+    await allDelivered(hook.id, 12);
+    expect(acted).toHaveLength(12);
+  } finally {
+    example.closeAllConnections();
+    await new Promise((resolve) => example.close(resolve));
+  }
 });
