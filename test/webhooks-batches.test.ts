@@ -188,9 +188,50 @@ test('a failed batch is retried from its first delivery, and nothing after it ar
   expect(firsts.slice(firstFailure, retried + 1).every((first) => first === failedFirst)).toBe(
     true,
   );
+  // After its first failure the delivery was retried alone.
+  const retries = receiver.requests.filter((r, i) => i > firstFailure && firsts[i] === failedFirst);
+  expect(retries.length).toBeGreaterThanOrEqual(2);
+  expect(retries.every((r) => (JSON.parse(r.body) as WebhookBatch).deliveries.length === 1)).toBe(
+    true,
+  );
   // The failures were the attempts of the request's first delivery only.
   expect(list.find((d) => d.id === failedFirst)!.attempts).toBe(3);
   expect(list.filter((d) => d.id !== failedFirst).every((d) => d.attempts === 1)).toBe(true);
+});
+
+test('an event the receiver always refuses ends FAILED on its own; the events before and after it in its batch arrive', async () => {
+  await app.close();
+  app = await startApp({ ...QUICK_RETRIES, PLANFENCE_WEBHOOK_MAX_ATTEMPTS: '3' }, null);
+  world = new World(app);
+  await world.createEnvironment('prod', 'MONOTONIC', false);
+  const hook = await batchHook(10);
+  let release!: () => void;
+  receiver.hold = new Promise<void>((resolve) => (release = resolve));
+  await toggle(world, 'prod', 12);
+  const queued = await until('every delivery queued', async () => {
+    const list = await deliveries(world, hook.id);
+    return list.length === 12 && list;
+  });
+  // The third delivery of the line is one the receiver can never take.
+  const poison = ascending(queued.map((d) => d.id))[2];
+  receiver.answer = (body) =>
+    (JSON.parse(body) as WebhookBatch).deliveries.some((d) => d.delivery === poison) ? 400 : 200;
+  release();
+
+  let list: Delivery[] = [];
+  await until(
+    'no delivery PENDING',
+    async () => {
+      list = await deliveries(world, hook.id);
+      return list.every((d) => d.status !== 'PENDING');
+    },
+    { progress: () => receiver.requests.length },
+  );
+  expect(list.find((d) => d.id === poison)).toMatchObject({ status: 'FAILED', attempts: 3 });
+  expect(list.filter((d) => d.id !== poison).every((d) => d.status === 'DELIVERED')).toBe(true);
+  expect(receiver.accepted()).toEqual(
+    ascending(list.filter((d) => d.id !== poison).map((d) => d.id)),
+  );
 });
 
 test('batchSize is 1 unless given, and outside 1..100 it is refused with BAD_USER_INPUT naming it', async () => {

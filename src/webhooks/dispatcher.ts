@@ -310,8 +310,11 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     const line = lineOf(head);
     const version = this.lineVersions.get(line);
     const perRequest = head.batchSize;
+    // A head being retried goes alone: an event its receiver refuses fails on its own, and
+    // does not take the events before it in a batch down with it.
+    const retried = head.attempts > 1;
     const first =
-      perRequest > 1 && !this.stopping
+      perRequest > 1 && !retried && !this.stopping
         ? [head, ...(await this.deliveries.claimFollowing(head, this.terms(), perRequest - 1))]
         : [head];
     // The followers' attempt is counted when their outcome is recorded (the head's was when it was claimed).
