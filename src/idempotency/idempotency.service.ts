@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { DomainError, type ErrorCode, type ErrorDetails, ReplayedError } from '../common/errors.js';
-import { canonicalJson, sha256 } from '../common/hash.js';
+import { canonicalSha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { execute } from '../database/database.js';
@@ -23,7 +23,7 @@ export function idempotentCall(
   operation: string,
   input: object,
 ): IdempotentCall {
-  return { principal, key, operation, fingerprint: sha256(canonicalJson({ operation, input })) };
+  return { principal, key, operation, fingerprint: canonicalSha256({ operation, input }) };
 }
 
 /** The first outcome of a call, as it is replayed. */

@@ -1,0 +1,33 @@
+/**
+ * The idempotency fingerprint hashed piece by piece is the digest of the whole canonical
+ * text: records stored before keep matching the same calls.
+ */
+import fc from 'fast-check';
+import { canonicalJson, canonicalSha256, sha256 } from '../src/common/hash.js';
+
+const whole = (value: unknown) => sha256(canonicalJson(value));
+
+test('any JSON input hashes as its whole canonical text does', () => {
+  fc.assert(
+    fc.property(fc.jsonValue(), (value) => {
+      expect(canonicalSha256(value)).toBe(whole(value));
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test('long contents: a slice never splits a surrogate pair, escapes and undefined members included', () => {
+  const emoji = '😀';
+  for (const at of [65_535, 65_536, 65_537, 131_071, 131_072]) {
+    // The pair straddles the slice boundary at every offset around it.
+    const content = `${'a'.repeat(at - 1)}${emoji}"\\\n${'é'.repeat(70_000)}${emoji}`;
+    const input = {
+      operation: 'submitPlan',
+      input: { environment: 'prod', content, title: undefined, tags: [undefined, 1, 'x'] },
+    };
+    expect(canonicalSha256(input)).toBe(whole(input));
+  }
+  // A lone surrogate is escaped by JSON.stringify, so it hashes alike too.
+  const lone = { content: `${'b'.repeat(65_535)}\ud800tail` };
+  expect(canonicalSha256(lone)).toBe(whole(lone));
+});
