@@ -3,7 +3,22 @@
  * text: records stored before keep matching the same calls.
  */
 import fc from 'fast-check';
-import { canonicalJson, canonicalSha256, sha256 } from '../src/common/hash.js';
+import { canonicalSha256, sha256 } from '../src/common/hash.js';
+
+/** The canonical text the stored fingerprints were made from: keys sorted, undefined as null. */
+function canonicalJson(value: unknown): string {
+  if (value === undefined || value === null) return 'null';
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map(
+        (key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`,
+      );
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
 
 const whole = (value: unknown) => sha256(canonicalJson(value));
 

@@ -230,6 +230,14 @@ describe('on one running service', () => {
       generation: generation + 1,
       outcome: 'ACCEPTED',
     });
+    // The hand-off is the service's own decision: no door; the agents' requests came through GraphQL.
+    const doors = await world.gql<{ auditEvents: { action: string; via: string | null }[] }>(
+      ADMIN_TOKEN,
+      '{ auditEvents(environment: "idle") { action via } }',
+    );
+    expect(Object.fromEntries(doors.data!.auditEvents.map((e) => [e.action, e.via]))).toMatchObject(
+      { HAND_OFF_LEASE: null, ENQUEUE_LEASE: 'graphql', ACQUIRE_LEASE: 'graphql' },
+    );
 
     // The granted holder never uses its lease: it runs out, and the next ticket is granted.
     const next = await queue.enqueue(agents[2], 'idle');

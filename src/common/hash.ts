@@ -4,28 +4,15 @@ export function sha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
-/** JSON with object keys sorted and undefined as null: equal inputs give equal text. */
-export function canonicalJson(value: unknown): string {
-  if (value === undefined || value === null) return 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (typeof value === 'object') {
-    const entries = Object.keys(value)
-      .sort()
-      .map(
-        (key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`,
-      );
-    return `{${entries.join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
-
 /** Text longer than this is hashed a slice at a time. */
 const SLICE = 64 * 1024;
 
 /**
- * `sha256(canonicalJson(value))`, the same digest, without building the whole text: the
- * pieces are hashed as they are made, and a long string (a plan's content) a slice at a
- * time, so a 1 MiB input costs one copy of its JSON text instead of four.
+ * The digest of `value`'s canonical JSON text (object keys sorted, undefined as null: equal
+ * inputs give equal text), without building that text: the pieces are hashed as they are
+ * made, and a long string (a plan's content) a slice at a time, so a 1 MiB input costs one
+ * copy of its JSON text instead of four. Idempotency records keep this digest: the text it
+ * stands for must not change.
  */
 export function canonicalSha256(value: unknown): string {
   const hash = createHash('sha256');

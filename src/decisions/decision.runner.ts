@@ -32,12 +32,20 @@ export interface Decision {
   actor: string;
   generation?: number | null;
   planId?: string | null;
-  /** The request's door; taken from the caller's context when the decision starts. */
+  /**
+   * The request's door, taken from the caller's context when the decision starts (see
+   * currentVia); null for the service's own decisions, which must say so.
+   */
   via?: Via | null;
 }
 
 /** What the audit log keeps of an accepted decision. */
 export type Summary = Pick<Decision, 'generation' | 'planId'> & { detail?: string };
+
+/** The decision with its door: the caller's (currentVia) unless it names one. */
+function withDoor(request: Decision): Decision {
+  return { ...request, via: request.via === undefined ? currentVia() : request.via };
+}
 
 type Outcome<T> = { result: T } | { error: DomainError };
 
@@ -86,7 +94,7 @@ export class DecisionRunner {
     work: (m: EntityManager, now: number) => Promise<T>,
     summarize: (result: T) => Summary = () => ({}),
   ): Promise<T> {
-    const decision = { ...request, via: request.via ?? currentVia() };
+    const decision = withDoor(request);
     const startedAt = performance.now();
     return this.settle(
       decision,
@@ -117,7 +125,7 @@ export class DecisionRunner {
     work: (m: EntityManager, now: number) => Promise<T>,
     result: Remembering<T>,
   ): Promise<T> {
-    const decision = { ...request, via: request.via ?? currentVia() };
+    const decision = withDoor(request);
     const startedAt = performance.now();
     const outcome = await this.db.write((m) => this.once(m, decision, call, work, result));
     return this.settle(decision, startedAt, outcome);
@@ -137,7 +145,7 @@ export class DecisionRunner {
     work: (m: EntityManager, now: number) => Promise<Plan>,
     detail: (plan: Plan) => string | undefined,
   ): Promise<Plan> {
-    const decision = { ...request, via: request.via ?? currentVia() };
+    const decision = withDoor(request);
     const startedAt = performance.now();
     const result = planResult(detail);
     const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {

@@ -90,7 +90,7 @@ export class LeaseQueueSweeper implements OnApplicationBootstrap, BeforeApplicat
       if (this.stopped) break;
       try {
         await this.decisions.decide(
-          { action: 'HAND_OFF_LEASE', environment, actor: 'planfence' },
+          { action: 'HAND_OFF_LEASE', environment, actor: 'planfence', via: null },
           async (m, at) => {
             if (this.db.dialect === 'postgres') {
               const [{ locked }] = await select<{ locked: boolean }>(

@@ -1,7 +1,7 @@
 import { Injectable, type Type } from '@nestjs/common';
 import { Access, type Handler } from '../auth/auth.guard.js';
 import type { Principal } from '../auth/principal.entity.js';
-import { throughDoor } from '../common/via.js';
+import { throughMcp } from '../common/via.js';
 import { validationPipe } from '../common/validation.js';
 import { QuotasService } from '../quotas/quotas.service.js';
 
@@ -53,7 +53,7 @@ export class McpGate {
         !state.charged,
       ),
     );
-    return throughDoor('mcp', work);
+    return throughMcp(work);
   }
 
   /** The input as the operation's input class, validated like a GraphQL argument (BAD_USER_INPUT). */

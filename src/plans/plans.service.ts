@@ -118,7 +118,7 @@ export class PlansService {
         content: input.content,
         contentType,
         submitter: principal.name,
-        via: currentVia() ?? 'graphql',
+        via: currentVia(),
         sourceRevision,
         // The policies read this parse, not one of their own; a second attempt parses again.
         parsed,
