@@ -92,7 +92,7 @@ const SECTIONS = ['profile', 'hostile'] as const;
  * Statements a publish sends on PostgreSQL, and the round trips they take, as `npm run
  * bench:statements` traces them (the service's own sweeps and polls left out).
  */
-const PG_STATEMENTS = 8;
+const PG_STATEMENTS = 5;
 const PG_ROUND_TRIPS = 3;
 
 /**
@@ -484,7 +484,7 @@ export function report(rows: Row[], machine: Machine): string {
     lines.push(
       `- PostgreSQL, statements: a publish sends ${PG_STATEMENTS} statements in ${PG_ROUND_TRIPS} round trips (\`npm run bench:statements\`: ` +
         'the token lookup; BEGIN with the decision in one statement, planfence_submit_plan; the outbox rows, the ' +
-        'audit event, the idempotency record, one NOTIFY statement and COMMIT, pipelined) where the floor sends one ' +
+        'audit event, the idempotency record and the NOTIFY as one statement, and COMMIT, pipelined) where the floor sends one ' +
         `statement in one round trip; at the floor's cost per statement on this machine (PostgreSQL shares its 2 cores ` +
         `with the service and the load) the statements alone bound a publish at ${fixed(pgFloor.reqPerSec, 0)} ÷ ` +
         `${PG_STATEMENTS} = ${fixed(pgFloor.reqPerSec / PG_STATEMENTS, 0)}/s, above what was measured: the service's own CPU ` +

@@ -1,3 +1,4 @@
+import { Database, executeLater } from '../src/database/database.js';
 import { ok, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { frontendStatements, LatencyProxy } from './support/latency-proxy.js';
 import { World } from './support/world.js';
@@ -72,11 +73,20 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
       'SELECT *',
       'BEGIN',
       'SELECT planfence_submit_plan(CAST($1 AS text), CAST($2 AS text), CAST($3 AS integer), CAST($4 AS integer), CAST($5 AS text), CAST($6 AS integer), CAST($7 AS text), CAST($8 AS text), CAST($9 AS text), CAST($10 AS text), CAST($11 AS text), CAST($12 AS text), CAST($13 AS text), CAST($14 AS text), CAST($15 AS text), CAST($16 AS bigint), CAST($17 AS text), CAST($18 AS text)) AS decision',
+      'WITH w0 AS',
+      'COMMIT',
+    ]);
+    // The rows it adds and its notifications are one statement: an INSERT per table, then the NOTIFY.
+    const rows = statements.find((sql) => sql.startsWith('WITH'))!;
+    expect(
+      [...rows.matchAll(/w\d AS \((INSERT INTO \S+)|\) (SELECT pg_notify)/g)].map(
+        (m) => m[1] ?? m[2],
+      ),
+    ).toEqual([
       'INSERT INTO outbox_events',
       'INSERT INTO "audit_events"',
       'INSERT INTO "idempotency_records"',
-      'SELECT pg_notify(n->>0, n->>1)',
-      'COMMIT',
+      'SELECT pg_notify',
     ]);
     expect(roundTrips).toBe(3);
 
@@ -108,6 +118,32 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     expect(statements.filter((sql) => sql.startsWith('INSERT'))).toEqual([]);
     expect(await world.plans('again')).toHaveLength(1);
     expect((await world.plan(first.id))?.status).toBe('PUBLISHED');
+  });
+
+  test('rows held back for the commit are joined per run of different tables: two rows of one table stay in the order they were made', async () => {
+    const db = app.app.get(Database);
+    await db.dataSource.query('CREATE TABLE later_a (id serial PRIMARY KEY, v text NOT NULL)');
+    await db.dataSource.query('CREATE TABLE later_b (id serial PRIMARY KEY, v text NOT NULL)');
+    const { statements, roundTrips } = await traced(() =>
+      db.write(async (m) => {
+        await executeLater(m, 'INSERT INTO later_a (v) VALUES (:v)', { v: 'first' });
+        await executeLater(m, 'INSERT INTO later_b (v) VALUES (:v)', { v: 'beside' });
+        await executeLater(m, 'INSERT INTO later_a (v) VALUES (:v)', { v: 'second' });
+        await executeLater(m, 'SELECT count(*) FROM later_b WHERE v = :v', { v: 'beside' });
+      }),
+    );
+    expect(statements).toEqual([
+      'BEGIN',
+      'WITH w0 AS (INSERT INTO later_a (v) VALUES ($1)), w1 AS (INSERT INTO later_b (v) VALUES ($2)) SELECT 1',
+      'WITH w0 AS (INSERT INTO later_a (v) VALUES ($1)) SELECT count(*) FROM later_b WHERE v = $2',
+      'COMMIT',
+    ]);
+    expect(roundTrips).toBe(1);
+    const rows = (await db.dataSource.query('SELECT v FROM later_a ORDER BY id')) as {
+      v: string;
+    }[];
+    expect(rows.map((row) => row.v)).toEqual(['first', 'second']);
+    expect(await db.dataSource.query('SELECT v FROM later_b')).toEqual([{ v: 'beside' }]);
   });
 
   // proves: R3, R12

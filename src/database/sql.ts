@@ -11,6 +11,9 @@ interface Bound {
   names: string[];
 }
 
+/** A named parameter in a statement's text. */
+const PARAMETER = /:([A-Za-z_][A-Za-z0-9_]*)/g;
+
 const boundStatements = { sqlite: new Map<string, Bound>(), postgres: new Map<string, Bound>() };
 
 /**
@@ -28,7 +31,7 @@ function bind(
   let bound = cache.get(sql);
   if (!bound) {
     const names: string[] = [];
-    const text = sql.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, (_, name: string) => {
+    const text = sql.replace(PARAMETER, (_, name: string) => {
       if (!postgres) {
         names.push(name);
         return '?';
@@ -120,12 +123,70 @@ export function openLater(manager: EntityManager, first: Promise<unknown>): void
 function sendLater(manager: EntityManager): void {
   const list = later.get(manager);
   if (!list?.unsent.length) return;
-  for (const [sql, parameters] of list.unsent.splice(0)) {
+  for (const [sql, parameters] of joined(list.unsent.splice(0))) {
     const answer = run(manager, sql, parameters);
     // Awaited by the transaction before it reports its commit.
     answer.catch(() => undefined);
     list.answers.push(answer);
   }
+}
+
+type Later = [string, Record<string, unknown>];
+
+/** The table of a plain INSERT (no RETURNING), else null. */
+function insertTable(sql: string): string | null {
+  const match = /^\s*INSERT\s+INTO\s+("?[A-Za-z_][A-Za-z0-9_]*"?)/i.exec(sql);
+  return match && !/\bRETURNING\b/i.test(sql) ? match[1].replace(/"/g, '') : null;
+}
+
+/**
+ * Later statements joined where they can be: consecutive INSERTs into different tables
+ * become the data-modifying WITH queries of one statement, whose main query is the SELECT
+ * that follows them (the notifications) or `SELECT 1`. One statement for PostgreSQL to
+ * parse, plan and answer instead of one per kind of row. The parts of one statement run in
+ * no set order and see the same snapshot, so two rows of one table (whose ids keep the
+ * order they were made in) and anything but an INSERT stay statements of their own.
+ */
+function joined(statements: Later[]): Later[] {
+  const out: Later[] = [];
+  let group: Later[] = [];
+  const tables = new Set<string>();
+  const close = (main: Later | null) => {
+    if (group.length + (main ? 1 : 0) < 2) out.push(...group, ...(main ? [main] : []));
+    else out.push(withQueries(group, main));
+    group = [];
+    tables.clear();
+  };
+  for (const statement of statements) {
+    const table = insertTable(statement[0]);
+    if (table && !tables.has(table)) {
+      group.push(statement);
+      tables.add(table);
+    } else if (table) {
+      close(null);
+      group.push(statement);
+      tables.add(table);
+    } else if (/^\s*SELECT\b/i.test(statement[0])) {
+      close(statement);
+    } else {
+      close(null);
+      out.push(statement);
+    }
+  }
+  close(null);
+  return out;
+}
+
+/** `WITH w0 AS (insert), w1 AS (insert) <main or SELECT 1>`, each part's parameters renamed apart. */
+function withQueries(inserts: Later[], main: Later | null): Later {
+  const parameters: Record<string, unknown> = {};
+  const part = ([sql, values]: Later, i: number) => {
+    for (const [name, value] of Object.entries(values)) parameters[`w${i}_${name}`] = value;
+    return sql.replace(PARAMETER, (_, name: string) => `:w${i}_${name}`);
+  };
+  const queries = inserts.map((statement, i) => `w${i} AS (${part(statement, i)})`);
+  const last = main ? part(main, inserts.length) : 'SELECT 1';
+  return [`WITH ${queries.join(', ')} ${last}`, parameters];
 }
 
 /**
