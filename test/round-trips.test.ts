@@ -139,9 +139,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
       'COMMIT',
     ]);
     expect(roundTrips).toBe(1);
-    const rows = (await db.dataSource.query('SELECT v FROM later_a ORDER BY id')) as {
-      v: string;
-    }[];
+    const rows = await db.dataSource.query<{ v: string }[]>('SELECT v FROM later_a ORDER BY id');
     expect(rows.map((row) => row.v)).toEqual(['first', 'second']);
     expect(await db.dataSource.query('SELECT v FROM later_b')).toEqual([{ v: 'beside' }]);
   });
