@@ -177,12 +177,37 @@ function joined(statements: Later[]): Later[] {
   return out;
 }
 
+/** A statement's text as the i-th part of a joined statement, and its parameters' names there. */
+interface Part {
+  text: string;
+  names: [given: string, joined: string][];
+}
+
+/** Parts by position, then by text (statement texts are few and reused). */
+const parts: Map<string, Part>[] = [];
+
+function partOf(sql: string, i: number): Part {
+  const byText = (parts[i] ??= new Map<string, Part>());
+  let part = byText.get(sql);
+  if (!part) {
+    const names = new Map<string, string>();
+    const text = sql.replace(PARAMETER, (_, name: string) => {
+      const joined = `w${i}_${name}`;
+      names.set(name, joined);
+      return `:${joined}`;
+    });
+    byText.set(sql, (part = { text, names: [...names] }));
+  }
+  return part;
+}
+
 /** `WITH w0 AS (insert), w1 AS (insert) <main or SELECT 1>`, each part's parameters renamed apart. */
 function withQueries(inserts: Later[], main: Later | null): Later {
   const parameters: Record<string, unknown> = {};
   const part = ([sql, values]: Later, i: number) => {
-    for (const [name, value] of Object.entries(values)) parameters[`w${i}_${name}`] = value;
-    return sql.replace(PARAMETER, (_, name: string) => `:w${i}_${name}`);
+    const { text, names } = partOf(sql, i);
+    for (const [given, joined] of names) parameters[joined] = values[given];
+    return text;
   };
   const queries = inserts.map((statement, i) => `w${i} AS (${part(statement, i)})`);
   const last = main ? part(main, inserts.length) : 'SELECT 1';
