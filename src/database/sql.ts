@@ -159,11 +159,9 @@ function joined(statements: Later[]): Later[] {
   };
   for (const statement of statements) {
     const table = insertTable(statement[0]);
-    if (table && !tables.has(table)) {
-      group.push(statement);
-      tables.add(table);
-    } else if (table) {
-      close(null);
+    if (table) {
+      // A second row of a table starts a statement of its own.
+      if (tables.has(table)) close(null);
       group.push(statement);
       tables.add(table);
     } else if (/^\s*SELECT\b/i.test(statement[0])) {
