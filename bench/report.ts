@@ -93,7 +93,7 @@ const SECTIONS = ['profile', 'hostile'] as const;
  * bench:statements` traces them (the service's own sweeps and polls left out).
  */
 const PG_STATEMENTS = 5;
-const PG_ROUND_TRIPS = 3;
+const PG_ROUND_TRIPS = 2;
 
 /**
  * The sections that `npm run bench:profile` and `npm run bench:hostile` write, taken from the
@@ -483,7 +483,8 @@ export function report(rows: Row[], machine: Machine): string {
   if (pgFloor && pgPublish)
     lines.push(
       `- PostgreSQL, statements: a publish sends ${PG_STATEMENTS} statements in ${PG_ROUND_TRIPS} round trips (\`npm run bench:statements\`: ` +
-        'the token lookup; BEGIN with the decision in one statement, planfence_submit_plan; the outbox rows, the ' +
+        "BEGIN with the token's check (the agent's principal remembered, checked in the transaction) and the decision " +
+        'in one statement, planfence_submit_plan; the outbox rows, the ' +
         'audit event, the idempotency record and the NOTIFY as one statement, and COMMIT, pipelined) where the floor sends one ' +
         `statement in one round trip; at the floor's cost per statement on this machine (PostgreSQL shares its 2 cores ` +
         `with the service and the load) the statements alone bound a publish at ${fixed(pgFloor.reqPerSec, 0)} ÷ ` +

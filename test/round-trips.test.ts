@@ -58,7 +58,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
   }
 
   // proves: R2, R3, R9, R12
-  test('a publish is decided by one statement and takes three round trips: the token, the decision, the rows it adds with the commit', async () => {
+  test("a publish is decided by one statement and takes two round trips: the token's check with the decision, the rows it adds with the commit", async () => {
     await world.createEnvironment('prod', 'MONOTONIC', false);
     const agent = await world.issue('agent', 'AGENT');
     const generation = await world.acquire(agent, 'prod', 3600);
@@ -69,9 +69,10 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
       world.submitOk(agent, 'prod', generation, 'traced', { idempotencyKey: 'traced-1' }),
     );
 
+    // The agent's principal is remembered from the warm call: no read before the transaction.
     expect(statements.map((sql) => sql.split(' (')[0].split(' FROM ')[0])).toEqual([
-      'SELECT *',
       'BEGIN',
+      'SELECT planfence_check_token(CAST($1 AS text), CAST($2 AS text))',
       'SELECT planfence_submit_plan(CAST($1 AS text), CAST($2 AS text), CAST($3 AS integer), CAST($4 AS integer), CAST($5 AS text), CAST($6 AS integer), CAST($7 AS text), CAST($8 AS text), CAST($9 AS text), CAST($10 AS text), CAST($11 AS text), CAST($12 AS text), CAST($13 AS text), CAST($14 AS text), CAST($15 AS text), CAST($16 AS bigint), CAST($17 AS text), CAST($18 AS text)) AS decision',
       'WITH w0 AS',
       'COMMIT',
@@ -88,7 +89,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
       'INSERT INTO "idempotency_records"',
       'SELECT pg_notify',
     ]);
-    expect(roundTrips).toBe(3);
+    expect(roundTrips).toBe(2);
 
     // What it decided is what the guard's statements decide: published, the one before superseded.
     const env = await world.environment('prod');
@@ -142,6 +143,78 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     const rows = await db.dataSource.query<{ v: string }[]>('SELECT v FROM later_a ORDER BY id');
     expect(rows.map((row) => row.v)).toEqual(['first', 'second']);
     expect(await db.dataSource.query('SELECT v FROM later_b')).toEqual([{ v: 'beside' }]);
+  });
+
+  /** Revokes `name` behind the service's back: no instance hears of it (a lost NOTIFY). */
+  async function revokeUnheard(name: string) {
+    await app.app
+      .get(Database)
+      .dataSource.query('UPDATE principals SET revoked_at = $1 WHERE name = $2', [
+        Date.now(),
+        name,
+      ]);
+  }
+
+  // proves: R26
+  test("a token revoked where no instance heard it: the remembered principal's submit is refused by the check in its transaction, and nothing of it commits", async () => {
+    await world.createEnvironment('unheard', 'MONOTONIC', false);
+    const agent = await world.issue('unheard-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'unheard', 3600);
+    await world.submitOk(agent, 'unheard', generation, 'before');
+    const auditBefore = (await world.auditEvents('unheard')).length;
+    await revokeUnheard('unheard-agent');
+
+    const { statements, roundTrips } = await traced(async () => {
+      const result = await world.submit(agent, 'unheard', generation, 'after');
+      expect(result.errors?.[0]).toMatchObject({
+        message: 'this token was revoked',
+        extensions: { code: 'UNAUTHENTICATED' },
+      });
+    });
+    // Taken from memory, checked with the decision: the transaction rolled back.
+    expect(statements.some((sql) => sql.startsWith('SELECT planfence_check_token'))).toBe(true);
+    expect(statements.at(-1)).toBe('ROLLBACK');
+    expect(roundTrips).toBeLessThanOrEqual(3);
+    expect(await world.plans('unheard')).toHaveLength(1);
+    expect(await world.auditEvents('unheard')).toHaveLength(auditBefore);
+    // Reads never take a principal from memory on PostgreSQL: the row says revoked.
+    const read = await app.gql(agent, '{ whoami { name } }');
+    expect(read.errors?.[0]).toMatchObject({
+      message: 'this token was revoked',
+      extensions: { code: 'UNAUTHENTICATED' },
+    });
+  });
+
+  // proves: R13, R26
+  test('a reviewer revoked where no instance heard it: the approval is refused by the check, and the plan stays proposed', async () => {
+    await world.createEnvironment('unheard-review', 'MONOTONIC', true);
+    const agent = await world.issue('unheard-review-agent', 'AGENT');
+    const reviewer = await world.issue('unheard-reviewer', 'REVIEWER');
+    const generation = await world.acquire(agent, 'unheard-review', 3600);
+    const first = await world.submitOk(agent, 'unheard-review', generation, 'first');
+    const second = await world.submitOk(agent, 'unheard-review', generation, 'second');
+    // Remembered by a decision of its own.
+    ok(await world.reject(reviewer, first.id, 'not this one'));
+    await revokeUnheard('unheard-reviewer');
+    const result = await world.approve(reviewer, second.id);
+    expect(result.errors?.[0]).toMatchObject({
+      message: 'this token was revoked',
+      extensions: { code: 'UNAUTHENTICATED' },
+    });
+    expect((await world.plan(second.id))?.status).toBe('PROPOSED');
+    expect((await world.environment('unheard-review')).currentPlan).toBeNull();
+  });
+
+  // proves: R26
+  test('a remembered principal refused by its role is answered for the row as it is now', async () => {
+    await world.createEnvironment('unheard-role', 'MONOTONIC', true);
+    const agent = await world.issue('unheard-role-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'unheard-role', 3600);
+    const plan = await world.submitOk(agent, 'unheard-role', generation, 'mine');
+    await revokeUnheard('unheard-role-agent');
+    // An AGENT may not approve: the refusal reads the row first, which says revoked.
+    const result = await world.approve(agent, plan.id);
+    expect(result.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
   });
 
   // proves: R3, R12

@@ -29,31 +29,39 @@ import {
   PUBLIC_KEY,
   ROLES_KEY,
   type RequestWithPrincipal,
+  TOKEN_CHECKED_KEY,
   UNSCOPED_KEY,
 } from './roles.decorator.js';
+import { tokenCheckOf } from './principal-memory.js';
 import { allowsEnvironment, environmentsOfOperation } from './scope.js';
 
 /** What one request's authentication gave: cached on the request, success or failure. */
 interface AuthenticatedRequest extends RequestWithPrincipal {
   authentication?: Promise<Principal>;
+  /** Whether `authentication` may answer a principal whose token a decision must still check. */
+  mayBeUnchecked?: boolean;
 }
 
 /**
  * Authenticates a request once, however many fields it selects: the first call looks the
  * token up, later calls get the same principal or the same AuthError (so a document of
- * 50,000 fields without a token costs one failure, not 50,000).
+ * 50,000 fields without a token costs one failure, not 50,000). `unchecked`: the field's
+ * decision checks the token itself (AuthService.authenticate); a later field that does not,
+ * given a principal from memory, gets it read from the database (a second lookup, the only one).
  */
 export function authenticateOnce(
   auth: AuthService,
   req: RequestWithPrincipal,
   lookups?: Counter<'outcome'>,
+  unchecked = false,
 ): Promise<Principal> {
   const request = req as AuthenticatedRequest;
-  if (request.principal) return Promise.resolve(request.principal);
-  if (!request.authentication) {
+  if (request.principal && (unchecked || !tokenCheckOf(request.principal)))
+    return Promise.resolve(request.principal);
+  const lookUp = () => {
     const header = req.headers.authorization;
-    request.authentication = auth
-      .authenticate(Array.isArray(header) ? header[0] : header)
+    return auth
+      .authenticate(Array.isArray(header) ? header[0] : header, { unchecked })
       .then((principal) => {
         lookups?.inc({ outcome: 'OK' });
         return (request.principal = principal);
@@ -62,9 +70,18 @@ export function authenticateOnce(
         lookups?.inc({ outcome: error instanceof AuthError ? error.code : 'INTERNAL' });
         throw error;
       });
-    // The failure is kept for the next field; nobody awaiting it yet is not an unhandled rejection.
-    request.authentication.catch(() => undefined);
+  };
+  if (!request.authentication) {
+    request.mayBeUnchecked = unchecked;
+    request.authentication = lookUp();
+  } else if (request.mayBeUnchecked && !unchecked) {
+    request.mayBeUnchecked = false;
+    request.authentication = request.authentication.then((principal) =>
+      tokenCheckOf(principal) ? lookUp() : principal,
+    );
   }
+  // The failure is kept for the next field; nobody awaiting it yet is not an unhandled rejection.
+  request.authentication.catch(() => undefined);
   return request.authentication;
 }
 
@@ -111,6 +128,16 @@ export class Access {
   mayCall(role: Role, handler: Handler): boolean {
     const allowed = this.rolesOf(handler);
     return !allowed || role === Role.ADMIN || allowed.includes(role);
+  }
+
+  /** Whether the checks below let `principal` call `handler` with `args`: none of them would refuse. */
+  allows(principal: Principal, handler: Handler, args: Record<string, unknown>): boolean {
+    if (!this.mayCall(principal.role, handler)) return false;
+    if (!Array.isArray(principal.environments)) return true;
+    if (this.reflector.get<boolean | undefined>(UNSCOPED_KEY, handler)) return false;
+    return environmentsOfOperation(handler.name, args).every((environment) =>
+      allowsEnvironment(principal.environments, environment),
+    );
   }
 
   checkRole(principal: Principal, handler: Handler, request: object): void {
@@ -201,14 +228,19 @@ export class AuthGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType<string>() !== 'graphql') return true;
-    if (this.reflector.get<boolean | undefined>(PUBLIC_KEY, context.getHandler())) return true;
-    const principal = await authenticateOnce(this.auth, gqlRequest(context), this.lookups);
-    const gql = GqlExecutionContext.create(context);
-    const request = gql.getContext<object>();
     const handler = context.getHandler() as Handler;
+    if (this.reflector.get<boolean | undefined>(PUBLIC_KEY, handler)) return true;
+    const gql = GqlExecutionContext.create(context);
+    const args = gql.getArgs<Record<string, unknown>>();
+    const req = gqlRequest(context);
+    const checkedInDecision = this.reflector.get<boolean | undefined>(TOKEN_CHECKED_KEY, handler);
+    let principal = await authenticateOnce(this.auth, req, this.lookups, checkedInDecision);
+    // A refusal is answered (and audited) for the principal as the database has it now.
+    if (tokenCheckOf(principal) && !this.access.allows(principal, handler, args))
+      principal = await authenticateOnce(this.auth, req, this.lookups);
+    const request = gql.getContext<object>();
     this.access.checkRole(principal, handler, request);
     this.access.checkUnscoped(principal, handler, request);
-    const args = gql.getArgs<Record<string, unknown>>();
     await this.access.checkScope(principal, handler.name, args, 'graphql', request);
     return true;
   }

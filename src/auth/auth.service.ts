@@ -8,7 +8,7 @@ import { Database, execute, select } from '../database/database.js';
 import { PrincipalChanges } from '../events/principal-changes.js';
 import { bootstrapAdmin, newToken } from './admin-bootstrap.js';
 import { AuthError } from './auth.errors.js';
-import { PrincipalMemory } from './principal-memory.js';
+import { PrincipalMemory, unchecked } from './principal-memory.js';
 import { type IssuedToken, Principal } from './principal.entity.js';
 import { Role } from '../common/role.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
@@ -25,8 +25,9 @@ export interface TokenScope {
 @Injectable()
 export class AuthService implements OnApplicationBootstrap {
   private readonly logger = new Logger(AuthService.name);
-  /** Null on PostgreSQL (see PrincipalMemory). */
-  private readonly memory: PrincipalMemory | null;
+  private readonly memory = new PrincipalMemory();
+  /** SQLite: a remembered principal is exact; PostgreSQL: a candidate its decision checks (see PrincipalMemory). */
+  private readonly exactMemory: boolean;
 
   constructor(
     private readonly db: Database,
@@ -34,9 +35,8 @@ export class AuthService implements OnApplicationBootstrap {
     private readonly changes: PrincipalChanges,
     @Inject(CONFIG) private readonly config: Config,
   ) {
-    this.memory = db.dialect === 'sqlite' ? new PrincipalMemory() : null;
-    const memory = this.memory;
-    if (memory) changes.onChange((name) => memory.forget(name));
+    this.exactMemory = db.dialect === 'sqlite';
+    changes.onChange((name) => this.memory.forget(name));
   }
 
   /** The admin's token, from PLANFENCE_ADMIN_TOKEN or a new token file (see bootstrapAdmin). */
@@ -53,8 +53,15 @@ export class AuthService implements OnApplicationBootstrap {
   /**
    * The principal a bearer header names; UNAUTHENTICATED for a missing, empty, malformed, unknown,
    * revoked or expired token (R26: expired by the service clock, at its instant).
+   *
+   * `unchecked` (the operation's decision checks the token itself, `@TokenCheckedInDecision`):
+   * on PostgreSQL a principal in memory is answered without reading the row, marked with the
+   * check its decision makes (tokenCheckOf).
    */
-  async authenticate(header: string | undefined): Promise<Principal> {
+  async authenticate(
+    header: string | undefined,
+    { unchecked: mayBeUnchecked = false }: { unchecked?: boolean } = {},
+  ): Promise<Principal> {
     if (!header)
       throw new AuthError('UNAUTHENTICATED', 'missing Authorization: Bearer <token> header');
     const trimmed = header.trim();
@@ -68,11 +75,13 @@ export class AuthService implements OnApplicationBootstrap {
         'malformed Authorization header: expected "Bearer <token>"',
       );
     const tokenHash = sha256(match[1]);
-    let principal = this.memory?.get(tokenHash) ?? null;
+    const remembered =
+      this.exactMemory || mayBeUnchecked ? (this.memory.get(tokenHash) ?? null) : null;
+    let principal = remembered && !this.exactMemory ? unchecked(remembered) : remembered;
     if (!principal) {
-      const changesBefore = this.memory?.changes ?? 0;
+      const changesBefore = this.memory.changes;
       principal = await this.db.read((m) => findOne(m, Principal, { tokenHash }));
-      if (principal && !principal.revokedAt) this.memory?.keep(tokenHash, principal, changesBefore);
+      if (principal && !principal.revokedAt) this.memory.keep(tokenHash, principal, changesBefore);
     }
     if (!principal) throw new AuthError('UNAUTHENTICATED', 'unknown token');
     if (principal.revokedAt) throw new AuthError('UNAUTHENTICATED', 'this token was revoked');

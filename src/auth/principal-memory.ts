@@ -1,3 +1,4 @@
+import type { TokenCheck } from '../database/database.js';
 import type { Principal } from './principal.entity.js';
 
 /** At most this many principals are kept in memory (the least recently authenticated go first). */
@@ -13,9 +14,12 @@ const REMEMBERED_PRINCIPALS = 10_000;
  * - a lookup that was under way when a change was heard is not kept (`changes` moved), so a
  *   row read before the commit never outlives it;
  * - expiry is judged on every request by the service clock, cached or not.
- * Only on SQLite, where one process owns the database file and so hears every change at its
- * commit. On PostgreSQL another instance's change arrives by NOTIFY over a connection that
- * can be lost for a while, so every request reads the row there.
+ * On SQLite one process owns the database file and so hears every change at its commit: a
+ * remembered principal is exact. On PostgreSQL another instance's change arrives by NOTIFY
+ * over a connection that can be lost for a while, so a remembered principal is only a
+ * candidate (`unchecked`): it serves just the operations whose decision checks the token in
+ * its own transaction (`@TokenCheckedInDecision`, Decision.token); every other request reads
+ * the row.
  */
 export class PrincipalMemory {
   private readonly byHash = new Map<string, Principal>();
@@ -44,4 +48,26 @@ export class PrincipalMemory {
     for (const [hash, principal] of this.byHash)
       if (principal.name === name) this.byHash.delete(hash);
   }
+}
+
+/** The principals handed out from memory on PostgreSQL, with the check their decision must make. */
+const pendingChecks = new WeakMap<Principal, TokenCheck>();
+
+/** This request's own copy of a remembered principal, whose token its decision must check. */
+export function unchecked(principal: Principal): Principal {
+  const copy = Object.assign(
+    Object.create(Object.getPrototypeOf(principal) as object) as Principal,
+    principal,
+  );
+  pendingChecks.set(copy, { name: principal.name, tokenHash: principal.tokenHash });
+  return copy;
+}
+
+/**
+ * The token check the decision of a request by `principal` must make in its transaction
+ * (Decision.token): set when the principal came from memory on PostgreSQL, undefined when it
+ * was read from the database for this request (or on SQLite).
+ */
+export function tokenCheckOf(principal: Principal): TokenCheck | undefined {
+  return pendingChecks.get(principal);
 }

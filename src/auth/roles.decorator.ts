@@ -22,6 +22,16 @@ export const PUBLIC_KEY = 'planfence:public';
 /** An operation that needs no bearer token (its argument is the credential, e.g. an OIDC JWT). */
 export const Public = () => SetMetadata(PUBLIC_KEY, true);
 
+export const TOKEN_CHECKED_KEY = 'planfence:token-checked';
+
+/**
+ * An operation whose decision checks the caller's token in its own transaction (its
+ * Decision carries `token: tokenCheckOf(principal)`): on PostgreSQL the guard may take the
+ * principal from memory instead of reading it first, a round trip less. Anything the
+ * operation does before or besides that decision must not depend on the token being current.
+ */
+export const TokenCheckedInDecision = () => SetMetadata(TOKEN_CHECKED_KEY, true);
+
 export interface RequestWithPrincipal {
   headers: Record<string, string | string[] | undefined>;
   principal?: Principal;

@@ -18,6 +18,7 @@ import { PlanPolicies1765200000000 } from '../../migrations/1765200000000-plan-p
 import { LeaseQueue1765400000000 } from '../../migrations/1765400000000-lease-queue.js';
 import { SubmitInOneStatement1765500000000 } from '../../migrations/1765500000000-submit-in-one-statement.js';
 import { WebhookBatches1765600000000 } from '../../migrations/1765600000000-webhook-batches.js';
+import { TokenCheck1765700000000 } from '../../migrations/1765700000000-token-check.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -49,6 +50,7 @@ export const migrations = [
   LeaseQueue1765400000000,
   SubmitInOneStatement1765500000000,
   WebhookBatches1765600000000,
+  TokenCheck1765700000000,
 ];
 
 /**

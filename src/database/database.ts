@@ -16,6 +16,25 @@ import { execute, executeLater, openLater, takeLater } from './sql.js';
 import { StorageError, StorageMonitor } from './storage.js';
 
 export { changedOrRetry, RetryTransaction } from './conflicts.js';
+
+/**
+ * PostgreSQL: a token the transaction checks still names this principal, unrevoked
+ * (`planfence_check_token`), sent with its BEGIN; see `Database.write`.
+ */
+export interface TokenCheck {
+  name: string;
+  tokenHash: string;
+}
+
+/** The SQLSTATE `planfence_check_token` raises. */
+const TOKEN_CHECK_FAILED = 'PF401';
+
+/** Whether a write failed because its token check did (the message says why: revoked or unknown). */
+export function isTokenCheckFailure(error: unknown): error is Error {
+  return (
+    (error as { driverError?: { code?: string } } | null)?.driverError?.code === TOKEN_CHECK_FAILED
+  );
+}
 export { execute, executeLater, integerList, select, updateReturning } from './sql.js';
 
 /**
@@ -156,17 +175,26 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * before it and a write that throws rolls back to its own savepoint only; one COMMIT (one
    * fsync at synchronous=FULL) then makes all of them durable at once, and only then is any
    * of them answered. If the transaction as a whole fails, every write in it fails.
+   *
+   * `token` (PostgreSQL): the transaction first checks that this token still names this
+   * principal, unrevoked, in the round trip of its BEGIN; if not, it rolls back and fails
+   * (isTokenCheckFailure). On SQLite the service hears every change of a principal at its
+   * commit, so there is nothing to check.
    */
-  write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    return this.run(false, work);
+  write<T>(work: (manager: EntityManager) => Promise<T>, token?: TokenCheck): Promise<T> {
+    return this.run(false, work, token);
   }
 
   /** A write; a client's (not the probe's) outcome is what /health reports (StorageMonitor). */
-  private async run<T>(probe: boolean, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  private async run<T>(
+    probe: boolean,
+    work: (manager: EntityManager) => Promise<T>,
+    token?: TokenCheck,
+  ): Promise<T> {
     this.storage.assertWritable();
     let result: T;
     try {
-      result = await (this.serialized ? this.group.write(work) : this.transaction(work));
+      result = await (this.serialized ? this.group.write(work) : this.transaction(work, token));
     } catch (error) {
       // Disk full, read-only, file lost: STORAGE_UNAVAILABLE instead of INTERNAL.
       throw this.storage.failed(error, probe);
@@ -175,11 +203,14 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     return result;
   }
 
-  private async transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  private async transaction<T>(
+    work: (manager: EntityManager) => Promise<T>,
+    token: TokenCheck | undefined,
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         const callbacks: (() => void)[] = [];
-        const result = await this.pipelined(work, callbacks);
+        const result = await this.pipelined(work, callbacks, token);
         this.commits.transactions++;
         this.commits.writes++;
         for (const callback of callbacks) callback();
@@ -197,13 +228,15 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * PostgreSQL: one transaction on one pooled connection, whose statements are pipelined
    * where nothing waits for their answers: BEGIN travels with the first statement, and the
    * later statements (executeLater: the rows a decision adds, its notifications) with the
-   * COMMIT. The commit is reported only when every statement of the transaction was
+   * COMMIT; a token check is the first of the later statements, so it travels with BEGIN and
+   * the first statement waited for. The commit is reported only when every statement of the transaction was
    * answered without error; otherwise the transaction is rolled back and the first error of
    * a later statement (the cause of any that followed it) is thrown.
    */
   private async pipelined<T>(
     work: (manager: EntityManager) => Promise<T>,
     callbacks: (() => void)[],
+    token: TokenCheck | undefined,
   ): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
@@ -217,6 +250,12 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       openLater(manager, begun);
       let value: T;
       try {
+        if (token)
+          await executeLater(
+            manager,
+            'SELECT planfence_check_token(CAST(:name AS text), CAST(:tokenHash AS text))',
+            { name: token.name, tokenHash: token.tokenHash },
+          );
         value = await work(manager);
         // One statement for all of them, in the order they were made: PostgreSQL delivers
         // a transaction's notifications in that order, at its commit.

@@ -5,7 +5,8 @@ import { AuditService } from '../audit/audit.service.js';
 import { currentVia, type Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
-import { Database } from '../database/database.js';
+import { Database, isTokenCheckFailure, type TokenCheck } from '../database/database.js';
+import { AuthError } from '../auth/auth.errors.js';
 import {
   type IdempotentCall,
   IdempotencyService,
@@ -37,6 +38,13 @@ export interface Decision {
    * currentVia); null for the service's own decisions, which must say so.
    */
   via?: Via | null;
+  /**
+   * The caller's token, when its decision must check it (tokenCheckOf: the guard took the
+   * principal from memory on PostgreSQL): checked in the transaction's first round trip; if
+   * it no longer names the actor, unrevoked, nothing commits and the caller gets
+   * UNAUTHENTICATED.
+   */
+  token?: TokenCheck;
 }
 
 /** What the audit log keeps of an accepted decision. */
@@ -99,7 +107,7 @@ export class DecisionRunner {
     return this.settle(
       decision,
       startedAt,
-      await this.db.write((m) => this.attempt(m, decision, work, summarize)),
+      await this.transaction(decision, (m) => this.attempt(m, decision, work, summarize)),
     );
   }
 
@@ -127,7 +135,9 @@ export class DecisionRunner {
   ): Promise<T> {
     const decision = withDoor(request);
     const startedAt = performance.now();
-    const outcome = await this.db.write((m) => this.once(m, decision, call, work, result));
+    const outcome = await this.transaction(decision, (m) =>
+      this.once(m, decision, call, work, result),
+    );
     return this.settle(decision, startedAt, outcome);
   }
 
@@ -148,7 +158,7 @@ export class DecisionRunner {
     const decision = withDoor(request);
     const startedAt = performance.now();
     const result = planResult(detail);
-    const outcome = await this.db.write(async (m): Promise<Outcome<Plan>> => {
+    const outcome = await this.transaction(decision, async (m): Promise<Outcome<Plan>> => {
       const begun = await begin(m, this.clock.inDatabase ? null : await this.clock.now(m));
       if (!begun) return this.once(m, decision, call, work, result);
       const first = await this.attempt(
@@ -163,6 +173,19 @@ export class DecisionRunner {
       return first;
     });
     return this.settle(decision, startedAt, outcome);
+  }
+
+  /** The decision's transaction, with its token check (Decision.token). */
+  private async transaction<T>(
+    decision: Decision,
+    work: (m: EntityManager) => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await this.db.write(work, decision.token);
+    } catch (error) {
+      if (isTokenCheckFailure(error)) throw new AuthError('UNAUTHENTICATED', error.message);
+      throw error;
+    }
   }
 
   private async once<T>(

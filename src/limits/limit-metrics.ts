@@ -22,12 +22,15 @@ export function refusedRequests(registry: Registry): Counter<'limit'> {
   ]);
 }
 
-/** Token lookups (one per request at most), by outcome: ok or the error code. */
+/**
+ * Token lookups, by outcome: ok or the error code. One per request, two where a principal
+ * taken from memory had to be read from the database after all (PostgreSQL).
+ */
 export function authentications(registry: Registry): Counter<'outcome'> {
   return counter(
     registry,
     AUTHENTICATIONS,
-    'Bearer token lookups of GraphQL requests (at most one per request), by outcome',
+    'Bearer token lookups of GraphQL requests (one per request; two where a remembered principal is read again), by outcome',
     ['outcome'],
   );
 }

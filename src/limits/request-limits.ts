@@ -108,7 +108,8 @@ export function installRequestLimits(
     counted(() => checkDocumentText(source, limits));
     const req = requestOf(context);
     if (limits.introspection === 'authenticated' && req?.headers.authorization) {
-      await authenticateOnce(auth, req, lookups).catch(() => undefined);
+      // A principal from memory will do here: an operation that needs the row reads it.
+      await authenticateOnce(auth, req, lookups, true).catch(() => undefined);
     }
   });
 

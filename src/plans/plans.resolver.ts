@@ -12,7 +12,7 @@ import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { PlanPublishedArgs } from '../events/subscription.args.js';
 import { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
-import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
+import { CurrentPrincipal, Roles, TokenCheckedInDecision } from '../auth/roles.decorator.js';
 import {
   ApprovePlanInput,
   PlanArgs,
@@ -53,6 +53,7 @@ export class PlansResolver {
    * IDEMPOTENCY_KEY_REUSED, PAYLOAD_TOO_LARGE, NOT_FOUND.
    */
   @Roles(Role.AGENT)
+  @TokenCheckedInDecision()
   @Mutation(() => Plan)
   submitPlan(
     @CurrentPrincipal() principal: Principal,
@@ -69,6 +70,7 @@ export class PlansResolver {
    * NOT_FOUND.
    */
   @Roles(Role.REVIEWER)
+  @TokenCheckedInDecision()
   @Mutation(() => Plan)
   approvePlan(
     @CurrentPrincipal() principal: Principal,
@@ -118,6 +120,7 @@ export class PlansResolver {
   }
 
   @Roles(Role.REVIEWER)
+  @TokenCheckedInDecision()
   @Mutation(() => Plan)
   rejectPlan(
     @CurrentPrincipal() principal: Principal,

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { type EntityManager, In } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
+import { tokenCheckOf } from '../auth/principal-memory.js';
 import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { Clock } from '../common/clock.js';
@@ -129,6 +130,7 @@ export class PlansService {
         environment: input.environment,
         actor: principal.name,
         generation: input.generation,
+        token: tokenCheckOf(principal),
       };
       const call = idempotentCall(principal.name, input.idempotencyKey, 'submitPlan', canonical);
       const submit = {
@@ -211,6 +213,7 @@ export class PlansService {
         actor: principal.name,
         generation,
         planId: input.planId,
+        token: tokenCheckOf(principal),
       },
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'approvePlan', canonical)
@@ -253,6 +256,7 @@ export class PlansService {
         actor: principal.name,
         generation,
         planId: input.planId,
+        token: tokenCheckOf(principal),
       },
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'rejectPlan', canonical)
