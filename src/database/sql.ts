@@ -133,10 +133,21 @@ function sendLater(manager: EntityManager): void {
 
 type Later = [string, Record<string, unknown>];
 
-/** The table of a plain INSERT (no RETURNING), else null. */
-function insertTable(sql: string): string | null {
-  const match = /^\s*INSERT\s+INTO\s+("?[A-Za-z_][A-Za-z0-9_]*"?)/i.exec(sql);
-  return match && !/\bRETURNING\b/i.test(sql) ? match[1].replace(/"/g, '') : null;
+/** What `joined` needs to know of a statement's text: the table of a plain INSERT (no RETURNING), or a SELECT. */
+type Kind = { insertInto: string } | 'select' | 'other';
+
+/** Kinds by statement text (statement texts are few and reused). */
+const kinds = new Map<string, Kind>();
+
+function kindOf(sql: string): Kind {
+  let kind = kinds.get(sql);
+  if (!kind) {
+    const insert = /^\s*INSERT\s+INTO\s+("?[A-Za-z_][A-Za-z0-9_]*"?)/i.exec(sql);
+    if (insert && !/\bRETURNING\b/i.test(sql)) kind = { insertInto: insert[1].replace(/"/g, '') };
+    else kind = /^\s*SELECT\b/i.test(sql) ? 'select' : 'other';
+    kinds.set(sql, kind);
+  }
+  return kind;
 }
 
 /**
@@ -158,13 +169,13 @@ function joined(statements: Later[]): Later[] {
     tables.clear();
   };
   for (const statement of statements) {
-    const table = insertTable(statement[0]);
-    if (table) {
+    const kind = kindOf(statement[0]);
+    if (typeof kind === 'object') {
       // A second row of a table starts a statement of its own.
-      if (tables.has(table)) close(null);
+      if (tables.has(kind.insertInto)) close(null);
       group.push(statement);
-      tables.add(table);
-    } else if (/^\s*SELECT\b/i.test(statement[0])) {
+      tables.add(kind.insertInto);
+    } else if (kind === 'select') {
       close(statement);
     } else {
       close(null);
