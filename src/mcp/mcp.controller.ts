@@ -1,6 +1,5 @@
 import { Controller, Delete, Get, Inject, Post, Req, Res } from '@nestjs/common';
-import { HttpAdapterHost } from '@nestjs/core';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,10 +12,17 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { authentications } from '../limits/limit-metrics.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { mcpServerFor } from './mcp.server.js';
-import { McpTools } from './mcp.tools.js';
+import type { mcpServerFor } from './mcp.server.js';
+import type { McpTools } from './mcp.tools.js';
 
 const METADATA_PATH = '/.well-known/oauth-protected-resource';
+
+/** What answers MCP, loaded on the first POST /mcp. */
+interface McpRuntime {
+  tools: McpTools;
+  serverFor: typeof mcpServerFor;
+  Transport: typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js').StreamableHTTPServerTransport;
+}
 
 /** A JSON-RPC error answer outside any request (the transport's own shape). */
 function rpcError(code: number, message: string) {
@@ -27,20 +33,41 @@ function rpcError(code: number, message: string) {
  * The MCP endpoint (DESIGN §14): `POST /mcp`, Streamable HTTP in stateless mode (each POST
  * is answered on its own; no session), authenticated with the planfence bearer token. The
  * SDK's transport speaks the protocol and checks Host and Origin (DNS rebinding); the tools
- * are McpTools, built per request for the caller's role.
+ * are McpTools, built per request for the caller's role. The SDK, zod and the tools' schemas
+ * load with the first POST /mcp (about 10 MiB a service that no agent speaks MCP to never
+ * holds); that first request waits for them.
  */
 @Controller()
 export class McpController {
   private readonly lookups;
+  private loading: Promise<McpRuntime> | null = null;
 
   constructor(
     private readonly auth: AuthService,
-    private readonly tools: McpTools,
+    private readonly moduleRef: ModuleRef,
     private readonly adapterHost: HttpAdapterHost,
     @Inject(CONFIG) private readonly config: Config,
     metrics: MetricsService,
   ) {
     this.lookups = authentications(metrics.registry);
+  }
+
+  private runtime(): Promise<McpRuntime> {
+    this.loading ??= (async () => {
+      const [{ McpTools }, { mcpServerFor }, { StreamableHTTPServerTransport }] = await Promise.all(
+        [
+          import('./mcp.tools.js'),
+          import('./mcp.server.js'),
+          import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+        ],
+      );
+      const tools = await this.moduleRef.create(McpTools);
+      return { tools, serverFor: mcpServerFor, Transport: StreamableHTTPServerTransport };
+    })().catch((error: unknown) => {
+      this.loading = null;
+      throw error;
+    });
+    return this.loading;
   }
 
   /**
@@ -114,8 +141,9 @@ export class McpController {
         );
       return;
     }
-    const server = mcpServerFor(principal, this.tools, (code) => (logged.outcome = code));
-    const transport = new StreamableHTTPServerTransport({
+    const { tools, serverFor, Transport } = await this.runtime();
+    const server = serverFor(principal, tools, (code) => (logged.outcome = code));
+    const transport = new Transport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,
       enableDnsRebindingProtection: true,

@@ -7,7 +7,6 @@ import { PlansModule } from '../plans/plans.module.js';
 import { QuotasModule } from '../quotas/quotas.module.js';
 import { McpController } from './mcp.controller.js';
 import { McpGate } from './mcp.gate.js';
-import { McpTools } from './mcp.tools.js';
 
 /** Agents over MCP (DESIGN §14): POST /mcp and its tools. */
 @Module({
@@ -20,7 +19,7 @@ import { McpTools } from './mcp.tools.js';
     DeploymentsModule,
   ],
   controllers: [McpController],
-  providers: [McpGate, McpTools],
-  exports: [McpTools],
+  // McpTools is built by the controller on the first POST /mcp, with this module's providers.
+  providers: [McpGate],
 })
 export class McpModule {}
