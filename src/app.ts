@@ -16,6 +16,7 @@ import {
   limitResponseSize,
 } from './limits/request-limits.js';
 import { limitConnectionsPerAddress } from './limits/connection-limits.js';
+import { collectSoonerForLargeBodies, largeRequestsGauges } from './limits/large-bodies.js';
 import { MetricsService } from './metrics/metrics.service.js';
 import { Database, select } from './database/database.js';
 
@@ -92,6 +93,7 @@ export async function createApp(
     });
   }
   limitResponseSize(fastify, config);
+  const heapGrowth = collectSoonerForLargeBodies(fastify);
   const heavy = heavyQueryGate(fastify, config);
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config, options.clock),
@@ -111,6 +113,7 @@ export async function createApp(
     heavy,
     unpagedRowCounter(app.get(Database)),
   );
+  largeRequestsGauges(app.get(MetricsService).registry, heapGrowth);
   app.getHttpServer().maxConnections = http.maxConnections;
   limitConnectionsPerAddress(app.getHttpServer(), http.maxConnectionsPerAddress);
   return app;

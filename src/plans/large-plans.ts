@@ -1,7 +1,8 @@
 /**
  * A submit whose content is larger than this is a large plan: its request holds several
  * copies of the content while it is decided (the parsed request, the Terraform parse and
- * summary, the idempotency fingerprint's canonical JSON, the stored row read back).
+ * summary, the idempotency fingerprint's canonical JSON, the stored row read back); while it
+ * arrives V8 collects garbage sooner (src/limits/large-bodies.ts).
  */
 export const LARGE_PLAN_BYTES = 256 * 1024;
 

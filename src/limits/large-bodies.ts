@@ -1,0 +1,175 @@
+import type { FastifyInstance } from 'fastify';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { Gauge, type Registry } from 'prom-client';
+
+/**
+ * A request whose declared body is larger than this is a large request: a 1 MiB plan
+ * makes about ten plan-sized strings and objects on its way through (docs/operations.md#memory).
+ */
+export const LARGE_BODY_BYTES = 256 * 1024;
+
+/**
+ * How far V8 lets its old generation grow past what survived the last full collection
+ * while large requests arrive, in percent. Outside those moments V8's own heuristics hold
+ * (on a machine with much memory they let the heap grow up to four times what survived
+ * before collecting, which is what makes large plans' dead copies pile up).
+ */
+export const LARGE_BODY_HEAP_GROWTH_PERCENT = 25;
+
+/** How long the tighter growth outlives the last large request (a burst's pauses keep it). */
+export const LARGE_BODY_LINGER_MS = 10_000;
+
+const FLAG = '--heap-growing-percent';
+
+/** V8's full collection, from a context created with the gc extension; null where V8 refuses. */
+function fullCollection(): (() => void) | null {
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    return runInNewContext('gc') as () => void;
+  } catch {
+    return null;
+  }
+}
+
+export interface HeapGrowthHooks {
+  /** Sets a V8 flag (v8.setFlagsFromString). */
+  set(flag: string): void;
+  /** Runs a full collection now. */
+  collect(): void;
+  /** Runs `job` after `ms` (an unref'd timer); returns its cancel. */
+  later(job: () => void, ms: number): () => void;
+}
+
+let collect: (() => void) | null | undefined;
+const V8_HOOKS: HeapGrowthHooks = {
+  set: (flag) => v8.setFlagsFromString(flag),
+  collect: () => (collect === undefined ? (collect = fullCollection()) : collect)?.(),
+  later: (job, ms) => {
+    const timer = setTimeout(job, ms);
+    timer.unref();
+    return () => clearTimeout(timer);
+  },
+};
+
+/**
+ * Tightens V8's heap growth while large requests arrive: from the first one of a burst until
+ * LARGE_BODY_LINGER_MS after the last one ends; then V8's own heuristics come back. The
+ * setting is V8's `--heap-growing-percent`, which V8 reads when a full collection sets the
+ * next limit, so a burst starts with one full collection (a few milliseconds on the service's
+ * heap): the limit the heap reached under small requests would otherwise let the first large
+ * ones pile up to it. A process started with that flag (`NODE_OPTIONS`) keeps the operator's
+ * value: nothing is then changed or collected.
+ */
+export class HeapGrowth {
+  private holders = 0;
+  private cancelRelax: (() => void) | null = null;
+  private tight = false;
+  readonly managed: boolean;
+
+  constructor(
+    private readonly percent: number = LARGE_BODY_HEAP_GROWTH_PERCENT,
+    flags: string[] = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)],
+    private readonly hooks: HeapGrowthHooks = V8_HOOKS,
+    private readonly lingerMs: number = LARGE_BODY_LINGER_MS,
+  ) {
+    this.managed = percent > 0 && !flags.some((flag) => flag.startsWith(FLAG));
+  }
+
+  /** Holds the tighter growth until the returned function is called (once; later calls do nothing). */
+  hold(): () => void {
+    if (!this.managed) return () => undefined;
+    this.holders++;
+    this.cancelRelax?.();
+    this.cancelRelax = null;
+    if (!this.tight) {
+      this.tight = true;
+      this.hooks.set(`${FLAG}=${this.percent}`);
+      this.hooks.collect();
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--this.holders > 0) return;
+      this.cancelRelax = this.hooks.later(() => {
+        this.cancelRelax = null;
+        this.tight = false;
+        this.hooks.set(`${FLAG}=0`);
+      }, this.lingerMs);
+    };
+  }
+
+  /** Requests holding it now. */
+  get held(): number {
+    return this.holders;
+  }
+
+  /** Whether V8 runs with the tighter growth now. */
+  get tightened(): boolean {
+    return this.tight;
+  }
+}
+
+/**
+ * The process's one HeapGrowth: the setting is the process's, so every app of a process
+ * (tests run several) counts its holders in the same place. Kept on a built-in module,
+ * which every module registry of the process shares.
+ */
+export function processHeapGrowth(): HeapGrowth {
+  const holder = v8 as unknown as Record<symbol, HeapGrowth | undefined>;
+  const key = Symbol.for('planfence.heapGrowth');
+  let growth = holder[key];
+  if (!growth) {
+    growth = new HeapGrowth();
+    Object.defineProperty(holder, key, { value: growth });
+  }
+  return growth;
+}
+
+/**
+ * From the moment a request declares a large body (Content-Length) until its connection has
+ * its answer or is gone, V8 collects garbage sooner: the copies a large plan leaves behind
+ * are collected before the next ones pile on them. Small requests never change anything.
+ */
+export function collectSoonerForLargeBodies(
+  fastify: FastifyInstance,
+  growth: HeapGrowth = processHeapGrowth(),
+): HeapGrowth {
+  if (!growth.managed) return growth;
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const declared = Number(request.headers['content-length']);
+    if (declared > LARGE_BODY_BYTES) {
+      const release = growth.hold();
+      // 'close' comes once the answer is sent or the connection dropped, whichever is first.
+      reply.raw.once('close', release);
+    }
+    done();
+  });
+  return growth;
+}
+
+/**
+ * `planfence_large_requests_in_flight`: requests with a large body being received or
+ * answered, in this process; `planfence_heap_growth_tightened`: 1 while V8 collects sooner.
+ */
+export function largeRequestsGauges(registry: Registry, growth: HeapGrowth): void {
+  new Gauge({
+    name: 'planfence_large_requests_in_flight',
+    help: `Requests declaring a body over ${LARGE_BODY_BYTES / 1024} KiB, from their headers until their answer is sent`,
+    registers: [registry],
+    collect() {
+      this.set(growth.held);
+    },
+  });
+  new Gauge({
+    name: 'planfence_heap_growth_tightened',
+    help: growth.managed
+      ? `1 while V8's heap may grow only ${LARGE_BODY_HEAP_GROWTH_PERCENT}% past what survived its last full collection: from the first large request of a burst until ${LARGE_BODY_LINGER_MS / 1000} s after the last`
+      : 'Always 0: the process was started with --heap-growing-percent, which is left as given',
+    registers: [registry],
+    collect() {
+      this.set(growth.tightened ? 1 : 0);
+    },
+  });
+}
