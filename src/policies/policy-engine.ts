@@ -257,8 +257,11 @@ export class PolicyEngine implements OnModuleDestroy {
         replies: port2,
       },
       transferList: [port2],
-      // A runaway list or string ends this worker, not the service.
-      resourceLimits: { maxOldGenerationSizeMb: 256 },
+      // A runaway list or string ends this worker, not the service. A small young
+      // generation: what a worker allocates is the activation it is sent (kept for the
+      // evaluation) and short-lived values, and its semi-spaces would otherwise grow to
+      // 16 MiB each, resident for the worker's life.
+      resourceLimits: { maxOldGenerationSizeMb: 256, maxYoungGenerationSizeMb: 8 },
     });
     worker.unref();
     port1.on('message', (reply: Reply) => slot.onReply?.(reply));
