@@ -496,6 +496,24 @@ export function report(rows: Row[], machine: Machine): string {
       `- PostgreSQL: node-pg's bare UPDATE makes ${rate(pgFloor)} (one commit, one WAL flush each); a publish ` +
         `${rate(pgPublish)} takes ${fixed(1000 / pgPublish.reqPerSec, 3)} ms per request of the one instance at c=10.`,
     );
+  const withRss = summaries.filter((s) => s.peakRssMb != null);
+  const rest = find('0 ', 1);
+  const largeRows = withRss.filter((s) => /^1[12] /.test(s.scenario) && !/alone/.test(s.variant));
+  const smallRows = withRss.filter((s) => !largeRows.includes(s));
+  if (rest?.peakRssMb != null && largeRows.length && smallRows.length) {
+    const mb = (rows: Summary[]) => rows.map((s) => s.peakRssMb!);
+    lines.push(
+      `- Peak RSS: ${fixed(rest.peakRssMb, 0)} MiB with \`{ __typename }\` at c=1, about what a service holds at rest ` +
+        "(the code it loaded, V8's young generation of two 16 MiB semi-spaces, the pages of the node binary); " +
+        `every row of small requests stays at or under ${fixed(Math.max(...mb(smallRows)), 0)} MiB. The rows that keep ` +
+        `1 MiB plans in flight reach ${fixed(Math.min(...mb(largeRows)), 0)}–${fixed(Math.max(...mb(largeRows)), 0)} MiB: ` +
+        'what survives a full collection there is about what survives at rest; the rest is the plans in flight, the garbage ' +
+        "V8 lets grow 25% past what survived while large requests arrive, the C heap's growth from SQLite's copies of 1 MiB " +
+        "values, and with policies the worker thread's own heap (docs/operations.md#memory). Below that needs a smaller " +
+        'young generation (`--max-semi-space-size`, a start-up flag, which the service leaves to the operator) or fewer large ' +
+        'requests in flight at once.',
+    );
+  }
   lines.push('');
 
   lines.push('## In short', '');
