@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Gauge, type Registry } from 'prom-client';
+import { perProcess } from '../common/per-process.js';
 
 /**
  * A request whose declared body is larger than this is a large request: a 1 MiB plan
@@ -22,13 +23,16 @@ export const LARGE_BODY_LINGER_MS = 10_000;
 
 const FLAG = '--heap-growing-percent';
 
-/** V8's full collection, from a context created with the gc extension; null where V8 refuses. */
-function fullCollection(): (() => void) | null {
+/**
+ * V8's full collection, from a context created with the gc extension; where V8 refuses it,
+ * nothing (the tighter growth then applies from V8's next collection on).
+ */
+function fullCollection(): () => void {
   try {
     v8.setFlagsFromString('--expose-gc');
     return runInNewContext('gc') as () => void;
   } catch {
-    return null;
+    return () => undefined;
   }
 }
 
@@ -41,10 +45,10 @@ export interface HeapGrowthHooks {
   later(job: () => void, ms: number): () => void;
 }
 
-let collect: (() => void) | null | undefined;
+let gc: (() => void) | undefined;
 const V8_HOOKS: HeapGrowthHooks = {
   set: (flag) => v8.setFlagsFromString(flag),
-  collect: () => (collect === undefined ? (collect = fullCollection()) : collect)?.(),
+  collect: () => (gc ??= fullCollection())(),
   later: (job, ms) => {
     const timer = setTimeout(job, ms);
     timer.unref();
@@ -63,8 +67,8 @@ const V8_HOOKS: HeapGrowthHooks = {
  */
 export class HeapGrowth {
   private holders = 0;
+  /** Set while the last burst's linger runs. */
   private cancelRelax: (() => void) | null = null;
-  private tight = false;
   readonly managed: boolean;
 
   constructor(
@@ -79,14 +83,13 @@ export class HeapGrowth {
   /** Holds the tighter growth until the returned function is called (once; later calls do nothing). */
   hold(): () => void {
     if (!this.managed) return () => undefined;
-    this.holders++;
-    this.cancelRelax?.();
-    this.cancelRelax = null;
-    if (!this.tight) {
-      this.tight = true;
+    if (!this.tightened) {
       this.hooks.set(`${FLAG}=${this.percent}`);
       this.hooks.collect();
     }
+    this.holders++;
+    this.cancelRelax?.();
+    this.cancelRelax = null;
     let released = false;
     return () => {
       if (released) return;
@@ -94,7 +97,6 @@ export class HeapGrowth {
       if (--this.holders > 0) return;
       this.cancelRelax = this.hooks.later(() => {
         this.cancelRelax = null;
-        this.tight = false;
         this.hooks.set(`${FLAG}=0`);
       }, this.lingerMs);
     };
@@ -107,24 +109,16 @@ export class HeapGrowth {
 
   /** Whether V8 runs with the tighter growth now. */
   get tightened(): boolean {
-    return this.tight;
+    return this.holders > 0 || this.cancelRelax !== null;
   }
 }
 
 /**
  * The process's one HeapGrowth: the setting is the process's, so every app of a process
- * (tests run several) counts its holders in the same place. Kept on a built-in module,
- * which every module registry of the process shares.
+ * (tests run several) counts its holders in the same place.
  */
 export function processHeapGrowth(): HeapGrowth {
-  const holder = v8 as unknown as Record<symbol, HeapGrowth | undefined>;
-  const key = Symbol.for('planfence.heapGrowth');
-  let growth = holder[key];
-  if (!growth) {
-    growth = new HeapGrowth();
-    Object.defineProperty(holder, key, { value: growth });
-  }
-  return growth;
+  return perProcess('heapGrowth', () => new HeapGrowth());
 }
 
 /**

@@ -34,7 +34,7 @@ function rpcError(code: number, message: string) {
  * is answered on its own; no session), authenticated with the planfence bearer token. The
  * SDK's transport speaks the protocol and checks Host and Origin (DNS rebinding); the tools
  * are McpTools, built per request for the caller's role. The SDK, zod and the tools' schemas
- * load with the first POST /mcp (about 10 MiB a service that no agent speaks MCP to never
+ * load with the first POST /mcp (about 9 MiB a service that no agent speaks MCP to never
  * holds); that first request waits for them.
  */
 @Controller()

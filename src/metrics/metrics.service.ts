@@ -1,5 +1,5 @@
-import perfHooks from 'node:perf_hooks';
 import { Injectable } from '@nestjs/common';
+import { perProcess } from '../common/per-process.js';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { Database } from '../database/database.js';
 import { Environment } from '../environments/environment.entity.js';
@@ -10,17 +10,11 @@ import { Environment } from '../environments/environment.entity.js';
  * same process (tests, benchmarks) shares them instead of keeping another set alive.
  */
 function processRegistry(): Registry {
-  // Kept on a built-in module, which every module registry of the process shares (a test
-  // runner gives each test file a registry of its own, and so its own copy of this module).
-  const holder = perfHooks as unknown as Record<symbol, Registry | undefined>;
-  const key = Symbol.for('planfence.processMetrics');
-  let registry = holder[key];
-  if (!registry) {
-    registry = new Registry();
+  return perProcess('processMetrics', () => {
+    const registry = new Registry();
     collectDefaultMetrics({ register: registry, prefix: 'planfence_' });
-    Object.defineProperty(holder, key, { value: registry });
-  }
-  return registry;
+    return registry;
+  });
 }
 
 /** Prometheus metrics of this instance (`GET /metrics`). */

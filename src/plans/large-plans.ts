@@ -1,10 +1,12 @@
+import { LARGE_BODY_BYTES } from '../limits/large-bodies.js';
+
 /**
  * A submit whose content is larger than this is a large plan: its request holds several
  * copies of the content while it is decided (the parsed request, the Terraform parse and
- * summary, the idempotency fingerprint's canonical JSON, the stored row read back); while it
- * arrives V8 collects garbage sooner (src/limits/large-bodies.ts).
+ * summary, the idempotency fingerprint's canonical JSON, the stored row read back). Its body
+ * is a large body, so while it arrives V8 collects garbage sooner (src/limits/large-bodies.ts).
  */
-export const LARGE_PLAN_BYTES = 256 * 1024;
+export const LARGE_PLAN_BYTES = LARGE_BODY_BYTES;
 
 /**
  * Large plans decided at once by one service. The others wait their turn, in arrival order:
