@@ -3,7 +3,6 @@
  * in arrival order; none is refused, and one that fails passes its turn on. While a request
  * with a large body is in flight, V8 collects garbage sooner, and only then.
  */
-import { connect, type Socket } from 'node:net';
 import {
   HeapGrowth,
   type HeapGrowthHooks,
@@ -13,6 +12,7 @@ import {
 import { LARGE_PLANS_AT_ONCE, LargePlanGate } from '../src/plans/large-plans.js';
 import { startApp } from './support/app.js';
 import { metric } from './support/metrics.js';
+import { rawConnection } from './support/raw-http.js';
 import { until } from './support/until.js';
 
 test('ten large submits together: at most two run at once, in arrival order, a failure passes its turn on', async () => {
@@ -105,18 +105,13 @@ test("an operator's --heap-growing-percent is left as given", () => {
 });
 
 /** Opens a POST /graphql declaring `declared` bytes and sends `sent` of them. */
-async function partialPost(url: string, declared: number, sent: number): Promise<Socket> {
-  const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve);
-    socket.once('error', reject);
-  });
-  socket.write(
-    `POST /graphql HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`,
+async function partialPost(url: string, declared: number, sent: number) {
+  const connection = await rawConnection(url);
+  connection.socket.write(
+    `POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`,
   );
-  socket.write(' '.repeat(sent));
-  return socket;
+  connection.socket.write(' '.repeat(sent));
+  return connection;
 }
 
 test('a large body counts from its headers until its answer, or until its client is gone; small ones never count', async () => {
@@ -132,16 +127,14 @@ test('a large body counts from its headers until its answer, or until its client
     await until('two large requests in flight', async () => (await inFlight()) === 2);
     expect(await metric(app.url, 'planfence_heap_growth_tightened')).toBe(1);
     // ...until its client goes away,
-    dropped.destroy();
+    dropped.socket.destroy();
     await until('the dropped one no longer counts', async () => (await inFlight()) === 1);
     // ...or it is answered (here: a body that is no GraphQL request, refused as bad input).
-    let answer = '';
-    answered.on('data', (chunk: Buffer) => (answer += chunk.toString()));
-    answered.write(' '.repeat(LARGE_BODY_BYTES + 1 - 64 * 1024));
-    await until('the large request answered', () => /^HTTP\/1\.1 400 /.test(answer));
+    answered.socket.write(' '.repeat(LARGE_BODY_BYTES + 1 - 64 * 1024));
+    await until('the large request answered', () => /^HTTP\/1\.1 400 /.test(answered.received()));
     await until('no large request in flight', async () => (await inFlight()) === 0);
-    answered.destroy();
-    small.destroy();
+    answered.socket.destroy();
+    small.socket.destroy();
   } finally {
     await app.close();
   }

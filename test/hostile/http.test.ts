@@ -4,11 +4,12 @@
  * demand a token, and SIGTERM ends the process even with a connection hanging.
  */
 import { once } from 'node:events';
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { ADMIN_TOKEN as SERVICE_ADMIN_TOKEN, ServiceProcess } from '../fault/service.js';
 import { ADMIN_TOKEN, scratchDir, startApp, type TestApp } from '../support/app.js';
+import { portOf, rawConnection } from '../support/raw-http.js';
 
 let app: TestApp;
 
@@ -29,26 +30,6 @@ function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-function portOf(url: string): number {
-  return Number(new URL(url).port);
-}
-
-/** A raw TCP connection that records what the server sends and when it closes. */
-async function rawConnection(url: string): Promise<{
-  socket: Socket;
-  received: () => string;
-  closed: Promise<void>;
-}> {
-  const socket = connect(portOf(url), '127.0.0.1');
-  let data = '';
-  socket.on('data', (chunk: Buffer) => (data += chunk.toString()));
-  socket.on('error', () => undefined);
-  // A reset (ECONNRESET) is also a close: the error is swallowed above.
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  await once(socket, 'connect');
-  return { socket, received: () => data, closed };
 }
 
 test('a body that trickles in is cut off at the request timeout', async () => {
