@@ -496,10 +496,9 @@ export function report(rows: Row[], machine: Machine): string {
       `- PostgreSQL: node-pg's bare UPDATE makes ${rate(pgFloor)} (one commit, one WAL flush each); a publish ` +
         `${rate(pgPublish)} takes ${fixed(1000 / pgPublish.reqPerSec, 3)} ms per request of the one instance at c=10.`,
     );
-  const withRss = summaries.filter((s) => s.peakRssMb != null);
   const rest = find('0 ', 1);
-  const largeRows = withRss.filter((s) => /^1[12] /.test(s.scenario) && !/alone/.test(s.variant));
-  const smallRows = withRss.filter((s) => !largeRows.includes(s));
+  const largeRows = measured.filter((s) => /^1[12] /.test(s.scenario) && !/alone/.test(s.variant));
+  const smallRows = measured.filter((s) => !largeRows.includes(s));
   if (rest?.peakRssMb != null && largeRows.length && smallRows.length) {
     const mb = (rows: Summary[]) => rows.map((s) => s.peakRssMb!);
     lines.push(
