@@ -4,10 +4,13 @@
  * `--seconds` (default 10), then the profile's self time summed by function and by area.
  *
  *   npm run bench:profile [-- --seconds 10 --connections 10 --out docs/BENCHMARKS.md --keep /tmp/p]
+ *   npm run bench:profile -- --postgres postgres://USER:PASSWORD@HOST/postgres --connections 1
  *
  * Writes the section between `<!-- profile:start -->` and `<!-- profile:end -->` of the
- * report (`npm run bench` keeps it); `--keep DIR` leaves the .cpuprofile there (open it in
- * Chrome DevTools or speedscope).
+ * report (`npm run bench` keeps it), for SQLite; `--postgres URL` profiles the publish on a
+ * database made on that server instead and only prints the summary. `--keep DIR` leaves the
+ * .cpuprofile there (open it in Chrome DevTools or speedscope). Only the samples taken while
+ * the load ran count: not the start-up, not the shutdown.
  */
 import autocannon from 'autocannon';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -37,15 +40,22 @@ interface ProfileNode {
 }
 interface CpuProfile {
   nodes: ProfileNode[];
+  /** Microseconds of the monotonic clock that process.hrtime reads too (Linux). */
+  startTime: number;
   samples: number[];
   timeDeltas: number[];
 }
+
+/** Now on the profile's clock, in microseconds. */
+const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
 
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 10);
 const connections = option(argv, 'connections', 10);
 const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
 const keep = textOption(argv, 'keep');
+/** A PostgreSQL server URL: profile the publish on PostgreSQL instead of SQLite (printed, not written to the report). */
+const postgres = textOption(argv, 'postgres');
 
 /** The area a frame belongs to: a package, a folder of ours, Node itself, or V8's own buckets. */
 function area(url: string, name: string): string {
@@ -58,16 +68,24 @@ function area(url: string, name: string): string {
   return url.replace(/^file:\/\/.*\/dist\//, '');
 }
 
-function summarize(profile: CpuProfile): {
+/** The samples taken while the load ran (`from`–`to`, monotonic µs): not the start-up, not the shutdown. */
+function summarize(
+  profile: CpuProfile,
+  from: number,
+  to: number,
+): {
   total: number;
   byArea: Map<string, number>;
   byFunction: Map<string, number>;
 } {
   const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
   const self = new Map<number, number>();
-  profile.samples.forEach((id, i) =>
-    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)),
-  );
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    const delta = profile.timeDeltas[i] ?? 0;
+    at += delta;
+    if (at > from && at <= to) self.set(id, (self.get(id) ?? 0) + delta);
+  });
   const byArea = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let total = 0;
@@ -88,10 +106,12 @@ async function main(): Promise<void> {
   const workDir = mkdtempSync(join(os.tmpdir(), 'planfence-profile-'));
   const profileDir = keep ?? join(workDir, 'profile');
   mkdirSync(profileDir, { recursive: true });
+  const earlier = new Set(readdirSync(profileDir));
   try {
     const template = await prepareTemplate(workDir, 'profile', {
       count: 1,
       requireApproval: false,
+      postgres: postgres ?? undefined,
     });
     const database = await runDatabase(template, workDir, 'profile');
     const port = await freePort();
@@ -103,7 +123,7 @@ async function main(): Promise<void> {
           ...process.env,
           ...UNLIMITED,
           PORT: String(port),
-          DATABASE_URL: `sqlite:${database.location}`,
+          DATABASE_URL: postgres ? database.location : `sqlite:${database.location}`,
           PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
           PLANFENCE_SQLITE_SYNCHRONOUS: 'FULL',
         },
@@ -119,6 +139,7 @@ async function main(): Promise<void> {
       if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const outcomes: Record<string, number> = {};
+    const loadFrom = monotonicMicros();
     const result = await autocannon({
       url,
       connections,
@@ -129,14 +150,20 @@ async function main(): Promise<void> {
           addOutcome(outcomes, graphqlOutcome(status, body)),
       })),
     });
+    const loadTo = monotonicMicros();
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
     await exited;
     await database.remove();
-    const file = readdirSync(profileDir).find((name) => name.endsWith('.cpuprofile'));
+    // The one this run wrote: a kept folder may hold the profiles of earlier runs.
+    const file = readdirSync(profileDir).find(
+      (name) => name.endsWith('.cpuprofile') && !earlier.has(name),
+    );
     if (!file) throw new Error('the service wrote no .cpuprofile');
     const { total, byArea, byFunction } = summarize(
       JSON.parse(readFileSync(join(profileDir, file), 'utf8')) as CpuProfile,
+      loadFrom,
+      loadTo,
     );
     const requests = result.requests.total;
     const busy = total - (byArea.get('(idle)') ?? 0);
@@ -153,13 +180,13 @@ async function main(): Promise<void> {
       '',
       `\`npm run bench:profile -- --seconds ${seconds} --connections ${connections}\` on ${new Date().toISOString().slice(0, 10)}: ` +
         `the built service under \`node --cpu-prof\` (the profiler itself costs some throughput), a fenced publish ` +
-        `(FULL, fresh idempotency keys, one environment) at ${connections} connections for ${seconds} s: ` +
+        `(${postgres ? 'PostgreSQL' : 'FULL'}, fresh idempotency keys, one environment) at ${connections} connections for ${seconds} s: ` +
         `${requests} requests (${(requests / result.duration).toFixed(0)}/s; ${Object.entries(
           outcomes,
         )
           .map(([k, v]) => `${k} ${v}`)
           .join(', ')}). ` +
-        `The service thread was busy ${((busy / (total || 1)) * 100).toFixed(0)}% of the run; ` +
+        `The service thread was busy ${((busy / (total || 1)) * 100).toFixed(0)}% of the run (the samples taken while the load ran: not the start-up); ` +
         `${ms(busy)} ms of its time per publish. Self time (a function's own, not its callees'), per publish and as a share of the busy time:`,
       '',
       '| area | ms / publish | share |',
@@ -177,7 +204,7 @@ async function main(): Promise<void> {
       '<!-- profile:end -->',
     ].join('\n');
     const existing = existsSync(out) ? readFileSync(out, 'utf8') : '';
-    writeFileSync(out, replaceSection(existing, 'profile', section));
+    if (!postgres) writeFileSync(out, replaceSection(existing, 'profile', section));
     process.stdout.write(`${section}\n`);
   } finally {
     rmSync(workDir, { recursive: true, force: true });
