@@ -27,6 +27,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, distFile, freePort, option, textOption } from '../test/fault/service.js';
 import { fencedPublish, prepareTemplate, runDatabase, UNLIMITED } from './http.js';
+import { BIG_PLANS, bigSubmits } from './terraform.js';
 import { addOutcome, graphqlOutcome } from './measure.js';
 import { replaceSection } from './report.js';
 
@@ -56,6 +57,10 @@ const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
 const keep = textOption(argv, 'keep');
 /** A PostgreSQL server URL: profile the publish on PostgreSQL instead of SQLite (printed, not written to the report). */
 const postgres = textOption(argv, 'postgres');
+/** `--plan TEXT|TERRAFORM_PLAN_JSON`: profile submits of the benchmarks' 1 MiB plan instead (printed only). */
+const plan = textOption(argv, 'plan') as 'TEXT' | 'TERRAFORM_PLAN_JSON' | null;
+if (plan !== null && plan !== 'TEXT' && plan !== 'TERRAFORM_PLAN_JSON')
+  throw new Error('--plan is TEXT or TERRAFORM_PLAN_JSON');
 
 /** The area a frame belongs to: a package, a folder of ours, Node itself, or V8's own buckets. */
 function area(url: string, name: string): string {
@@ -122,6 +127,7 @@ async function main(): Promise<void> {
         env: {
           ...process.env,
           ...UNLIMITED,
+          ...BIG_PLANS,
           PORT: String(port),
           DATABASE_URL: postgres ? database.location : `sqlite:${database.location}`,
           PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
@@ -144,11 +150,13 @@ async function main(): Promise<void> {
       url,
       connections,
       duration: seconds,
-      requests: fencedPublish(0)(template, 'profile').map((request) => ({
-        ...request,
-        onResponse: (status: number, body: string) =>
-          addOutcome(outcomes, graphqlOutcome(status, body)),
-      })),
+      requests: (plan ? bigSubmits(plan) : fencedPublish(0))(template, 'profile').map(
+        (request) => ({
+          ...request,
+          onResponse: (status: number, body: string) =>
+            addOutcome(outcomes, graphqlOutcome(status, body)),
+        }),
+      ),
     });
     const loadTo = monotonicMicros();
     const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -180,7 +188,7 @@ async function main(): Promise<void> {
       '',
       `\`npm run bench:profile -- --seconds ${seconds} --connections ${connections}\` on ${new Date().toISOString().slice(0, 10)}: ` +
         `the built service under \`node --cpu-prof\` (the profiler itself costs some throughput), a fenced publish ` +
-        `(${postgres ? 'PostgreSQL' : 'FULL'}, fresh idempotency keys, one environment) at ${connections} connections for ${seconds} s: ` +
+        `(${postgres ? 'PostgreSQL' : 'FULL'}, fresh idempotency keys, one environment${plan ? `, the 1 MiB plan as ${plan}` : ''}) at ${connections} connections for ${seconds} s: ` +
         `${requests} requests (${(requests / result.duration).toFixed(0)}/s; ${Object.entries(
           outcomes,
         )
@@ -204,7 +212,7 @@ async function main(): Promise<void> {
       '<!-- profile:end -->',
     ].join('\n');
     const existing = existsSync(out) ? readFileSync(out, 'utf8') : '';
-    if (!postgres) writeFileSync(out, replaceSection(existing, 'profile', section));
+    if (!postgres && !plan) writeFileSync(out, replaceSection(existing, 'profile', section));
     process.stdout.write(`${section}\n`);
   } finally {
     rmSync(workDir, { recursive: true, force: true });

@@ -89,6 +89,20 @@ const counts = (plan: TerraformPlan) => {
 const listed = (plan: TerraformPlan) =>
   plan.summary!.resourceChanges.map((change) => [change.address, change.actions.join(',')]);
 
+test('a submit answers with the plan as stored: its content, summary and artifact read back the same', async () => {
+  const content = fixture('create');
+  const artifact = Buffer.from('a binary plan file \u00e9\u{1F680}').toString('base64');
+  const submitted = await submitTerraform(content, { artifact });
+  expect(submitted).toMatchObject({ content, artifact });
+  expect(submitted.summary).not.toBeNull();
+  expect(await read(submitted.id)).toEqual(submitted);
+
+  const text = 'line one\nunicode \u00e9\u{1F680}\n';
+  const plain = ok(await submit({ content: text })).submitPlan;
+  expect(plain).toMatchObject({ content: text, summary: null, artifact: null });
+  expect(await read(plain.id)).toEqual(plain);
+});
+
 test('a plan is TEXT by default and has no summary', async () => {
   const plan = ok(await submit({ content: 'opaque text' })).submitPlan;
   expect(plan).toMatchObject({ contentType: 'TEXT', summary: null, artifact: null });

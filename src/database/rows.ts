@@ -147,16 +147,28 @@ export async function insertRowLater<E extends ObjectLiteral>(
 
 /**
  * Inserts one row of `entity` as insertRow does and returns it as stored (defaults and
- * generated columns included): the insert and the read after it in one statement.
+ * generated columns included): the insert and the read after it in one statement. The
+ * properties in `asGiven` (plain text columns, such as a plan's content) are not read back:
+ * the returned entity holds the values given, which are what was stored, without the
+ * database making a copy of each to return.
  */
 export async function insertReturning<E extends ObjectLiteral>(
   m: EntityManager,
   entity: Target<E>,
   values: Partial<E>,
+  asGiven: readonly (keyof E & string)[] = [],
 ): Promise<E> {
-  const { metadata, sql, parameters } = insertStatement(m, entity, values, () => ' RETURNING *');
+  const { metadata, sql, parameters } = insertStatement(m, entity, values, (metadata) => {
+    if (!asGiven.length) return ' RETURNING *';
+    const returned = metadata.columns.filter(
+      (column) => !asGiven.includes(column.propertyName as keyof E & string),
+    );
+    return ` RETURNING ${returned.map((column) => quote(column.databaseName)).join(', ')}`;
+  });
   const [row] = await updateReturning<Record<string, unknown>>(m, sql, parameters);
-  return hydrate(m, metadata, row);
+  const stored = hydrate<E>(m, metadata, row);
+  for (const property of asGiven) (stored as ObjectLiteral)[property] = values[property] ?? null;
+  return stored;
 }
 
 /** The rows an `UPDATE … RETURNING *` of `entity`'s table changed, as entities. */

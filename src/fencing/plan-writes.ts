@@ -4,7 +4,7 @@ import { changedOrRetry, execute, select } from '../database/database.js';
 import { insertReturning, updateEntities } from '../database/rows.js';
 import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
 import { PlanId } from '../common/ids.js';
-import { Plan, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
+import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
 import type { PolicyDecision } from '../policies/policy-decision.js';
 import { PolicyError } from '../policies/policy.errors.js';
 import { addEffect } from './effects.js';
@@ -13,6 +13,9 @@ import { afterPublication, announceExpired, expireProposals, markObsolete } from
 import { readEnvironment, readPlan } from './reads.js';
 import { whyApprovalRejected, whySubmitRejected } from './rejections.js';
 import { POINTER_MOVES_FORWARD, RULE_SHORT_EVEN_WITH_REVIEWER, RULES_MET } from './sql.js';
+
+/** A plan's large fields are stored as given: its insert does not read them back. */
+const LARGE_FIELDS = Object.keys(PLAN_LARGE_FIELDS) as (keyof typeof PLAN_LARGE_FIELDS)[];
 
 /**
  * The guard's plan writes: every statement that stores a plan, records an approval, moves
@@ -96,6 +99,7 @@ export class PlanWrites {
       m,
       Plan,
       submittedPlan(p, sequence, publish, before.proposalTtlSeconds),
+      LARGE_FIELDS,
     );
     for (const [position, rule] of p.policy.rules.entries()) {
       await execute(
