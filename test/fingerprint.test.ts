@@ -3,6 +3,7 @@
  * text: records stored before keep matching the same calls.
  */
 import fc from 'fast-check';
+import { createHash } from 'node:crypto';
 import { canonicalSha256, sha256 } from '../src/common/hash.js';
 
 /** The canonical text the stored fingerprints were made from: keys sorted, undefined as null. */
@@ -45,4 +46,31 @@ test('long contents: a slice never splits a surrogate pair, escapes and undefine
   // A lone surrogate is escaped by JSON.stringify, so it hashes alike too.
   const lone = { content: `${'b'.repeat(65_535)}\ud800tail` };
   expect(canonicalSha256(lone)).toBe(whole(lone));
+});
+
+test('a long string hashes as its whole JSON text, whatever it holds where the slices meet', () => {
+  // Pieces that JSON.stringify escapes (quotes, backslashes, controls, lone surrogates) or
+  // keeps as pairs, around the 64 Ki code units where one slice ends.
+  const piece = fc.constantFrom(
+    'a',
+    '"',
+    '\\',
+    '\n',
+    '\u0001',
+    'é',
+    '😀',
+    '\ud800',
+    '\udc00',
+    '\u2028',
+  );
+  fc.assert(
+    fc.property(fc.nat(40), fc.array(piece, { minLength: 1, maxLength: 60 }), (offset, pieces) => {
+      const content = `${'x'.repeat(65_536 - offset)}${pieces.join('')}${'y'.repeat(offset)}`;
+      expect(canonicalSha256({ content })).toBe(whole({ content }));
+      expect(sha256(content)).toBe(
+        createHash('sha256').update(Buffer.from(content, 'utf8')).digest('hex'),
+      );
+    }),
+    { numRuns: 500 },
+  );
 });

@@ -1,7 +1,9 @@
 import { createHash, type Hash } from 'node:crypto';
 
 export function sha256(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  const hash = createHash('sha256');
+  updateInSlices(hash, text);
+  return hash.digest('hex');
 }
 
 /** Text longer than this is hashed a slice at a time. */
@@ -63,19 +65,34 @@ function feed(out: Pieces, value: unknown): void {
         feed(out, (value as Record<string, unknown>)[key]);
       });
     out.add('}');
+  } else if (typeof value === 'string' && value.length > SLICE) {
+    // JSON.stringify escapes a string code point by code point, so its text is the quoted
+    // concatenation of each slice's escaped text (no slice splits a surrogate pair): a 1 MiB
+    // content is escaped 64 KiB at a time instead of into one more plan-sized string.
+    out.add('"');
+    forEachSlice(value, (slice) => out.add(JSON.stringify(slice).slice(1, -1)));
+    out.add('"');
   } else {
     // String(): what a template literal makes of JSON.stringify's undefined (a function).
     out.add(String(JSON.stringify(value)));
   }
 }
 
-/** UTF-8 of `text`, a slice at a time; a slice never ends inside a surrogate pair. */
-function updateInSlices(hash: Hash, text: string): void {
+/** `text` a slice of about SLICE code units at a time; a slice never ends inside a surrogate pair. */
+function forEachSlice(text: string, each: (slice: string) => void): void {
   for (let from = 0; from < text.length;) {
     let to = Math.min(from + SLICE, text.length);
-    const last = text.charCodeAt(to - 1);
-    if (to < text.length && last >= 0xd800 && last <= 0xdbff) to++;
-    hash.update(text.slice(from, to), 'utf8');
+    // Not between the two halves of a pair (a lone half is escaped or replaced alike in any slice).
+    if (to < text.length && isHigh(text.charCodeAt(to - 1)) && isLow(text.charCodeAt(to))) to--;
+    each(text.slice(from, to));
     from = to;
   }
+}
+
+const isHigh = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
+const isLow = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
+
+/** UTF-8 of `text`, a slice at a time. */
+function updateInSlices(hash: Hash, text: string): void {
+  forEachSlice(text, (slice) => hash.update(slice, 'utf8'));
 }
