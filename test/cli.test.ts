@@ -111,6 +111,22 @@ test('an agent and a reviewer publish a plan, and scripts read --json', async ()
   ]);
 });
 
+test('a file that cannot be read is bad input (exit code 2) that names the file', async () => {
+  const missing = join(dir.path, 'no-such-plan.txt');
+  for (const args of [
+    ['plan', 'submit', 'cli-files', '1', '--file', missing],
+    ['policy', 'test', 'cli-files', '--file', missing],
+    ['login', '--oidc-token-file', missing],
+  ]) {
+    const run = await planfence(agent, ...args);
+    expect({ args, code: run.code }).toEqual({ args, code: 2 });
+    expect(run.stderr).toMatch(
+      /^planfence: cannot read the (plan|OIDC token) file .*no-such-plan\.txt: ENOENT/,
+    );
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+  }
+});
+
 test('exit codes scripts can branch on, with one readable line on stderr', async () => {
   await world.createEnvironment('cli-codes', 'STRICT');
   const first = json(await planfence(agent, 'lease', 'acquire', 'cli-codes', '--json'))

@@ -1,9 +1,27 @@
+import { readFileSync } from 'node:fs';
 import type { parseArgs } from 'node:util';
 import type { Plan, PlanfenceClient } from '../client/client.js';
 import { NotFoundError } from '../client/errors.js';
 
 /** Wrong arguments: exit code 2 with the usage line. */
 export class UsageError extends Error {}
+
+/**
+ * A file the command was given (`-` or 0: standard input), as text or as bytes; one that
+ * cannot be read is bad input (exit code 2) that names it, e.g. `cannot read the plan file
+ * ./plan.txt: ENOENT: no such file or directory`.
+ */
+export function readInput(path: string | 0, what: string): string;
+export function readInput(path: string | 0, what: string, bytes: 'bytes'): Buffer;
+export function readInput(path: string | 0, what: string, bytes?: 'bytes'): string | Buffer {
+  const source = path === '-' ? 0 : path;
+  try {
+    return bytes ? readFileSync(source) : readFileSync(source, 'utf8');
+  } catch (error) {
+    const name = source === 0 ? 'standard input' : source;
+    throw new UsageError(`cannot read the ${what} ${name}: ${(error as Error).message}`);
+  }
+}
 
 export type Values = ReturnType<
   typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>

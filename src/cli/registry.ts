@@ -75,7 +75,7 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   plan list ENV [--status STATUS] [--first N]
   current ENV [--watch [--interval SECONDS]]
   audit ENV [--first N]
-  webhook create URL --event EVENT ... [--environments PATTERN,...] [--format JSON|SLACK]
+  webhook create URL --event EVENT ... [--environments PATTERN,...] [--format JSON|SLACK] [--batch-size N]
                                         prints the signing secret once (docs/webhooks.md)
   webhook list
   webhook delete WEBHOOK_ID

@@ -1,8 +1,7 @@
 /** `planfence login`: a planfence token for a CI job's OIDC token (docs/design.md §12, docs/identity.md). */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { exchangeOidcToken, githubActionsIdToken } from '../../client/identity.js';
-import { UsageError } from '../command.js';
+import { readInput, UsageError } from '../command.js';
 
 export const LOGIN_HELP = `Usage: planfence login (--oidc-token-file PATH | --github-actions [--audience AUD]) [--url URL] [--json]
 
@@ -36,11 +35,7 @@ export async function login(argv: string[], out: (text: string) => void): Promis
   }
   let jwt: string;
   if (file) {
-    try {
-      jwt = readFileSync(file, 'utf8').trim();
-    } catch (error) {
-      throw new UsageError(`cannot read the OIDC token file ${file}: ${(error as Error).message}`);
-    }
+    jwt = readInput(file, 'OIDC token file').trim();
   } else {
     jwt = await githubActionsIdToken(values.audience ?? 'planfence');
   }

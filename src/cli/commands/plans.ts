@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import {
   type Command,
   integer,
   notFound,
   pending,
   planRow,
+  readInput,
   table,
   UsageError,
 } from '../command.js';
@@ -37,7 +37,7 @@ export const submitPlan: Command = async ({ client, rest, values, print, need })
   need(2, 'plan submit ENV GENERATION --file PATH|-');
   if (!values.file)
     throw new UsageError('plan submit needs --file PATH (or --file - for standard input)');
-  const content = readFileSync(values.file === '-' ? 0 : values.file, 'utf8');
+  const content = readInput(values.file, 'plan file');
   const plan = await client.submitPlan({
     environment: rest[0],
     generation: integer(rest[1], 'GENERATION'),

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { ApprovalRule, EnvironmentPolicy, PlanPolicy } from '../../client/client.js';
 import {
@@ -7,6 +6,7 @@ import {
   notFound,
   pending,
   planRow,
+  readInput,
   table,
   UsageError,
 } from '../command.js';
@@ -19,12 +19,7 @@ export const DENIED_EXIT = 9;
  * Each is {name, expression, effect, message, group?, count?}, as docs/policies.md shows.
  */
 export function readPolicyFile(path: string): PlanPolicy[] {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new UsageError(`cannot read ${path}: ${(error as Error).message}`);
-  }
+  const text = readInput(path, 'policy file');
   let parsed: unknown;
   try {
     parsed = parseYaml(text);
@@ -152,12 +147,7 @@ export const testPolicies: Command = async ({ client, rest, values, print, need 
   if (type !== 'TEXT' && type !== 'TERRAFORM_PLAN_JSON') {
     throw new UsageError('--content-type must be TEXT or TERRAFORM_PLAN_JSON');
   }
-  let content: string;
-  try {
-    content = readFileSync(values.file, 'utf8');
-  } catch (error) {
-    throw new UsageError(`cannot read ${values.file}: ${(error as Error).message}`);
-  }
+  const content = readInput(values.file, 'plan file');
   const results = await client.dryRunPlanPolicies({
     environment: rest[0],
     content,

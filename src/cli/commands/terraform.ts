@@ -5,12 +5,12 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { PlanfenceClient, PlanSummary, TerraformPlan } from '../../client/client.js';
 import type { Deployment, Deployments } from '../../client/deployments.js';
-import { UsageError } from '../command.js';
+import { readInput, UsageError } from '../command.js';
 
 /** The program run as terraform: $PLANFENCE_TERRAFORM_BIN (e.g. tofu), else `terraform` on PATH. */
 const terraformBin = () => process.env.PLANFENCE_TERRAFORM_BIN || 'terraform';
@@ -103,7 +103,7 @@ export async function submitTerraformPlan(
       `terraform show -json ${options.planFile} failed:\n${shown.output.trim().slice(-DETAIL_CHARS)}`,
     );
   }
-  const planFile = readFileSync(resolve(options.chdir ?? '.', options.planFile));
+  const planFile = readInput(resolve(options.chdir ?? '.', options.planFile), 'plan file', 'bytes');
   const basedOnDeploymentSequence =
     options.deploymentSequence ?? (await client.deploymentSequence(environment));
   const submit = (generation: number) =>
