@@ -399,6 +399,29 @@ test('a body that is not JSON is BAD_USER_INPUT', async () => {
   expect(body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
 });
 
+test('a request without a query it can read says how to send one', async () => {
+  for (const init of [
+    // curl -d without -H 'content-type: application/json'
+    {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: '{"query":"{ __typename }"}',
+    },
+    { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' },
+    { method: 'GET' },
+  ]) {
+    const response = await fetch(`${app.url}/graphql`, init);
+    const body = (await response.json()) as {
+      errors: { message: string; extensions: { code: string } }[];
+    };
+    expect({ status: response.status, code: body.errors[0].extensions.code }).toEqual({
+      status: 400,
+      code: 'BAD_USER_INPUT',
+    });
+    expect(body.errors[0].message).toContain('content-type: application/json');
+  }
+});
+
 // proves: R12
 test('domain rejections are audited; input errors never reached a decision', async () => {
   const events = await world.auditEvents('prod');

@@ -2,6 +2,7 @@
  * DESIGN §14 (R28–R30): AI agents over MCP, with the SDK's own client, over both doors —
  * the service's POST /mcp (Streamable HTTP, stateless) and `planfence mcp` (stdio).
  */
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -356,6 +357,7 @@ describe('POST /mcp', () => {
 
   test('DNS rebinding: a foreign Host or Origin is refused before any tool runs', async () => {
     let challenge: string | undefined;
+    let answer = '';
     const post = (headers: Record<string, string>) =>
       new Promise<number>((resolve, reject) => {
         const { port } = new URL(app.url);
@@ -373,9 +375,14 @@ describe('POST /mcp', () => {
             },
           },
           (res) => {
-            res.resume();
-            challenge = res.headers['www-authenticate'];
-            resolve(res.statusCode ?? 0);
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => (body += chunk));
+            res.on('end', () => {
+              answer = body;
+              challenge = res.headers['www-authenticate'];
+              resolve(res.statusCode ?? 0);
+            });
           },
         );
         req.on('error', reject);
@@ -383,7 +390,11 @@ describe('POST /mcp', () => {
       });
     const { host } = new URL(app.url);
     expect(await post({ host: 'evil.example:80' })).toBe(403);
+    // The refusal says which setting admits the address agents use, and echoes nothing.
+    expect(answer).toContain('PLANFENCE_MCP_ALLOWED_HOSTS');
+    expect(answer).not.toContain('evil');
     expect(await post({ host, origin: 'http://evil.example' })).toBe(403);
+    expect(answer).toContain('PLANFENCE_MCP_ALLOWED_ORIGINS');
     expect(await post({ host, origin: app.url })).toBe(200);
     expect(await post({ host: `localhost:${new URL(app.url).port}` })).toBe(200);
     // A challenge never names a foreign host.
@@ -435,6 +446,24 @@ describe('POST /mcp', () => {
       const refused = refusalOf(await agent.call(tool, args));
       expect(refused).toMatchObject({ code: 'BAD_USER_INPUT' });
       expect(refused.text).toMatch(/^BAD_USER_INPUT: .+\. The input breaks a documented limit/);
+    }
+  });
+
+  test('a malformed call (an unknown tool, an argument of the wrong type) is refused by the protocol, naming what is wrong', async () => {
+    const agent = await connect(tokens['agent-a'], 'http');
+    for (const [tool, args, named] of [
+      ['no_such_tool', {}, 'no_such_tool'],
+      ['acquire_lease', { environment: 'prod', ttlSeconds: 'ten' }, 'ttlSeconds'],
+    ] as const) {
+      const result = await agent.client.request(
+        { method: 'tools/call', params: { name: tool, arguments: args } },
+        CallToolResultSchema,
+      );
+      expect(result.isError).toBe(true);
+      expect(result.structuredContent).toBeUndefined();
+      const text = result.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
+      expect(text).toMatch(/^MCP error -32602/);
+      expect(text).toContain(named);
     }
   });
 

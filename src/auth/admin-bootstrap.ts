@@ -146,7 +146,7 @@ export function writeNewSecretFile(path: string, content: string): void {
     const code = (error as NodeJS.ErrnoException).code;
     const why =
       code === 'EEXIST' || code === 'ELOOP'
-        ? 'a file or symlink is already there; it was left untouched. Move it away (or set PLANFENCE_ADMIN_TOKEN) and start again'
+        ? 'a file or symlink is already there (the admin token of another database in this folder?); it was left untouched. Give this database a token file of its own (PLANFENCE_ADMIN_TOKEN_FILE=PATH) or set PLANFENCE_ADMIN_TOKEN, and start again'
         : (error as Error).message;
     throw new Error(`cannot create the admin token file ${path}: ${why}`);
   }

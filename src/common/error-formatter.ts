@@ -29,6 +29,10 @@ function isTooDeep(error: unknown): boolean {
 
 const TOO_DEEP = 'the query or its variables nest too deeply';
 
+/** Mercurius's "Unknown query": the request carried no query it could read. */
+const NO_QUERY =
+  'no GraphQL query in the request: POST a JSON body {"query": "...", "variables": {...}} with content-type: application/json';
+
 /** graphql-js's parser stopping at `parseOptions.maxTokens` ("more that", sic, in v16). */
 const TOO_MANY_TOKENS = /Document contains more th[a-z]+ (\d+) tokens/;
 
@@ -109,7 +113,12 @@ function format(error: GraphQLError): Formatted[] {
   }
   const transport = transportCode(original);
   if (transport) {
-    const message = transport === 'PAYLOAD_TOO_LARGE' ? 'request body too large' : original.message;
+    const message =
+      transport === 'PAYLOAD_TOO_LARGE'
+        ? 'request body too large'
+        : original.code === 'MER_ERR_GQL_PERSISTED_QUERY_NOT_FOUND'
+          ? NO_QUERY
+          : original.message;
     return [
       {
         error: new GraphQLError(message, { extensions: { code: transport } }),

@@ -100,6 +100,16 @@ export class McpController {
     return hosts;
   }
 
+  /** Why a request's Host or Origin is not one /mcp answers (DNS rebinding), or null. */
+  private foreign(req: FastifyRequest): string | null {
+    if (!this.allowedHosts().includes(req.headers.host ?? ''))
+      return 'this Host is not one the service answers MCP on: set PLANFENCE_MCP_ALLOWED_HOSTS (host:port, comma-separated) or PLANFENCE_PUBLIC_URL to the address agents use (docs/mcp.md#configuration)';
+    const origin = req.headers.origin;
+    if (origin !== undefined && !this.allowedOrigins().includes(origin))
+      return 'this Origin is not one the service answers MCP from: set PLANFENCE_MCP_ALLOWED_ORIGINS (docs/mcp.md#configuration)';
+    return null;
+  }
+
   /** Origin values a browser request may carry (requests without Origin, as agents send them, pass). */
   private allowedOrigins(): string[] {
     const configured = this.config.mcp.allowedOrigins;
@@ -139,6 +149,13 @@ export class McpController {
             'ADMIN tokens are refused on MCP: give the agent a token of its own role (AGENT, DEPLOYER, REVIEWER or VIEWER)',
           ),
         );
+      return;
+    }
+    // The transport refuses these too, in words that do not say which setting to change.
+    const refused = this.foreign(req);
+    if (refused) {
+      logged.outcome = 'FORBIDDEN';
+      await reply.code(403).send(rpcError(-32000, refused));
       return;
     }
     const { tools, serverFor, Transport } = await this.runtime();

@@ -138,6 +138,8 @@ describe('the generated admin-token file', () => {
     });
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(`cannot create the admin token file ${s.tokenFile}`);
+    // What to do, without moving a file another database may need.
+    expect(run.stderr).toContain('PLANFENCE_ADMIN_TOKEN_FILE=PATH');
     expect(readFileSync(s.tokenFile, 'utf8')).toBe('planted by someone else\n');
     expect(statSync(s.tokenFile).mode & 0o777).toBe(0o666);
     expect(await principalRows(s.databaseUrl)).toBe(0);
