@@ -14,7 +14,7 @@ import { ADMIN_TOKEN, type ServiceProcess } from '../test/fault/service.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Plays the act; returns the number of outcomes that differ from DESIGN.md §10. */
+/** Plays the act; returns the number of outcomes that differ from docs/design.md §10. */
 export async function deployersAct(
   service: ServiceProcess,
   dir: string,
@@ -145,8 +145,8 @@ export async function deployersAct(
   }
   console.log(
     deviations.length
-      ? `\n${deviations.length} deployment outcome(s) differ from DESIGN.md: ${deviations.join('; ')}.`
-      : '\nEvery deployment outcome is the one DESIGN.md promises.',
+      ? `\n${deviations.length} deployment outcome(s) differ from docs/design.md: ${deviations.join('; ')}.`
+      : '\nEvery deployment outcome is the one docs/design.md promises.',
   );
   return deviations.length;
 }

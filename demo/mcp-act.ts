@@ -20,7 +20,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const textOf = (result: CallToolResult) =>
   result.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
 
-/** Plays the act; returns the number of outcomes that differ from DESIGN.md §4 and §14. */
+/** Plays the act; returns the number of outcomes that differ from docs/design.md §4 and §14. */
 export async function mcpAct(
   service: ServiceProcess,
   say: (who: string, text: string) => void,
@@ -121,7 +121,7 @@ export async function mcpAct(
   }
   console.log(
     deviations.length
-      ? `\n${deviations.length} MCP outcome(s) differ from DESIGN.md: ${deviations.join('; ')}`
+      ? `\n${deviations.length} MCP outcome(s) differ from docs/design.md: ${deviations.join('; ')}`
       : '\nOver MCP too, the stale agent is fenced and told what to do next.',
   );
   return deviations.length;

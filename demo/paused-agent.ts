@@ -230,8 +230,8 @@ async function main(): Promise<number> {
   const wrong = observed.filter((o) => o.got !== o.expected);
   console.log(
     wrong.length
-      ? `\n${wrong.length} outcome(s) differ from DESIGN.md.`
-      : '\nEvery outcome is the one DESIGN.md promises.',
+      ? `\n${wrong.length} outcome(s) differ from docs/design.md.`
+      : '\nEvery outcome is the one docs/design.md promises.',
   );
   const deployments = await deployersAct(service, dir, say);
   const overMcp = await mcpAct(service, say);

@@ -63,9 +63,14 @@ export async function runAgent(
 
 // Run as a program (node dist/examples/agent.js), not when imported.
 if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
-  const client = new PlanfenceClient({
-    url: process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
-    token: process.env.PLANFENCE_TOKEN ?? '',
-  });
-  process.exitCode = await runAgent(client);
+  if (!process.env.PLANFENCE_TOKEN) {
+    console.error("set PLANFENCE_TOKEN to an AGENT's token (issueToken; see the README)");
+    process.exitCode = 2;
+  } else {
+    const client = new PlanfenceClient({
+      url: process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
+      token: process.env.PLANFENCE_TOKEN,
+    });
+    process.exitCode = await runAgent(client);
+  }
 }

@@ -59,6 +59,13 @@ export async function applyToFile(
 export async function main(): Promise<void> {
   const environment = process.env.PLANFENCE_ENVIRONMENT ?? 'prod';
   const destination = process.env.DESTINATION ?? './applied.json';
+  if (!process.env.PLANFENCE_TOKEN) {
+    console.error(
+      "set PLANFENCE_TOKEN to a DEPLOYER's token (issueToken; see docs/deployments.md)",
+    );
+    process.exitCode = 2;
+    return;
+  }
   const client = new PlanfenceClient({
     url: process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
     token: process.env.PLANFENCE_TOKEN ?? '',

@@ -42,37 +42,47 @@ async function call(client: Client, name: string, args: Record<string, unknown>)
   return { result, data: result.structuredContent as ToolOutput, text };
 }
 
+/** A lease this script cannot go on without: a refusal (another agent holds it) ends the run. */
+async function leaseOf(client: Client, who: string, ttlSeconds: number) {
+  const lease = await call(client, 'acquire_lease', { environment, ttlSeconds });
+  if (lease.result.isError || lease.data?.generation === undefined) {
+    console.error(`${who} got no lease on ${environment}: ${lease.text}`);
+    process.exit(1);
+  }
+  return { generation: lease.data.generation, expiresAt: lease.data.expiresAt };
+}
+
 const a = await connect(process.env.PLANFENCE_TOKEN ?? '');
 const b = await connect(process.env.PLANFENCE_TOKEN_B ?? '');
 try {
   const tools = (await a.listTools()).tools.map((tool) => tool.name);
   console.log(`A's tools: ${tools.join(', ')}`);
 
-  const lease = await call(a, 'acquire_lease', { environment, ttlSeconds: 2 });
-  console.log(`A holds generation ${lease.data.generation} until ${lease.data.expiresAt}`);
+  const lease = await leaseOf(a, 'A', 2);
+  console.log(`A holds generation ${lease.generation} until ${lease.expiresAt}`);
 
   console.log('A is paused (a slow model call) past its lease ...');
   await new Promise((resolve) => setTimeout(resolve, 2500));
 
   // Meanwhile B takes the lease and submits: the fence rises to B's generation.
-  const leaseB = await call(b, 'acquire_lease', { environment, ttlSeconds: 30 });
+  const leaseB = await leaseOf(b, 'B', 30);
   const planB = await call(b, 'submit_plan', {
     environment,
-    generation: leaseB.data.generation,
+    generation: leaseB.generation,
     content: 'scale web to 4 replicas',
   });
-  console.log(`B took generation ${leaseB.data.generation} and submitted ${planB.data.plan?.id}`);
+  console.log(`B took generation ${leaseB.generation} and submitted ${planB.data.plan?.id}`);
 
   // A resumes with its old generation.
   const late = await call(a, 'submit_plan', {
     environment,
-    generation: lease.data.generation,
+    generation: lease.generation,
     content: 'scale web to 2 replicas',
   });
   console.log(`A's submit_plan: isError=${late.result.isError === true}`);
   console.log(`  structuredContent: ${JSON.stringify(late.data)}`);
   console.log(`  ${late.text}`);
-  await call(b, 'release_lease', { environment, generation: leaseB.data.generation });
+  await call(b, 'release_lease', { environment, generation: leaseB.generation });
 } finally {
   await a.close();
   await b.close();

@@ -18,9 +18,9 @@ test('the paused-agent demo plays every scenario and observes the §4 table', as
   expect(stdout).toMatch(
     /A submits after its lease expired, nobody acquired\s+accepted\s+LEASE_NOT_HELD/,
   );
-  expect(stdout).toContain('Every outcome is the one DESIGN.md promises.');
+  expect(stdout).toContain('Every outcome is the one docs/design.md promises.');
   expect(stdout).toMatch(/shop#1 reads UNKNOWN/);
-  expect(stdout).toContain('Every deployment outcome is the one DESIGN.md promises.');
+  expect(stdout).toContain('Every deployment outcome is the one docs/design.md promises.');
   expect(stdout).toMatch(
     /submit_plan answers isError=true: STALE_GENERATION: .*take a new lease and plan again/,
   );
