@@ -194,3 +194,31 @@ test('headers allowed longer than the whole request stop the start with a config
     dir.cleanup();
   }
 });
+
+const postgresServer = process.env.PLANFENCE_TEST_POSTGRES_URL;
+(TEST_DATABASE === 'postgres' && postgresServer ? test : test.skip)(
+  'a wrong database password stops the start at once, naming it, without connection retries',
+  () => {
+    const url = new URL(postgresServer!);
+    url.password = 'not-the-password';
+    const dir = scratchDir();
+    try {
+      const started = spawnSync(process.execPath, [distFile('src/main.js')], {
+        env: {
+          ...process.env,
+          DATABASE_URL: url.href,
+          PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
+          PORT: '0',
+        },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(started.status).toBe(1);
+      expect(started.stderr).toContain('failed to start: password authentication failed');
+      // Nest's connection retries log "Unable to connect to the database. Retrying (n)...".
+      expect(`${started.stdout}${started.stderr}`).not.toMatch(/Retrying/);
+    } finally {
+      dir.cleanup();
+    }
+  },
+);

@@ -54,15 +54,24 @@ export const migrations = [
 ];
 
 /**
+ * PostgreSQL's answers to a connection that no retry changes: a wrong password or user, a
+ * database or role that does not exist (SQLSTATE classes 28 and 3D).
+ */
+const FINAL_CONNECTION_ERRORS = new Set(['28000', '28P01', '3D000']);
+
+/**
  * The options of the one data source, used by the service and by the migration CLI alike.
- * `toRetry` is read by TypeOrmModule: a storage refusal (lock held, database missing) is
- * final, not worth the connection retries.
+ * `toRetry` is read by TypeOrmModule: a storage refusal (lock held, database missing) or a
+ * PostgreSQL refusal of the credentials or the database is final, not worth the connection
+ * retries (a server not answering yet is retried).
  */
 export function dataSourceOptions(
   config: Config,
 ): DataSourceOptions & { toRetry: (error: unknown) => boolean } {
   const common = {
-    toRetry: (error: unknown) => !(error instanceof StorageStartError),
+    toRetry: (error: unknown) =>
+      !(error instanceof StorageStartError) &&
+      !FINAL_CONNECTION_ERRORS.has(String((error as { code?: unknown } | null)?.code)),
     entities,
     migrations,
     synchronize: false,
