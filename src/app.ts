@@ -91,6 +91,14 @@ export async function createApp(
         reply.header('content-security-policy', GRAPHIQL_POLICY);
       done(null, payload);
     });
+  } else {
+    // Off by default: say how to turn it on instead of a bare 404.
+    fastify.get('/graphiql', (_request, reply) =>
+      reply
+        .code(404)
+        .type('text/plain; charset=utf-8')
+        .send('GraphiQL is off: start the service with PLANFENCE_GRAPHIQL=on to serve it here\n'),
+    );
   }
   limitResponseSize(fastify, config);
   const heapGrowth = collectSoonerForLargeBodies(fastify);

@@ -222,3 +222,22 @@ const postgresServer = process.env.PLANFENCE_TEST_POSTGRES_URL;
     }
   },
 );
+
+test('GET /graphiql says how to turn GraphiQL on while it is off, and serves it once on', async () => {
+  const off = await startApp();
+  try {
+    const response = await fetch(`${off.url}/graphiql`);
+    expect(response.status).toBe(404);
+    expect(await response.text()).toContain('PLANFENCE_GRAPHIQL=on');
+  } finally {
+    await off.close();
+  }
+  const on = await startApp({ PLANFENCE_GRAPHIQL: 'on' });
+  try {
+    const response = await fetch(`${on.url}/graphiql`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/html');
+  } finally {
+    await on.close();
+  }
+});
