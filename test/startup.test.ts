@@ -172,28 +172,35 @@ test('headers allowed longer than the whole request stop the start with a config
     /PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS \(10\).*PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS \(5\)/,
   );
 
+  const started = runBuilt((dir) => ({
+    ...env,
+    DATABASE_URL: `sqlite:${join(dir, 'planfence.db')}`,
+  }));
+  expect(started.status).toBe(78);
+  expect(started.stderr).toContain('invalid configuration');
+  expect(started.stderr).toContain('PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS');
+  expect(started.stderr).toContain('PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS');
+  expect(started.stderr).not.toContain('RangeError');
+});
+
+/** The built service started with `env` (made for a scratch folder) and run until it exits. */
+function runBuilt(env: (dir: string) => Record<string, string>) {
   const dir = scratchDir();
   try {
-    const started = spawnSync(process.execPath, [distFile('src/main.js')], {
+    return spawnSync(process.execPath, [distFile('src/main.js')], {
       env: {
         ...process.env,
-        ...env,
-        DATABASE_URL: `sqlite:${join(dir.path, 'planfence.db')}`,
         PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
         PORT: '0',
+        ...env(dir.path),
       },
       encoding: 'utf8',
-      timeout: 30_000,
+      timeout: 60_000,
     });
-    expect(started.status).toBe(78);
-    expect(started.stderr).toContain('invalid configuration');
-    expect(started.stderr).toContain('PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS');
-    expect(started.stderr).toContain('PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS');
-    expect(started.stderr).not.toContain('RangeError');
   } finally {
     dir.cleanup();
   }
-});
+}
 
 const postgresServer = process.env.PLANFENCE_TEST_POSTGRES_URL;
 (TEST_DATABASE === 'postgres' && postgresServer ? test : test.skip)(
@@ -201,25 +208,11 @@ const postgresServer = process.env.PLANFENCE_TEST_POSTGRES_URL;
   () => {
     const url = new URL(postgresServer!);
     url.password = 'not-the-password';
-    const dir = scratchDir();
-    try {
-      const started = spawnSync(process.execPath, [distFile('src/main.js')], {
-        env: {
-          ...process.env,
-          DATABASE_URL: url.href,
-          PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
-          PORT: '0',
-        },
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
-      expect(started.status).toBe(1);
-      expect(started.stderr).toContain('failed to start: password authentication failed');
-      // Nest's connection retries log "Unable to connect to the database. Retrying (n)...".
-      expect(`${started.stdout}${started.stderr}`).not.toMatch(/Retrying/);
-    } finally {
-      dir.cleanup();
-    }
+    const started = runBuilt(() => ({ DATABASE_URL: url.href }));
+    expect(started.status).toBe(1);
+    expect(started.stderr).toContain('failed to start: password authentication failed');
+    // Nest's connection retries log "Unable to connect to the database. Retrying (n)...".
+    expect(`${started.stdout}${started.stderr}`).not.toMatch(/Retrying/);
   },
 );
 
