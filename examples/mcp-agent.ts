@@ -42,13 +42,14 @@ async function call(client: Client, name: string, args: Record<string, unknown>)
   return { result, data: result.structuredContent as ToolOutput, text };
 }
 
-/** A lease this script cannot go on without: a refusal (another agent holds it) ends the run. */
+/** A refusal this script cannot go on after (another agent holds the lease). */
+class Refused extends Error {}
+
+/** A lease this script cannot go on without: a refusal ends the run. */
 async function leaseOf(client: Client, who: string, ttlSeconds: number) {
   const lease = await call(client, 'acquire_lease', { environment, ttlSeconds });
-  if (lease.result.isError || lease.data?.generation === undefined) {
-    console.error(`${who} got no lease on ${environment}: ${lease.text}`);
-    process.exit(1);
-  }
+  if (lease.result.isError || lease.data?.generation === undefined)
+    throw new Refused(`${who} got no lease on ${environment}: ${lease.text}`);
   return { generation: lease.data.generation, expiresAt: lease.data.expiresAt };
 }
 
@@ -83,6 +84,10 @@ try {
   console.log(`  structuredContent: ${JSON.stringify(late.data)}`);
   console.log(`  ${late.text}`);
   await call(b, 'release_lease', { environment, generation: leaseB.generation });
+} catch (error) {
+  if (!(error instanceof Refused)) throw error;
+  console.error(error.message);
+  process.exitCode = 1;
 } finally {
   await a.close();
   await b.close();

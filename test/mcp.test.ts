@@ -556,6 +556,17 @@ describe('examples/mcp-agent.ts', () => {
     expect(stdout).toContain("A's submit_plan: isError=true");
     expect(stdout).toContain('"code":"STALE_GENERATION","generation":1,"fence":2');
     expect(stdout).toContain('take a new lease and plan again');
+
+    // Run again while another agent holds the lease: it stops with the refusal, exit code 1.
+    const holder = await w.issue('example-holder', 'AGENT');
+    await w.acquire(holder, 'prod', 300);
+    const refused = await new Promise<{ code: number | null; stderr: string }>((resolve) =>
+      execFile(process.execPath, [EXAMPLE], { env }, (error, _out, err) =>
+        resolve({ code: error ? Number(error.code) : 0, stderr: err }),
+      ),
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('A got no lease on prod: LEASE_HELD');
   });
 });
 
