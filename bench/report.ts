@@ -2,6 +2,7 @@
  * docs/BENCHMARKS.md: the machine, the table of medians with its ratios, the targets
  * computed from the table, and the sections other commands write (kept across runs).
  */
+import { LARGE_BODY_HEAP_GROWTH_PERCENT } from '../src/limits/large-bodies.js';
 import { median, type Row } from './measure.js';
 import { WEBHOOK_BATCHES_VARIANT } from './webhooks.js';
 
@@ -507,7 +508,7 @@ export function report(rows: Row[], machine: Machine): string {
         `every row of small requests stays at or under ${fixed(Math.max(...mb(smallRows)), 0)} MiB. The rows that keep ` +
         `1 MiB plans in flight reach ${fixed(Math.min(...mb(largeRows)), 0)}–${fixed(Math.max(...mb(largeRows)), 0)} MiB: ` +
         'what survives a full collection there is about what survives at rest; the rest is the plans in flight, the garbage ' +
-        "V8 lets grow 25% past what survived while large requests arrive, the C heap's growth from SQLite's copies of 1 MiB " +
+        `V8 lets grow ${LARGE_BODY_HEAP_GROWTH_PERCENT}% past what survived while large requests arrive, the C heap's growth from SQLite's copies of 1 MiB ` +
         "values, and with policies the worker thread's own heap (docs/operations.md#memory). Below that needs a smaller " +
         'young generation (`--max-semi-space-size`, a start-up flag, which the service leaves to the operator) or fewer large ' +
         'requests in flight at once.',

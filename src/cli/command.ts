@@ -7,13 +7,13 @@ import { NotFoundError } from '../client/errors.js';
 export class UsageError extends Error {}
 
 /**
- * A file the command was given (`-` or 0: standard input), as text or as bytes; one that
- * cannot be read is bad input (exit code 2) that names it, e.g. `cannot read the plan file
+ * A file the command was given (`-`: standard input), as text or as bytes; one that cannot
+ * be read is bad input (exit code 2) that names it, e.g. `cannot read the plan file
  * ./plan.txt: ENOENT: no such file or directory`.
  */
-export function readInput(path: string | 0, what: string): string;
-export function readInput(path: string | 0, what: string, bytes: 'bytes'): Buffer;
-export function readInput(path: string | 0, what: string, bytes?: 'bytes'): string | Buffer {
+export function readInput(path: string, what: string): string;
+export function readInput(path: string, what: string, bytes: 'bytes'): Buffer;
+export function readInput(path: string, what: string, bytes?: 'bytes'): string | Buffer {
   const source = path === '-' ? 0 : path;
   try {
     return bytes ? readFileSync(source) : readFileSync(source, 'utf8');

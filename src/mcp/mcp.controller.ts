@@ -32,10 +32,11 @@ function rpcError(code: number, message: string) {
 /**
  * The MCP endpoint (DESIGN §14): `POST /mcp`, Streamable HTTP in stateless mode (each POST
  * is answered on its own; no session), authenticated with the planfence bearer token. The
- * SDK's transport speaks the protocol and checks Host and Origin (DNS rebinding); the tools
- * are McpTools, built per request for the caller's role. The SDK, zod and the tools' schemas
- * load with the first POST /mcp (about 9 MiB a service that no agent speaks MCP to never
- * holds); that first request waits for them.
+ * SDK's transport speaks the protocol; Host and Origin are checked before it (DNS rebinding,
+ * `foreign`, with a refusal that names the setting to change); the tools are McpTools, built
+ * per request for the caller's role. The SDK, zod and the tools' schemas load with the first
+ * POST /mcp (about 9 MiB a service that no agent speaks MCP to never holds); that first
+ * request waits for them.
  */
 @Controller()
 export class McpController {
@@ -151,7 +152,6 @@ export class McpController {
         );
       return;
     }
-    // The transport refuses these too, in words that do not say which setting to change.
     const refused = this.foreign(req);
     if (refused) {
       logged.outcome = 'FORBIDDEN';
@@ -163,9 +163,6 @@ export class McpController {
     const transport = new Transport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,
-      enableDnsRebindingProtection: true,
-      allowedHosts: this.allowedHosts(),
-      allowedOrigins: this.allowedOrigins(),
     });
     reply.hijack();
     // The headers Fastify's hooks set (security headers) go out with the transport's answer.
