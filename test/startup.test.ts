@@ -1,11 +1,13 @@
 /** Start-up: configuration is checked once, the admin token is bootstrapped, health answers. */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { createApp } from '../src/app.js';
 import { Clock, DatabaseClock, SystemClock } from '../src/common/clock.js';
 import { ConfigError, loadConfig } from '../src/config/config.js';
+import { connectionFailure } from '../src/database/data-source.js';
 import { distFile } from './fault/service.js';
 import { codeOf, scratchDatabase, scratchDir, startApp, TEST_DATABASE } from './support/app.js';
 
@@ -201,6 +203,83 @@ function runBuilt(env: (dir: string) => Record<string, string>) {
     dir.cleanup();
   }
 }
+
+/** A TCP port on this machine that nothing listens on (it was free a moment ago). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** What the built service printed until `until` matched its output (then it is stopped). */
+async function outputUntil(env: Record<string, string>, until: RegExp): Promise<string> {
+  const dir = scratchDir();
+  const child = spawn(process.execPath, [distFile('src/main.js')], {
+    env: {
+      ...process.env,
+      PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
+      PORT: '0',
+      PLANFENCE_LOG_FORMAT: 'json',
+      ...env,
+    },
+  });
+  let output = '';
+  try {
+    return await new Promise<string>((resolve, reject) => {
+      const look = (chunk: Buffer) => {
+        output += chunk.toString('utf8');
+        if (until.test(output)) resolve(output);
+      };
+      child.stdout.on('data', look);
+      child.stderr.on('data', look);
+      child.on('exit', (code) => reject(new Error(`exited (${code}) before ${until}: ${output}`)));
+    });
+  } finally {
+    child.kill('SIGKILL');
+    dir.cleanup();
+  }
+}
+
+// No database server is needed: a port nothing listens on refuses every connection.
+(TEST_DATABASE === 'sqlite' ? test : test.skip)(
+  'a database that does not answer is retried, each attempt one warning naming its cause, without stack traces',
+  async () => {
+    const url = `postgres://planfence:planfence@127.0.0.1:${await closedPort()}/postgres`;
+    const output = await outputUntil({ DATABASE_URL: url }, /attempt 2 of 10[^\n]*\n/);
+    const lines = output
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { level: number; msg: string; trace?: string });
+    const attempts = lines.filter((line) => line.msg.startsWith('could not connect'));
+    expect(attempts.map((line) => line.msg)).toEqual([
+      expect.stringMatching(
+        /^could not connect to the database \(attempt 1 of 10\): connect ECONNREFUSED 127\.0\.0\.1:\d+; trying again in 3 s$/,
+      ),
+      expect.stringMatching(
+        /^could not connect to the database \(attempt 2 of 10\): connect ECONNREFUSED/,
+      ),
+    ]);
+    expect(attempts.every((line) => line.level === 40)).toBe(true);
+    // Nothing at error level, and no stack trace anywhere (Nest's own retry line is debug).
+    expect(lines.filter((line) => line.level >= 50)).toEqual([]);
+    expect(lines.filter((line) => line.trace)).toEqual([]);
+    expect(output).not.toMatch(/\n\s+at /);
+    expect(output).not.toContain('Unable to connect');
+  },
+);
+
+test('a failed connection to a name of several addresses names the failure of each', () => {
+  const failed = new AggregateError([
+    new Error('connect ECONNREFUSED ::1:5432'),
+    new Error('connect ECONNREFUSED 127.0.0.1:5432'),
+  ]);
+  expect(connectionFailure(failed)).toBe(
+    'connect ECONNREFUSED ::1:5432; connect ECONNREFUSED 127.0.0.1:5432',
+  );
+  expect(connectionFailure(new Error('getaddrinfo ENOTFOUND db'))).toBe('getaddrinfo ENOTFOUND db');
+});
 
 const postgresServer = process.env.PLANFENCE_TEST_POSTGRES_URL;
 (TEST_DATABASE === 'postgres' && postgresServer ? test : test.skip)(

@@ -69,6 +69,9 @@ const FRAMEWORK_STARTUP = new Set([
   'GraphQLModule',
 ]);
 
+/** How Nest's TypeOrmModule begins its line for each failed connection attempt at start. */
+const CONNECTION_RETRY = 'Unable to connect to the database';
+
 /** Nest's own messages (start-up, errors) through the same pino logger. */
 export class PinoNestLogger implements LoggerService {
   constructor(private readonly pino: Logger) {}
@@ -77,7 +80,10 @@ export class PinoNestLogger implements LoggerService {
     else this.pino.info({ context }, String(message));
   }
   error(message: unknown, trace?: string, context?: string) {
-    this.pino.error({ context, trace }, String(message));
+    // A connection attempt that failed at start: the Database logger's warning names it.
+    if (context === 'TypeOrmModule' && String(message).startsWith(CONNECTION_RETRY))
+      this.pino.debug({ context, trace }, String(message));
+    else this.pino.error({ context, trace }, String(message));
   }
   warn(message: unknown, context?: string) {
     this.pino.warn({ context }, String(message));

@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { Logger } from '@nestjs/common';
 import type { DataSourceOptions } from 'typeorm';
 import { InitialSchema1764400000000 } from '../../migrations/1764400000000-initial-schema.js';
 import { PlanPurgedAt1764500000000 } from '../../migrations/1764500000000-plan-purged-at.js';
@@ -59,19 +60,52 @@ export const migrations = [
  */
 const FINAL_CONNECTION_ERRORS = new Set(['28000', '28P01', '3D000']);
 
+/** How many times a start tries to connect, and how long it waits between two tries. */
+export const CONNECT_ATTEMPTS = 10;
+export const CONNECT_RETRY_DELAY_MS = 3000;
+
+/**
+ * What a failed connection says, in one line: its message, or (a name that resolves to
+ * several addresses) the message of each address's failure.
+ */
+export function connectionFailure(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const each = error instanceof AggregateError ? error.errors.map(connectionFailure) : [];
+  return error.message || [...new Set(each)].join('; ') || error.name;
+}
+
 /**
  * The options of the one data source, used by the service and by the migration CLI alike.
- * `toRetry` is read by TypeOrmModule: a storage refusal (lock held, database missing) or a
- * PostgreSQL refusal of the credentials or the database is final, not worth the connection
- * retries (a server not answering yet is retried).
+ * `toRetry`, `retryAttempts` and `retryDelay` are read by TypeOrmModule: a storage refusal
+ * (lock held, database missing) or a PostgreSQL refusal of the credentials or the database
+ * is final, not worth the connection retries; a server not answering yet is retried, each
+ * failed attempt logged as one warning that names its cause (Nest's own line for it, with
+ * its stack trace, is left to the debug level: see PinoNestLogger).
  */
-export function dataSourceOptions(
-  config: Config,
-): DataSourceOptions & { toRetry: (error: unknown) => boolean } {
+export function dataSourceOptions(config: Config): DataSourceOptions & {
+  toRetry: (error: unknown) => boolean;
+  retryAttempts: number;
+  retryDelay: number;
+} {
+  const logger = new Logger('Database');
+  let attempts = 0;
   const common = {
-    toRetry: (error: unknown) =>
-      !(error instanceof StorageStartError) &&
-      !FINAL_CONNECTION_ERRORS.has(String((error as { code?: unknown } | null)?.code)),
+    toRetry: (error: unknown) => {
+      const final =
+        error instanceof StorageStartError ||
+        FINAL_CONNECTION_ERRORS.has(String((error as { code?: unknown } | null)?.code));
+      if (final) return false;
+      attempts++;
+      logger.warn(
+        `could not connect to the database (attempt ${attempts} of ${CONNECT_ATTEMPTS}): ${connectionFailure(error)}` +
+          (attempts < CONNECT_ATTEMPTS
+            ? `; trying again in ${CONNECT_RETRY_DELAY_MS / 1000} s`
+            : ''),
+      );
+      return true;
+    },
+    retryAttempts: CONNECT_ATTEMPTS,
+    retryDelay: CONNECT_RETRY_DELAY_MS,
     entities,
     migrations,
     synchronize: false,
