@@ -54,8 +54,87 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     const seen = trace;
     trace = null;
     const roundTrips = new Set(seen.map(({ connection, turn }) => `${connection}:${turn}`)).size;
-    return { statements: seen.map(({ sql }) => sql), roundTrips };
+    /** The statements of each round trip, in the order they were sent. */
+    const trips = new Map<string, string[]>();
+    for (const { connection, turn, sql } of seen) {
+      const key = `${connection}:${turn}`;
+      trips.set(key, [...(trips.get(key) ?? []), sql]);
+    }
+    return { statements: seen.map(({ sql }) => sql), roundTrips, trips: [...trips.values()] };
   }
+
+  /** The statements of the round trip that carried the statement beginning with `start`. */
+  function tripOf(trips: string[][], start: string): string[] {
+    const trip = trips.find((statements) => statements.some((sql) => sql.startsWith(start)));
+    if (!trip) throw new Error(`no statement began with ${start}`);
+    return trip;
+  }
+
+  /** Statements beginning with these, in this order. */
+  const beginning = (starts: string[]) =>
+    starts.map((start) =>
+      expect.stringMatching(new RegExp(`^${start.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`)),
+    );
+
+  // proves: R2, R8, R13
+  test('an approval that publishes sends its statements together: the hold, the expiries and the approval in one round trip, the publication and its consequences in the next', async () => {
+    await world.createEnvironment('review', 'MONOTONIC', true);
+    const agent = await world.issue('review-agent', 'AGENT');
+    const reviewer = await world.issue('review-reviewer', 'REVIEWER');
+    const generation = await world.acquire(agent, 'review', 3600);
+    const first = await world.submitOk(agent, 'review', generation, 'first');
+    ok(await world.approve(reviewer, first.id));
+    const passedOver = await world.submitOk(agent, 'review', generation, 'passed over');
+    const second = await world.submitOk(agent, 'review', generation, 'second');
+    const { trips, roundTrips } = await traced(async () =>
+      expect(ok(await world.approve(reviewer, second.id)).approvePlan.status).toBe('PUBLISHED'),
+    );
+    expect(tripOf(trips, 'INSERT INTO approvals')).toEqual(
+      beginning([
+        'UPDATE environments SET fence = fence',
+        "UPDATE plans SET status = 'EXPIRED'",
+        'INSERT INTO approvals',
+      ]),
+    );
+    expect(tripOf(trips, 'UPDATE environments SET current_plan_id')).toEqual(
+      beginning([
+        'UPDATE environments SET current_plan_id',
+        "UPDATE plans SET status = 'PUBLISHED'",
+        "UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED'",
+        'SELECT * FROM "plans"',
+      ]),
+    );
+    // BEGIN with the clock; the token's check with the plan's read; the two above; the
+    // snapshot's read; the rows the decision adds; their notifications with the commit.
+    expect(roundTrips).toBeLessThanOrEqual(7);
+    expect((await world.plan(first.id))?.status).toBe('SUPERSEDED');
+    expect((await world.plan(passedOver.id))?.status).toBe('OBSOLETE');
+    expect((await world.environment('review')).currentPlan?.id).toBe(second.id);
+  });
+
+  // proves: R8, R13, R14
+  test('an approval that does not complete the rules sends the publication too, which changes nothing', async () => {
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+        { input: { name: 'quorum', approvalRules: [{ group: null, count: 2 }] } },
+      ),
+    );
+    const agent = await world.issue('quorum-agent', 'AGENT');
+    const reviewer = await world.issue('quorum-reviewer', 'REVIEWER');
+    const generation = await world.acquire(agent, 'quorum', 3600);
+    const published = await world.submitOk(agent, 'quorum', generation, 'published');
+    ok(await world.approve(world.admin, published.id, { breakGlassReason: 'the first plan' }));
+    const proposal = await world.submitOk(agent, 'quorum', generation, 'needs two');
+    const { trips } = await traced(async () =>
+      expect(ok(await world.approve(reviewer, proposal.id)).approvePlan.status).toBe('PROPOSED'),
+    );
+    expect(tripOf(trips, 'UPDATE environments SET current_plan_id')).toHaveLength(4);
+    expect((await world.plan(proposal.id))?.status).toBe('PROPOSED');
+    expect((await world.plan(published.id))?.status).toBe('PUBLISHED');
+    expect((await world.environment('quorum')).currentPlan?.id).toBe(published.id);
+  });
 
   // proves: R2, R3, R9, R12
   test("a publish is decided by one statement and takes two round trips: the token's check with the decision, the rows it adds with the commit", async () => {

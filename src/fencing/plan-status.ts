@@ -18,6 +18,21 @@ export async function expireProposals(
   now: number,
   environment?: string,
 ): Promise<number> {
+  const expired = await expiringProposals(m, now, environment);
+  await announceExpired(m, expired, now);
+  return expired.length;
+}
+
+/**
+ * expireProposals without the announcements: the ids of the plans it made EXPIRED, for a
+ * caller that sends this statement together with others and announces them (announceExpired)
+ * before anything else it decides.
+ */
+export async function expiringProposals(
+  m: EntityManager,
+  now: number,
+  environment?: string,
+): Promise<string[]> {
   const expired = await updateReturning<{ id: string }>(
     m,
     `UPDATE plans SET status = 'EXPIRED'
@@ -26,12 +41,7 @@ export async function expireProposals(
      RETURNING id`,
     { now, environment: environment ?? null },
   );
-  await announceExpired(
-    m,
-    expired.map(({ id }) => id),
-    now,
-  );
-  return expired.length;
+  return expired.map(({ id }) => id);
 }
 
 /** R16: announces the plans that just turned EXPIRED (plan.expired), in id order. */
@@ -62,11 +72,17 @@ const PASSED_OVER = `EXISTS (SELECT 1 FROM environments e WHERE e.name = :enviro
   AND (plans.generation < e.fence OR plans.generation < e.current_generation
     OR (plans.generation = e.current_generation AND plans.sequence < e.current_sequence)))`;
 
+/** Plan :id is :environment's current plan. */
+export const IS_CURRENT = `EXISTS (SELECT 1 FROM environments e WHERE e.name = :environment
+  AND e.current_plan_id = :id)`;
+
 /**
  * R8: the previously published plan reads SUPERSEDED; proposals passed over read OBSOLETE.
  * One statement: the two sets are disjoint (PUBLISHED, PROPOSED) and the proposals' test
  * reads only the environment's row. The status list lets both databases find the rows by
- * the (environment, status) index, not among every plan of the environment.
+ * the (environment, status) index, not among every plan of the environment. It changes
+ * nothing unless plan :id is the environment's current plan, so that it may be sent
+ * together with the statement that moves the pointer, before that statement's answer.
  */
 export async function afterPublication(
   m: EntityManager,
@@ -77,7 +93,8 @@ export async function afterPublication(
     m,
     `UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED' ELSE 'OBSOLETE' END
      WHERE environment = :environment AND status IN ('PUBLISHED', 'PROPOSED')
-       AND ((status = 'PUBLISHED' AND id <> :id) OR (status = 'PROPOSED' AND ${PASSED_OVER}))`,
+       AND ((status = 'PUBLISHED' AND id <> :id) OR (status = 'PROPOSED' AND ${PASSED_OVER}))
+       AND ${IS_CURRENT}`,
     { environment, id },
   );
 }

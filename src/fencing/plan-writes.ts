@@ -9,7 +9,14 @@ import type { PolicyDecision } from '../policies/policy-decision.js';
 import { PolicyError } from '../policies/policy.errors.js';
 import { addEffect } from './effects.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
-import { afterPublication, announceExpired, expireProposals, markObsolete } from './plan-status.js';
+import {
+  afterPublication,
+  announceExpired,
+  expireProposals,
+  expiringProposals,
+  IS_CURRENT,
+  markObsolete,
+} from './plan-status.js';
 import { readEnvironment, readPlan } from './reads.js';
 import { whyApprovalRejected, whySubmitRejected } from './rejections.js';
 import { POINTER_MOVES_FORWARD, RULE_SHORT_EVEN_WITH_REVIEWER, RULES_MET } from './sql.js';
@@ -236,8 +243,6 @@ export class PlanWrites {
       basedOnDeploymentSequence: plan.basedOnDeploymentSequence,
       submitter: plan.submittedBy,
     };
-    await holdEnvironment(m, plan.environment);
-    await expireProposals(m, p.now, plan.environment);
     // R7 and R33: the compare-and-swaps publication demands, on the pointer and on the
     // deployment sequence the plan was made against.
     const cas = [
@@ -246,9 +251,14 @@ export class PlanWrites {
         ? 'e.deployment_sequence = :basedOnDeploymentSequence'
         : '1 = 1',
     ].join(' AND ');
-    const approved = await execute(
-      m,
-      `INSERT INTO approvals (plan_id, approver, at, content_hash, break_glass_reason)
+    // Sent together (one round trip on PostgreSQL), run in this order: none of their texts
+    // depends on another's answer.
+    const [, expired, approved] = await Promise.all([
+      holdEnvironment(m, plan.environment),
+      expiringProposals(m, p.now, plan.environment),
+      execute(
+        m,
+        `INSERT INTO approvals (plan_id, approver, at, content_hash, break_glass_reason)
        SELECT p.id, CAST(:reviewer AS VARCHAR(63)), CAST(:now AS BIGINT), p.content_hash,
          CAST(:breakGlassReason AS VARCHAR(255))
        FROM plans p JOIN environments e ON e.name = p.environment
@@ -261,16 +271,21 @@ export class PlanWrites {
          ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''}
          AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = :id AND mine.approver = :reviewer)
          AND ${breakGlass ? cas : `(${RULE_SHORT_EVEN_WITH_REVIEWER} OR (e.frozen_at IS NULL AND ${cas}))`}`,
-      params,
-    );
+        params,
+      ),
+    ]);
+    await announceExpired(m, expired, p.now);
     if (!approved) throw await whyApprovalRejected(m, plan, p);
     // The pointer moves on its own conditions. Those it repeats from the approval (the
     // compare-and-swaps, the content hash, a break-glass approval's reason) cannot change
     // in between while this transaction holds the environment's row: they stand so that
-    // the statement that publishes never depends on that hold.
-    const published = await execute(
-      m,
-      `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
+    // the statement that publishes never depends on that hold. The statements after it
+    // change nothing unless it moved the pointer to this plan, so all four are sent
+    // together (one round trip on PostgreSQL); the plan is read after them.
+    const [published, [updated], , after] = await Promise.all([
+      execute(
+        m,
+        `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
          current_sequence = :sequence
        WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
          ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
@@ -282,24 +297,26 @@ export class PlanWrites {
                      AND p.purged_at IS NULL AND p.submitted_by <> :reviewer
                      AND (p.expires_at IS NULL OR p.expires_at > :now)
                      ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''})`,
-      params,
-    );
+        params,
+      ),
+      updateEntities(
+        m,
+        Plan,
+        `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
+         published_at = :now
+       WHERE id = :id AND status = 'PROPOSED' AND ${IS_CURRENT}
+       RETURNING *`,
+        params,
+      ),
+      // Changes other plans of the environment only.
+      afterPublication(m, plan.environment, plan.id),
+      readPlan(m, plan.id),
+    ]);
     // Not the completing approval: the plan stays PROPOSED.
-    if (!published) return readPlan(m, plan.id);
+    if (!published) return after;
     // A concurrent expiry by the retention job may have changed the plan after our pointer
     // statement read it: then the approval runs again.
-    const [updated] = await updateEntities(
-      m,
-      Plan,
-      `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
-         published_at = :now
-       WHERE id = :id AND status = 'PROPOSED'
-       RETURNING *`,
-      params,
-    );
     const publishedPlan = changedOrRetry(updated);
-    // Changes other plans of the environment only.
-    await afterPublication(m, plan.environment, plan.id);
     addEffect(m, {
       kind: 'outbox',
       subject: 'plan',

@@ -63,9 +63,11 @@ export async function pendingRulesOf(
     .filter((rule) => rule.count > 0);
 }
 
+/** The plan's approvals and pending rules, read together (one round trip on PostgreSQL). */
 export async function snapshotOf(m: EntityManager, plan: Plan): Promise<ApprovalSnapshot> {
-  return {
-    approvals: await approvalsOf(m, plan.id),
-    pendingApprovalRules: await pendingRulesOf(m, plan, plan.status),
-  };
+  const [approvals, pendingApprovalRules] = await Promise.all([
+    approvalsOf(m, plan.id),
+    pendingRulesOf(m, plan, plan.status),
+  ]);
+  return { approvals, pendingApprovalRules };
 }
