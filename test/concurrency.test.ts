@@ -159,6 +159,19 @@ test('200 concurrent submits and approvals leave a state the rules allow', async
     expect(events.filter((e) => e.outcome === 'ACCEPTED')).toHaveLength(
       accepted.length + approved.length,
     );
+    // Its order is the decisions' order: oldest first, each accepted approval published a
+    // plan after the one before it.
+    const tokens = events
+      .filter((e) => e.action === 'APPROVE_PLAN' && e.outcome === 'ACCEPTED')
+      .reverse()
+      .map((e) => e.planId!.split('@')[1].split('.').map(Number));
+    const forward = tokens.every(
+      ([generation, sequence], i) =>
+        i === 0 ||
+        generation > tokens[i - 1][0] ||
+        (generation === tokens[i - 1][0] && sequence > tokens[i - 1][1]),
+    );
+    expect(forward).toBe(true);
   }
 });
 

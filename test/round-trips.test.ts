@@ -77,7 +77,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     );
 
   // proves: R2, R8, R13
-  test('an approval that publishes sends its statements together: the hold, the expiries and the approval in one round trip, the publication and its consequences in the next', async () => {
+  test('an approval that publishes sends its statements together: the hold, the expiries and the approval in one round trip, the publication, its consequences and its audit id in the next', async () => {
     await world.createEnvironment('review', 'MONOTONIC', true);
     const agent = await world.issue('review-agent', 'AGENT');
     const reviewer = await world.issue('review-reviewer', 'REVIEWER');
@@ -98,15 +98,21 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     );
     expect(tripOf(trips, 'UPDATE environments SET current_plan_id')).toEqual(
       beginning([
+        "SELECT nextval(pg_get_serial_sequence('audit_events', 'id'))",
         'UPDATE environments SET current_plan_id',
         "UPDATE plans SET status = 'PUBLISHED'",
         "UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED'",
         'SELECT * FROM "plans"',
       ]),
     );
-    // BEGIN with the clock; the token's check with the plan's read; the two above; the
-    // snapshot's read; the rows the decision adds; their notifications with the commit.
-    expect(roundTrips).toBeLessThanOrEqual(7);
+    // BEGIN with the clock; the token's check with the plan's read; the two above (the
+    // second also draws the id of the decision's audit event); the snapshot's read; the
+    // rows the decision adds and their notifications with the commit.
+    expect(roundTrips).toBeLessThanOrEqual(6);
+    const [accepted] = (await world.auditEvents('review')).filter(
+      (event) => event.action === 'APPROVE_PLAN',
+    );
+    expect(accepted).toMatchObject({ outcome: 'ACCEPTED', planId: second.id });
     expect((await world.plan(first.id))?.status).toBe('SUPERSEDED');
     expect((await world.plan(passedOver.id))?.status).toBe('OBSOLETE');
     expect((await world.environment('review')).currentPlan?.id).toBe(second.id);
@@ -130,7 +136,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     const { trips } = await traced(async () =>
       expect(ok(await world.approve(reviewer, proposal.id)).approvePlan.status).toBe('PROPOSED'),
     );
-    expect(tripOf(trips, 'UPDATE environments SET current_plan_id')).toHaveLength(4);
+    expect(tripOf(trips, 'UPDATE environments SET current_plan_id')).toHaveLength(5);
     expect((await world.plan(proposal.id))?.status).toBe('PROPOSED');
     expect((await world.plan(published.id))?.status).toBe('PUBLISHED');
     expect((await world.environment('quorum')).currentPlan?.id).toBe(published.id);

@@ -111,6 +111,47 @@ function insertStatement<E extends ObjectLiteral>(
   return { metadata, sql, parameters };
 }
 
+/** Ids drawn ahead of their rows, per transaction and entity (drawId). */
+const drawnIds = new WeakMap<EntityManager, Map<Target<unknown>, Promise<number>>>();
+
+/**
+ * PostgreSQL: draws the next generated id of `entity` now, in a statement sent with those
+ * the caller sends next (no round trip of its own), for a row the transaction inserts later
+ * (takeDrawnId): that insert then waits for no answer, and travels with the commit. Ids
+ * order rows: draw only where the transaction already holds what orders them, and where it
+ * inserts no other row of the table before that one. Elsewhere nothing is drawn: SQLite
+ * answers an insert at once.
+ */
+export function drawId<E extends ObjectLiteral>(m: EntityManager, entity: Target<E>): void {
+  if (m.connection.options.type !== 'postgres') return;
+  const metadata = m.connection.getMetadata(entity);
+  const generated = generatedColumn(metadata);
+  if (!generated) throw new Error(`${metadata.name} has no generated id to draw`);
+  const sql = statement(
+    metadata,
+    'draw',
+    () =>
+      `SELECT nextval(pg_get_serial_sequence('${metadata.tableName}', '${generated.databaseName}')) AS id`,
+  );
+  const drawn = select<{ id: number | string }>(m, sql).then(([row]) => Number(row.id));
+  // Awaited by whoever takes it; a transaction that fails before then rolls back anyway.
+  drawn.catch(() => undefined);
+  let byEntity = drawnIds.get(m);
+  if (!byEntity) drawnIds.set(m, (byEntity = new Map<Target<unknown>, Promise<number>>()));
+  byEntity.set(entity, drawn);
+}
+
+/** The id drawn for `entity` in the transaction of `m` (drawId), once; undefined if none was. */
+export function takeDrawnId<E extends ObjectLiteral>(
+  m: EntityManager,
+  entity: Target<E>,
+): Promise<number> | undefined {
+  const byEntity = drawnIds.get(m);
+  const drawn = byEntity?.get(entity);
+  byEntity?.delete(entity);
+  return drawn;
+}
+
 /**
  * Inserts one row of `entity` (the properties of `values` that are not undefined) as one
  * cached statement; returns the generated primary key, if the entity has one.

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
 import { currentVia, type Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
@@ -24,7 +24,7 @@ import {
 } from '../outbox/outbox.service.js';
 import { type Effect, type OutboxEffect, openEffects, takeEffects } from '../fencing/effects.js';
 import { Plan } from '../plans/plan.entity.js';
-import { exists, findOneOrFail } from '../database/rows.js';
+import { exists, findOneOrFail, takeDrawnId } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
 
 export interface Decision {
@@ -249,7 +249,7 @@ export class DecisionRunner {
         m,
         now,
         { ...decision, ...summary, detail, outcome: AuditOutcome.ACCEPTED },
-        auditId ?? undefined,
+        auditId ?? (await takeDrawnId(m, AuditEvent)),
       );
       return { result };
     } catch (error) {

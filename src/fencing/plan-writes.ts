@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { changedOrRetry, execute, select } from '../database/database.js';
-import { insertReturning, updateEntities } from '../database/rows.js';
+import { drawId, insertReturning, updateEntities } from '../database/rows.js';
+import { AuditEvent } from '../audit/audit-event.entity.js';
 import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
 import { PlanId } from '../common/ids.js';
 import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
@@ -282,6 +283,8 @@ export class PlanWrites {
     // the statement that publishes never depends on that hold. The statements after it
     // change nothing unless it moved the pointer to this plan, so all four are sent
     // together (one round trip on PostgreSQL); the plan is read after them.
+    // The id of the decision's audit event, drawn while the environment's row is held.
+    drawId(m, AuditEvent);
     const [published, [updated], , after] = await Promise.all([
       execute(
         m,
