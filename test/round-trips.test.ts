@@ -1,4 +1,4 @@
-import { Database, executeLater } from '../src/database/database.js';
+import { Database, executeLater, selectLater } from '../src/database/database.js';
 import { ok, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { frontendStatements, LatencyProxy } from './support/latency-proxy.js';
 import { World } from './support/world.js';
@@ -106,9 +106,16 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
       ]),
     );
     // BEGIN with the clock; the token's check with the plan's read; the two above (the
-    // second also draws the id of the decision's audit event); the snapshot's read; the
+    // second also draws the id of the decision's audit event); the snapshot's read, the
     // rows the decision adds and their notifications with the commit.
-    expect(roundTrips).toBeLessThanOrEqual(6);
+    expect(roundTrips).toBeLessThanOrEqual(5);
+    expect(tripOf(trips, 'COMMIT')).toEqual(
+      beginning([
+        'SELECT approver, at, content_hash',
+        'WITH w0 AS (INSERT INTO outbox_events',
+        'COMMIT',
+      ]),
+    );
     const [accepted] = (await world.auditEvents('review')).filter(
       (event) => event.action === 'APPROVE_PLAN',
     );
@@ -228,6 +235,39 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     const rows = await db.dataSource.query<{ v: string }[]>('SELECT v FROM later_a ORDER BY id');
     expect(rows.map((row) => row.v)).toEqual(['first', 'second']);
     expect(await db.dataSource.query('SELECT v FROM later_b')).toEqual([{ v: 'beside' }]);
+  });
+
+  test('a read held back travels with the commit and answers with it; one held back by a transaction that fails rejects', async () => {
+    const db = app.app.get(Database);
+    await db.dataSource.query('CREATE TABLE later_read (v text NOT NULL)');
+    let read: Promise<{ v: string }[]> | undefined;
+    const { statements, roundTrips } = await traced(() =>
+      db.write(async (m) => {
+        await executeLater(m, 'INSERT INTO later_read (v) VALUES (:v)', { v: 'mine' });
+        read = selectLater<{ v: string }>(m, 'SELECT v FROM later_read WHERE v = :v', {
+          v: 'mine',
+        });
+      }),
+    );
+    expect(await read).toEqual([{ v: 'mine' }]);
+    expect(statements).toEqual([
+      'BEGIN',
+      'INSERT INTO later_read (v) VALUES ($1)',
+      'SELECT v FROM later_read WHERE v = $1',
+      'COMMIT',
+    ]);
+    expect(roundTrips).toBe(1);
+
+    let dropped: Promise<unknown> | undefined;
+    await expect(
+      db.write((m) => {
+        dropped = selectLater(m, 'SELECT v FROM later_read');
+        // Who holds it back decides whether to wait for it: here, after the transaction.
+        dropped.catch(() => undefined);
+        return Promise.reject(new Error('the decision failed'));
+      }),
+    ).rejects.toThrow('the decision failed');
+    await expect(dropped).rejects.toThrow('the transaction failed before this read was sent');
   });
 
   /** Revokes `name` behind the service's back: no instance hears of it (a lost NOTIFY). */

@@ -109,10 +109,7 @@ async function run(
  * PostgreSQL: a transaction's later statements (executeLater): those not sent yet, and the
  * answers still to come of those sent.
  */
-const later = new WeakMap<
-  EntityManager,
-  { unsent: [string, Record<string, unknown>][]; answers: Promise<unknown>[] }
->();
+const later = new WeakMap<EntityManager, { unsent: Later[]; answers: Promise<unknown>[] }>();
 
 /** Starts the list of a PostgreSQL transaction's later statements (Database opens it). */
 export function openLater(manager: EntityManager, first: Promise<unknown>): void {
@@ -123,15 +120,22 @@ export function openLater(manager: EntityManager, first: Promise<unknown>): void
 function sendLater(manager: EntityManager): void {
   const list = later.get(manager);
   if (!list?.unsent.length) return;
-  for (const [sql, parameters] of joined(list.unsent.splice(0))) {
-    const answer = run(manager, sql, parameters);
+  for (const [sql, parameters, reader] of joined(list.unsent.splice(0))) {
+    const answer = reader ? rowsOf(manager, sql, parameters) : run(manager, sql, parameters);
+    if (reader) answer.then(reader.resolve, reader.reject);
     // Awaited by the transaction before it reports its commit.
     answer.catch(() => undefined);
     list.answers.push(answer);
   }
 }
 
-type Later = [string, Record<string, unknown>];
+/** Who waits for the rows of a read held back with the later statements (selectLater). */
+interface Reader {
+  resolve: (rows: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+type Later = [string, Record<string, unknown>, Reader?];
 
 /** What `joined` needs to know of a statement's text: the table of a plain INSERT (no RETURNING), or a SELECT. */
 type Kind = { insertInto: string } | 'select' | 'other';
@@ -170,7 +174,12 @@ function joined(statements: Later[]): Later[] {
   };
   for (const statement of statements) {
     const kind = kindOf(statement[0]);
-    if (typeof kind === 'object') {
+    if (statement[2]) {
+      // A read someone waits for keeps its own statement: the parts of a joined one would
+      // not see the rows the statements before it add.
+      close(null);
+      out.push(statement);
+    } else if (typeof kind === 'object') {
       // A second row of a table starts a statement of its own.
       if (tables.has(kind.insertInto)) close(null);
       group.push(statement);
@@ -228,10 +237,13 @@ function withQueries(inserts: Later[], main: Later | null): Later {
  * sent (`send`, the commit) or dropping it (a transaction that failed).
  */
 export function takeLater(manager: EntityManager, send: boolean): Promise<unknown>[] {
+  const list = later.get(manager);
   if (send) sendLater(manager);
-  const answers = later.get(manager)?.answers ?? [];
+  else
+    for (const [, , reader] of list?.unsent ?? [])
+      reader?.reject(new Error('the transaction failed before this read was sent'));
   later.delete(manager);
-  return answers;
+  return list?.answers ?? [];
 }
 
 /**
@@ -252,16 +264,44 @@ export async function executeLater(
 }
 
 /** Runs a query (named `:parameters`) and returns its rows. */
-export async function select<R>(
+export function select<R>(
   manager: EntityManager,
   sql: string,
   parameters: Record<string, unknown> = {},
 ): Promise<R[]> {
   sendLater(manager);
+  return rowsOf(manager, sql, parameters);
+}
+
+async function rowsOf<R>(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown>,
+): Promise<R[]> {
   const [query, values] = bind(manager, sql, parameters);
   const statement = sqliteStatement(manager, query);
   if (statement) return runSqlite(query, values, () => statement.all(...values) as R[]);
   return manager.query<R[]>(query, values);
+}
+
+/**
+ * A query whose rows nothing in the transaction waits for (what a decision's answer shows).
+ * In a PostgreSQL transaction it is held back as executeLater's statements are and sent in
+ * their order, with the next statement waited for or with the COMMIT; its rows come with that
+ * answer. So await it after the transaction (inside it, only once a later statement has been
+ * waited for): before that nothing has sent it. If the transaction fails first, it rejects.
+ * Elsewhere it runs as `select` does.
+ */
+export function selectLater<R>(
+  manager: EntityManager,
+  sql: string,
+  parameters: Record<string, unknown> = {},
+): Promise<R[]> {
+  const list = later.get(manager);
+  if (!list) return select<R>(manager, sql, parameters);
+  return new Promise<R[]>((resolve, reject) => {
+    list.unsent.push([sql, parameters, { resolve: resolve as (rows: unknown) => void, reject }]);
+  });
 }
 
 /** Rows of an `UPDATE ... RETURNING`: PostgreSQL's driver answers it with [rows, affected]. */

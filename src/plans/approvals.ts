@@ -1,14 +1,21 @@
 import type { EntityManager } from 'typeorm';
-import { select } from '../database/database.js';
+import { select, selectLater } from '../database/database.js';
 import { APPROVALS_OF_RULE } from '../fencing/sql.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval, ApprovalSnapshot } from './approval.model.js';
 import { mergeRules } from '../policies/policy-decision.js';
 import { type Plan, PlanStatus } from './plan.entity.js';
 
+/** How a query is run: at once (`select`), or with the transaction's later statements (`selectLater`). */
+type Read = typeof select;
+
 /** Every approval recorded for the plan, in the order they were given. */
-export async function approvalsOf(m: EntityManager, planId: string): Promise<Approval[]> {
-  const rows = await select<{
+export async function approvalsOf(
+  m: EntityManager,
+  planId: string,
+  read: Read = select,
+): Promise<Approval[]> {
+  const rows = await read<{
     approver: string;
     at: number | string;
     content_hash: string;
@@ -38,9 +45,10 @@ export async function pendingRulesOf(
   m: EntityManager,
   plan: Plan,
   status: PlanStatus,
+  read: Read = select,
 ): Promise<ApprovalRule[]> {
   if (status === PlanStatus.PUBLISHED || status === PlanStatus.SUPERSEDED) return [];
-  const rows = await select<{
+  const rows = await read<{
     group_name: string | null;
     required_count: number | string;
     met: number | string;
@@ -63,11 +71,20 @@ export async function pendingRulesOf(
     .filter((rule) => rule.count > 0);
 }
 
-/** The plan's approvals and pending rules, read together (one round trip on PostgreSQL). */
-export async function snapshotOf(m: EntityManager, plan: Plan): Promise<ApprovalSnapshot> {
-  const [approvals, pendingApprovalRules] = await Promise.all([
-    approvalsOf(m, plan.id),
-    pendingRulesOf(m, plan, plan.status),
-  ]);
-  return { approvals, pendingApprovalRules };
+/**
+ * The plan's approvals and pending rules as the decision in the transaction of `m` leaves
+ * them, read with the transaction's later statements (on PostgreSQL they travel with its
+ * COMMIT): await it once the transaction has committed.
+ */
+export function snapshotLater(m: EntityManager, plan: Plan): Promise<ApprovalSnapshot> {
+  const approvals = approvalsOf(m, plan.id, selectLater);
+  const pendingApprovalRules = pendingRulesOf(m, plan, plan.status, selectLater);
+  // Nobody may be waiting yet when the transaction fails: its decision's error is the answer.
+  approvals.catch(() => undefined);
+  pendingApprovalRules.catch(() => undefined);
+  const snapshot = Promise.all([approvals, pendingApprovalRules]).then(
+    ([approvals, pendingApprovalRules]) => ({ approvals, pendingApprovalRules }),
+  );
+  snapshot.catch(() => undefined);
+  return snapshot;
 }

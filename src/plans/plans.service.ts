@@ -15,9 +15,9 @@ import { EnvironmentsService } from '../environments/environments.service.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 import { PlanWrites } from '../fencing/plan-writes.js';
 import { approvalsOfRule } from '../fencing/sql.js';
-import { approvalsOf, pendingRulesOf, snapshotOf } from './approvals.js';
+import { approvalsOf, pendingRulesOf, snapshotLater } from './approvals.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
-import type { Approval } from './approval.model.js';
+import type { Approval, ApprovalSnapshot } from './approval.model.js';
 import { idempotentCall } from '../idempotency/idempotency.service.js';
 import type {
   ApprovePlanInput,
@@ -197,7 +197,7 @@ export class PlansService {
    * anyone else, audited like every rejection. The accepted decision's audit event says
    * whether it published, and the break-glass reason.
    */
-  approve(principal: Principal, input: ApprovePlanInput): Promise<Plan> {
+  async approve(principal: Principal, input: ApprovePlanInput): Promise<Plan> {
     const { idempotencyKey, ...call } = input;
     const breakGlassReason = call.breakGlassReason ?? null;
     const canonical = {
@@ -206,7 +206,9 @@ export class PlansService {
       ...(breakGlassReason != null ? { breakGlassReason } : {}),
     };
     const { environment, generation } = parsePlanId(input.planId);
-    return this.decisions.decidePlan(
+    // The approvals as the decision left them, read with its commit (the last attempt's).
+    const last: { snapshot?: { of: Plan; read: Promise<ApprovalSnapshot> } } = {};
+    const plan = await this.decisions.decidePlan(
       {
         action: 'APPROVE_PLAN',
         environment,
@@ -232,8 +234,7 @@ export class PlansService {
           reviewer: principal.name,
           now,
         });
-        // Its approvals as the decision left them, on the plan answered and announced.
-        plan.snapshot = await snapshotOf(m, plan);
+        last.snapshot = { of: plan, read: snapshotLater(m, plan) };
         return plan;
       },
       (plan) => {
@@ -243,6 +244,9 @@ export class PlansService {
           : 'published';
       },
     );
+    // A replayed call answers the plan as it is now (its approvals read when asked for).
+    if (last.snapshot?.of === plan) plan.snapshot = await last.snapshot.read;
+    return plan;
   }
 
   reject(principal: Principal, input: RejectPlanInput): Promise<Plan> {
