@@ -237,6 +237,41 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     expect(await db.dataSource.query('SELECT v FROM later_b')).toEqual([{ v: 'beside' }]);
   });
 
+  // proves: R2, R16
+  test('a rejection sends the hold, the expiries and its decision together', async () => {
+    await world.createEnvironment('refuse', 'MONOTONIC', true);
+    const agent = await world.issue('refuse-agent', 'AGENT');
+    const reviewer = await world.issue('refuse-reviewer', 'REVIEWER');
+    const generation = await world.acquire(agent, 'refuse', 3600);
+    const plan = await world.submitOk(agent, 'refuse', generation, 'not this one');
+    const { trips } = await traced(async () =>
+      expect(ok(await world.reject(reviewer, plan.id, 'no')).rejectPlan.status).toBe('REJECTED'),
+    );
+    expect(tripOf(trips, "UPDATE plans SET status = 'REJECTED'")).toEqual(
+      beginning([
+        'UPDATE environments SET fence = fence',
+        "UPDATE plans SET status = 'EXPIRED'",
+        "UPDATE plans SET status = 'REJECTED'",
+      ]),
+    );
+    expect((await world.plan(plan.id))?.status).toBe('REJECTED');
+  });
+
+  // proves: R10, R16
+  test('a renewal sends the expiries and the read of its lease together', async () => {
+    await world.createEnvironment('renewed', 'MONOTONIC', true);
+    const agent = await world.issue('renewed-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'renewed', 3600);
+    const { trips } = await traced(async () =>
+      expect(ok(await world.renew(agent, 'renewed', generation, 60)).renewLease.generation).toBe(
+        generation,
+      ),
+    );
+    expect(tripOf(trips, "UPDATE plans SET status = 'EXPIRED'")).toEqual(
+      beginning(["UPDATE plans SET status = 'EXPIRED'", 'SELECT * FROM "environments"']),
+    );
+  });
+
   test('a read held back travels with the commit and answers with it; one held back by a transaction that fails rejects', async () => {
     const db = app.app.get(Database);
     await db.dataSource.query('CREATE TABLE later_read (v text NOT NULL)');

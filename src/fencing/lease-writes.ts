@@ -10,7 +10,12 @@ import { LeaseTicket } from '../leases/lease-ticket.entity.js';
 import { QueueError } from '../leases/lease-queue.errors.js';
 import type { Lease } from '../leases/lease.model.js';
 import { addEffect } from './effects.js';
-import { expireProposals, markObsolete } from './plan-status.js';
+import {
+  announceExpired,
+  expireProposals,
+  expiringProposals,
+  markObsolete,
+} from './plan-status.js';
 import { liveLease, readEnvironment } from './reads.js';
 import { generationsExhausted, leaseHeld, leaseNotHeld } from './rejections.js';
 import {
@@ -75,8 +80,13 @@ export class LeaseWrites {
       await this.handOffLease(m, p.environment, p.now);
       throw refused;
     }
-    await expireProposals(m, p.now, p.environment);
-    return liveLease(await readEnvironment(m, p.environment), p.now)!;
+    // Sent together (one round trip on PostgreSQL): the read does not depend on the expiries.
+    const [expired, environment] = await Promise.all([
+      expiringProposals(m, p.now, p.environment),
+      readEnvironment(m, p.environment),
+    ]);
+    await announceExpired(m, expired, p.now);
+    return liveLease(environment, p.now)!;
   }
 
   async releaseLease(

@@ -337,18 +337,22 @@ export class PlanWrites {
     p: { planId: string; reviewer: string; reason: string; now: number },
   ): Promise<Plan> {
     const { environment } = await readPlan(m, p.planId);
-    // Takes the environment's row first (PostgreSQL), as every decision that announces an event does.
-    await holdEnvironment(m, environment);
-    await expireProposals(m, p.now, environment);
-    const [plan] = await updateEntities(
-      m,
-      Plan,
-      `UPDATE plans SET status = 'REJECTED', reviewed_by = :reviewer, reviewed_at = :now,
+    // Takes the environment's row first (PostgreSQL), as every decision that announces an
+    // event does; the three are sent together (one round trip), run in this order.
+    const [, expired, [plan]] = await Promise.all([
+      holdEnvironment(m, environment),
+      expiringProposals(m, p.now, environment),
+      updateEntities(
+        m,
+        Plan,
+        `UPDATE plans SET status = 'REJECTED', reviewed_by = :reviewer, reviewed_at = :now,
          rejection_reason = :reason
        WHERE id = :planId AND status = 'PROPOSED'
        RETURNING *`,
-      p,
-    );
+        p,
+      ),
+    ]);
+    await announceExpired(m, expired, p.now);
     if (!plan) {
       const { id, status } = await readPlan(m, p.planId);
       throw new FenceError('INVALID_PLAN_STATE', `plan ${id} is ${status}, not PROPOSED`, {
