@@ -257,6 +257,30 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     expect((await world.plan(plan.id))?.status).toBe('REJECTED');
   });
 
+  // proves: R1, R10, R37
+  test("an acquire sends the queue's hand-off in one round trip, the grant with its read in the next, and what it records in a third", async () => {
+    await world.createEnvironment('granted', 'MONOTONIC', true);
+    const agent = await world.issue('granted-agent', 'AGENT');
+    const { trips } = await traced(() => world.acquire(agent, 'granted', 3600));
+    expect(tripOf(trips, "UPDATE lease_tickets SET status = 'EXPIRED'")).toEqual(
+      beginning([
+        'UPDATE environments SET fence = fence',
+        "UPDATE lease_tickets SET status = 'EXPIRED'",
+        'UPDATE environments SET last_issued_generation',
+      ]),
+    );
+    expect(tripOf(trips, 'SELECT * FROM "environments"')).toEqual(
+      beginning(['UPDATE environments SET last_issued_generation', 'SELECT * FROM "environments"']),
+    );
+    expect(tripOf(trips, 'INSERT INTO "lease_grants"')).toEqual(
+      beginning([
+        'INSERT INTO "lease_grants"',
+        "UPDATE plans SET status = 'EXPIRED'",
+        "UPDATE plans SET status = 'OBSOLETE'",
+      ]),
+    );
+  });
+
   // proves: R10, R16
   test('a renewal sends the expiries and the read of its lease together', async () => {
     await world.createEnvironment('renewed', 'MONOTONIC', true);

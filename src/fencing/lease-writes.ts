@@ -45,18 +45,21 @@ export class LeaseWrites {
     p: { environment: string; principal: string; holder: string; ttlMs: number; now: number },
   ): Promise<Lease> {
     await this.handOffLease(m, p.environment, p.now);
-    const granted = await execute(
-      m,
-      `UPDATE environments SET
+    // The read after the decision is sent with it (one round trip on PostgreSQL).
+    const [granted, env] = await Promise.all([
+      execute(
+        m,
+        `UPDATE environments SET
          ${ISSUE_GENERATION},
          lease_holder = :holder, lease_principal = :principal,
          lease_acquired_at = :now, lease_expires_at = :expiresAt
        WHERE name = :environment AND last_issued_generation < ${LAST_GENERATION}
          AND (lease_holder IS NULL OR lease_expires_at <= :now OR lease_holder = :holder)
          AND NOT EXISTS (${WAITING_TICKETS})`,
-      { ...p, expiresAt: p.now + p.ttlMs },
-    );
-    const env = await readEnvironment(m, p.environment);
+        { ...p, expiresAt: p.now + p.ttlMs },
+      ),
+      readEnvironment(m, p.environment),
+    ]);
     if (!granted) throw await leaseHeld(m, env, p.now, p);
     await this.recordGrant(m, env, p, p.now);
     return liveLease(env, p.now)!;
@@ -121,16 +124,25 @@ export class LeaseWrites {
     environment: string,
     now: number,
   ): Promise<{ expired: number; granted: LeaseTicket | null }> {
-    if (!(await holdEnvironment(m, environment))) throw EnvironmentError.notFound(environment);
-    const expired = await updateReturning<{ id: number | string }>(
-      m,
-      `UPDATE lease_tickets SET status = 'EXPIRED', ended_at = :now
+    // Sent together (one round trip on PostgreSQL), run in this order: without the
+    // environment's row the other two find nothing to change.
+    const [held, expired, granted] = await Promise.all([
+      holdEnvironment(m, environment),
+      updateReturning<{ id: number | string }>(
+        m,
+        `UPDATE lease_tickets SET status = 'EXPIRED', ended_at = :now
        WHERE environment = :environment AND status = 'WAITING' AND expires_at <= :now
        RETURNING id`,
-      { environment, now },
-    );
+        { environment, now },
+      ),
+      this.grantHeadTicket(m, environment, now),
+    ]);
+    if (!held) throw EnvironmentError.notFound(environment);
     for (const { id } of expired) addEffect(m, { kind: 'leaseTicketChanged', id: Number(id) });
-    return { expired: expired.length, granted: await this.grantHeadTicket(m, environment, now) };
+    return {
+      expired: expired.length,
+      granted: granted ? await this.recordHeadGrant(m, environment, now) : null,
+    };
   }
 
   /**
@@ -139,12 +151,8 @@ export class LeaseWrites {
    * acquireLease issues it (R1; STRICT raises the fence, R3), running the ticket's
    * ttlSeconds from now (R39). Once the lease is live, no second ticket can be granted it.
    */
-  private async grantHeadTicket(
-    m: EntityManager,
-    environment: string,
-    now: number,
-  ): Promise<LeaseTicket | null> {
-    const granted = await execute(
+  private grantHeadTicket(m: EntityManager, environment: string, now: number): Promise<number> {
+    return execute(
       m,
       `UPDATE environments SET
          ${ISSUE_GENERATION},
@@ -158,7 +166,14 @@ export class LeaseWrites {
          AND EXISTS (${WAITING_TICKETS})`,
       { environment, now },
     );
-    if (!granted) return null;
+  }
+
+  /** What grantHeadTicket's statement leaves to record when it granted: the ticket, GRANTED. */
+  private async recordHeadGrant(
+    m: EntityManager,
+    environment: string,
+    now: number,
+  ): Promise<LeaseTicket> {
     const env = await readEnvironment(m, environment);
     const generation = env.lastIssuedGeneration;
     // The environment's row is held since handOffLease: the head is the ticket just granted.
@@ -245,7 +260,8 @@ export class LeaseWrites {
         { max: env.maxQueueLength },
       );
     }
-    await this.grantHeadTicket(m, p.environment, p.now);
+    if (await this.grantHeadTicket(m, p.environment, p.now))
+      await this.recordHeadGrant(m, p.environment, p.now);
     return findOneOrFail(m, LeaseTicket, { id: Number(inserted.id) });
   }
 
@@ -275,15 +291,19 @@ export class LeaseWrites {
     to: { principal: string; holder: string },
     now: number,
   ): Promise<void> {
-    await insertRow(m, LeaseGrant, {
-      environment: env.name,
-      generation: env.lastIssuedGeneration,
-      principal: to.principal,
-      holder: to.holder,
-      acquiredAt: now,
-    });
-    await expireProposals(m, now, env.name);
-    // A MONOTONIC grant moves no fence: there the statement finds nothing to mark.
-    await markObsolete(m, env.name);
+    // Sent together (one round trip on PostgreSQL), run in this order.
+    const [, expired] = await Promise.all([
+      insertRow(m, LeaseGrant, {
+        environment: env.name,
+        generation: env.lastIssuedGeneration,
+        principal: to.principal,
+        holder: to.holder,
+        acquiredAt: now,
+      }),
+      expiringProposals(m, now, env.name),
+      // A MONOTONIC grant moves no fence: there the statement finds nothing to mark.
+      markObsolete(m, env.name),
+    ]);
+    await announceExpired(m, expired, now);
   }
 }
