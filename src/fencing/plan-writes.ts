@@ -282,10 +282,11 @@ export class PlanWrites {
     // in between while this transaction holds the environment's row: they stand so that
     // the statement that publishes never depends on that hold. The statements after it
     // change nothing unless it moved the pointer to this plan, so all four are sent
-    // together (one round trip on PostgreSQL); the plan is read after them.
+    // together (one round trip on PostgreSQL); the plan is read after them, as it stands
+    // whether or not this approval published it.
     // The id of the decision's audit event, drawn while the environment's row is held.
     drawId(m, AuditEvent);
-    const [published, [updated], , after] = await Promise.all([
+    const [published, marked, , after] = await Promise.all([
       execute(
         m,
         `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
@@ -302,13 +303,11 @@ export class PlanWrites {
                      ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''})`,
         params,
       ),
-      updateEntities(
+      execute(
         m,
-        Plan,
         `UPDATE plans SET status = 'PUBLISHED', reviewed_by = :reviewer, reviewed_at = :now,
          published_at = :now
-       WHERE id = :id AND status = 'PROPOSED' AND ${IS_CURRENT}
-       RETURNING *`,
+       WHERE id = :id AND status = 'PROPOSED' AND ${IS_CURRENT}`,
         params,
       ),
       // Changes other plans of the environment only.
@@ -319,17 +318,17 @@ export class PlanWrites {
     if (!published) return after;
     // A concurrent expiry by the retention job may have changed the plan after our pointer
     // statement read it: then the approval runs again.
-    const publishedPlan = changedOrRetry(updated);
+    changedOrRetry(marked);
     addEffect(m, {
       kind: 'outbox',
       subject: 'plan',
       type: 'plan.published',
-      plan: publishedPlan,
+      plan: after,
       actor: p.reviewer,
       at: p.now,
     });
-    addEffect(m, { kind: 'planPublished', plan: publishedPlan });
-    return publishedPlan;
+    addEffect(m, { kind: 'planPublished', plan: after });
+    return after;
   }
 
   async rejectPlan(
