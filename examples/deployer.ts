@@ -68,7 +68,7 @@ export async function main(): Promise<void> {
   }
   const client = new PlanfenceClient({
     url: process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
-    token: process.env.PLANFENCE_TOKEN ?? '',
+    token: process.env.PLANFENCE_TOKEN,
   });
   try {
     const { deployment } = await new Deployments(client).withDeployment(

@@ -185,17 +185,22 @@ test('headers allowed longer than the whole request stop the start with a config
   expect(started.stderr).not.toContain('RangeError');
 });
 
+/** The environment of a built service started in the scratch folder `dir`, with `env` added. */
+function builtEnv(dir: string, env: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    PLANFENCE_ADMIN_TOKEN_FILE: join(dir, 'admin-token'),
+    PORT: '0',
+    ...env,
+  };
+}
+
 /** The built service started with `env` (made for a scratch folder) and run until it exits. */
 function runBuilt(env: (dir: string) => Record<string, string>) {
   const dir = scratchDir();
   try {
     return spawnSync(process.execPath, [distFile('src/main.js')], {
-      env: {
-        ...process.env,
-        PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
-        PORT: '0',
-        ...env(dir.path),
-      },
+      env: builtEnv(dir.path, env(dir.path)),
       encoding: 'utf8',
       timeout: 60_000,
     });
@@ -217,13 +222,7 @@ async function closedPort(): Promise<number> {
 async function outputUntil(env: Record<string, string>, until: RegExp): Promise<string> {
   const dir = scratchDir();
   const child = spawn(process.execPath, [distFile('src/main.js')], {
-    env: {
-      ...process.env,
-      PLANFENCE_ADMIN_TOKEN_FILE: join(dir.path, 'admin-token'),
-      PORT: '0',
-      PLANFENCE_LOG_FORMAT: 'json',
-      ...env,
-    },
+    env: builtEnv(dir.path, { PLANFENCE_LOG_FORMAT: 'json', ...env }),
   });
   let output = '';
   try {

@@ -77,14 +77,11 @@ export async function pendingRulesOf(
  * COMMIT): await it once the transaction has committed.
  */
 export function snapshotLater(m: EntityManager, plan: Plan): Promise<ApprovalSnapshot> {
-  const approvals = approvalsOf(m, plan.id, selectLater);
-  const pendingApprovalRules = pendingRulesOf(m, plan, plan.status, selectLater);
+  const snapshot = Promise.all([
+    approvalsOf(m, plan.id, selectLater),
+    pendingRulesOf(m, plan, plan.status, selectLater),
+  ]).then(([approvals, pendingApprovalRules]) => ({ approvals, pendingApprovalRules }));
   // Nobody may be waiting yet when the transaction fails: its decision's error is the answer.
-  approvals.catch(() => undefined);
-  pendingApprovalRules.catch(() => undefined);
-  const snapshot = Promise.all([approvals, pendingApprovalRules]).then(
-    ([approvals, pendingApprovalRules]) => ({ approvals, pendingApprovalRules }),
-  );
   snapshot.catch(() => undefined);
   return snapshot;
 }
