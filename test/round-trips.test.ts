@@ -150,7 +150,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
   });
 
   // proves: R2, R3, R9, R12
-  test("a publish is decided by one statement and takes two round trips: the token's check with the decision, the rows it adds with the commit", async () => {
+  test("a publish takes one round trip: the token's check, the statement that decides and records, and the commit travel together", async () => {
     await world.createEnvironment('prod', 'MONOTONIC', false);
     const agent = await world.issue('agent', 'AGENT');
     const generation = await world.acquire(agent, 'prod', 3600);
@@ -165,23 +165,12 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     expect(statements.map((sql) => sql.split(' (')[0].split(' FROM ')[0])).toEqual([
       'BEGIN',
       'SELECT planfence_check_token(CAST($1 AS text), CAST($2 AS text))',
-      'SELECT planfence_submit_plan(CAST($1 AS text), CAST($2 AS text), CAST($3 AS integer), CAST($4 AS integer), CAST($5 AS text), CAST($6 AS integer), CAST($7 AS text), CAST($8 AS text), CAST($9 AS text), CAST($10 AS text), CAST($11 AS text), CAST($12 AS text), CAST($13 AS text), CAST($14 AS text), CAST($15 AS text), CAST($16 AS bigint), CAST($17 AS text), CAST($18 AS text)) AS decision',
-      'WITH w0 AS',
+      'SELECT planfence_submit_plan_at_once(CAST($1 AS text), CAST($2 AS text), CAST($3 AS integer), CAST($4 AS integer), CAST($5 AS text), CAST($6 AS integer), CAST($7 AS text), CAST($8 AS text), CAST($9 AS text), CAST($10 AS text), CAST($11 AS text), CAST($12 AS text), CAST($13 AS text), CAST($14 AS text), CAST($15 AS text), CAST($16 AS bigint), CAST($17 AS text), CAST($18 AS text), CAST($19 AS jsonb)) AS decision',
       'COMMIT',
     ]);
-    // The rows it adds and its notifications are one statement: an INSERT per table, then the NOTIFY.
-    const rows = statements.find((sql) => sql.startsWith('WITH'))!;
-    expect(
-      [...rows.matchAll(/w\d AS \((INSERT INTO \S+)|\) (SELECT pg_notify)/g)].map(
-        (m) => m[1] ?? m[2],
-      ),
-    ).toEqual([
-      'INSERT INTO outbox_events',
-      'INSERT INTO "audit_events"',
-      'INSERT INTO "idempotency_records"',
-      'SELECT pg_notify',
-    ]);
-    expect(roundTrips).toBe(2);
+    // The statement records what the decision adds (the outbox rows, the audit event, the
+    // idempotency record, the notifications) itself, from what the service encoded.
+    expect(roundTrips).toBe(1);
 
     // What it decided is what the guard's statements decide: published, the one before superseded.
     const env = await world.environment('prod');
@@ -402,15 +391,27 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
   });
 
   // proves: R3, R12
-  test("a stale generation's submit is rejected by the statement and named by the guard's reads", async () => {
+  test("a stale generation's submit is rejected by the statement, decided again by the one that answers, and named by the guard's reads", async () => {
     await world.createEnvironment('stale', 'MONOTONIC', false);
     const agent = await world.issue('stale-agent', 'AGENT');
     const old = await world.acquire(agent, 'stale', 3600);
     ok(await world.release(agent, 'stale', old));
     const current = await world.acquire(agent, 'stale', 3600);
     await world.submitOk(agent, 'stale', current, 'new');
-    const result = await world.submit(agent, 'stale', old, 'old');
-    expect(result.errors?.[0]?.extensions?.code).toBe('STALE_GENERATION');
+    const { statements, roundTrips } = await traced(async () => {
+      const result = await world.submit(agent, 'stale', old, 'old');
+      expect(result.errors?.[0]?.extensions?.code).toBe('STALE_GENERATION');
+    });
+    // Sent at once, refused: nothing of that transaction commits, and the statement that
+    // returns its decision (planfence_submit_plan) decides it again, with the guard's reads.
+    const decisions = statements.filter((sql) => /^SELECT planfence_submit_plan/.test(sql));
+    expect(decisions.map((sql) => sql.split('(')[0])).toEqual([
+      'SELECT planfence_submit_plan_at_once',
+      'SELECT planfence_submit_plan',
+    ]);
+    expect(statements).toContain('ROLLBACK');
+    // One round trip more than the statement that answers takes alone.
+    expect(roundTrips).toBeLessThanOrEqual(8);
     const rejected = (await world.auditEvents('stale')).filter(
       (event) => event.outcome === 'REJECTED',
     );

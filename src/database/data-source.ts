@@ -20,6 +20,7 @@ import { LeaseQueue1765400000000 } from '../../migrations/1765400000000-lease-qu
 import { SubmitInOneStatement1765500000000 } from '../../migrations/1765500000000-submit-in-one-statement.js';
 import { WebhookBatches1765600000000 } from '../../migrations/1765600000000-webhook-batches.js';
 import { TokenCheck1765700000000 } from '../../migrations/1765700000000-token-check.js';
+import { SubmitAtOnce1765800000000 } from '../../migrations/1765800000000-submit-at-once.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -52,6 +53,7 @@ export const migrations = [
   SubmitInOneStatement1765500000000,
   WebhookBatches1765600000000,
   TokenCheck1765700000000,
+  SubmitAtOnce1765800000000,
 ];
 
 /**

@@ -25,6 +25,8 @@ import {
 import { type Effect, type OutboxEffect, openEffects, takeEffects } from '../fencing/effects.js';
 import { Plan } from '../plans/plan.entity.js';
 import { exists, findOneOrFail, takeDrawnId } from '../database/rows.js';
+import { isDecidedByStatements } from '../fencing/plan-writes.js';
+import { submitRecord } from './submit-at-once.js';
 import { Environment } from '../environments/environment.entity.js';
 
 export interface Decision {
@@ -173,6 +175,53 @@ export class DecisionRunner {
       return first;
     });
     return this.settle(decision, startedAt, outcome);
+  }
+
+  /**
+   * decidePlanInOneStatement for a transaction that does not wait for the decision's answer
+   * (PostgreSQL): `atOnce` sends the statement (planfence_submit_plan_at_once), which also
+   * records what the decision adds (src/decisions/submit-at-once.ts), and the COMMIT goes
+   * with it: one round trip. A
+   * submit that is not an admission without expiries rolls back with nothing written, and
+   * is decided again, as decidePlanInOneStatement decides it (`begin`, `work`). `detail` is
+   * given the plan as the statement stores it but for the fields the database decides.
+   */
+  async decidePlanAtOnce(
+    request: Decision,
+    call: IdempotentCall | null,
+    atOnce: (
+      m: EntityManager,
+      now: number | null,
+      record: (provisional: Plan) => object,
+    ) => Promise<Plan>,
+    begin: (m: EntityManager, now: number | null) => Promise<Begun<Plan> | null>,
+    work: (m: EntityManager, now: number) => Promise<Plan>,
+    detail: (plan: Plan) => string | undefined,
+  ): Promise<Plan> {
+    const decision = withDoor(request);
+    const startedAt = performance.now();
+    let sent: { stored: Promise<Plan> };
+    try {
+      // The stored plan's promise settles with the transaction's answers: kept in an object,
+      // so that the transaction does not wait for it before its COMMIT is sent.
+      sent = await this.transaction(decision, async (m) => {
+        const now = this.clock.inDatabase ? null : await this.clock.now(m);
+        const stored = atOnce(m, now, (provisional) => {
+          const { generation, detail: said } = planResult(detail).summarize(provisional);
+          return submitRecord(provisional, {
+            audit: { ...decision, generation, detail: said },
+            call,
+            idempotencyTtlMs: this.idempotency.ttlMs,
+          });
+        });
+        this.outbox.recordedBy(m);
+        return { stored };
+      });
+    } catch (error) {
+      if (!isDecidedByStatements(error)) throw error;
+      return this.decidePlanInOneStatement(request, call, begin, work, detail);
+    }
+    return this.settle(decision, startedAt, { result: await sent.stored });
   }
 
   /** The decision's transaction, with its token check (Decision.token). */

@@ -85,8 +85,11 @@ const FIELDS: Record<EventKind, string[]> = {
 
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 
-/** The payload announcing `object` (an entity of `kind`). */
-export function encode(kind: EventKind, object: object): string {
+/**
+ * The payloads that may announce `object` (an entity of `kind`), in the order `encode`
+ * prefers them: its fields; its fields but the large write-once ones that are set; its id.
+ */
+export function wireCandidates(kind: EventKind, object: object): [Wire, Wire, Wire] {
   const source = object as Record<string, unknown>;
   const row: Record<string, unknown> = {};
   const lazy = [...ALWAYS_LAZY[kind]];
@@ -95,16 +98,28 @@ export function encode(kind: EventKind, object: object): string {
     const value = source[field];
     row[field] = value instanceof Date ? value.getTime() : (value ?? null);
   }
-  let text = JSON.stringify({ k: kind, row, lazy } satisfies Wire);
-  if (bytes(text) <= MAX_PAYLOAD_BYTES) return text;
+  const smaller = { ...row };
+  const smallerLazy = [...lazy];
   for (const field of LARGE[kind]) {
     if (row[field] == null) continue;
-    delete row[field];
-    lazy.push(field);
+    delete smaller[field];
+    smallerLazy.push(field);
   }
-  text = JSON.stringify({ k: kind, row, lazy } satisfies Wire);
-  if (bytes(text) <= MAX_PAYLOAD_BYTES) return text;
-  return JSON.stringify({ k: kind, id: source.id as string | number } satisfies Wire);
+  return [
+    { k: kind, row, lazy },
+    { k: kind, row: smaller, lazy: smallerLazy },
+    { k: kind, id: source.id as string | number },
+  ];
+}
+
+/** The payload announcing `object` (an entity of `kind`): the first candidate that fits. */
+export function encode(kind: EventKind, object: object): string {
+  const [full, smaller, id] = wireCandidates(kind, object);
+  for (const wire of [full, smaller]) {
+    const text = JSON.stringify(wire);
+    if (bytes(text) <= MAX_PAYLOAD_BYTES) return text;
+  }
+  return JSON.stringify(id);
 }
 
 /** Reads `field` of the row `id` of `kind` (a field that was left out of a payload). */

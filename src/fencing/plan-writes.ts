@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { changedOrRetry, execute, select } from '../database/database.js';
+import { changedOrRetry, execute, select, selectLater } from '../database/database.js';
 import { drawId, insertReturning, updateEntities } from '../database/rows.js';
 import { AuditEvent } from '../audit/audit-event.entity.js';
 import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
@@ -159,21 +159,7 @@ export class PlanWrites {
       throw new Error('a submit whose policies deny it or add rules is decided by admitPlan');
     const [{ decision }] = await select<{ decision: SubmitDecision }>(
       m,
-      `SELECT planfence_submit_plan(CAST(:environment AS text), CAST(:principal AS text),
-         CAST(:generation AS integer), CAST(:policyVersion AS integer),
-         CAST(:basedOnPlanId AS text), CAST(:basedOnDeploymentSequence AS integer),
-         CAST(:title AS text), CAST(:content AS text), CAST(:contentHash AS text),
-         CAST(:contentType AS text), CAST(:summary AS text), CAST(:artifact AS text),
-         CAST(:artifactHash AS text), CAST(:sourceRevision AS text),
-         CAST(:policyResults AS text), CAST(:now AS bigint),
-         CAST(:idempotencyPrincipal AS text), CAST(:idempotencyKey AS text)) AS decision`,
-      {
-        ...p,
-        policyVersion: p.policy.version,
-        policyResults: p.policy.results == null ? null : JSON.stringify(p.policy.results),
-        idempotencyPrincipal: p.idempotency?.principal ?? null,
-        idempotencyKey: p.idempotency?.key ?? null,
-      },
+      ...submitStatement('planfence_submit_plan', p),
     );
     if (decision.outcome === 'remembered') return null;
     const now = Number(decision.now);
@@ -202,6 +188,41 @@ export class PlanWrites {
         return plan;
       },
     };
+  }
+
+  /**
+   * PostgreSQL: submitInOneStatement's decision, by `planfence_submit_plan_at_once` (the same
+   * statement's rules and answer), which also records what the decision adds (`record`, of
+   * the plan as stored but for DECIDED_PLAN_FIELDS), for a transaction that sends it with its
+   * COMMIT without waiting for its answer. Returns the stored plan, once the answer came.
+   * Unless the statement admits the plan and expires no proposal, the transaction fails
+   * (isDecidedByStatements) with nothing written: the submit is then decided by
+   * submitInOneStatement.
+   */
+  submitAtOnce(
+    m: EntityManager,
+    p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
+    /** What the decision adds besides the plan (src/decisions/submit-at-once.ts), of the provisional plan. */
+    record: (provisional: Plan) => object,
+  ): Promise<Plan> {
+    if (!this.decidesInOneStatement(p.policy))
+      throw new Error('a submit whose policies deny it or add rules is decided by admitPlan');
+    const provisional = Object.assign(new Plan(), submittedPlan({ ...p, now: 0 }, 0, true, null));
+    const stored = selectLater<{ decision: SubmitDecision }>(
+      m,
+      ...submitStatement('planfence_submit_plan_at_once', p, JSON.stringify(record(provisional))),
+    ).then(([{ decision }]) => {
+      if (decision.outcome !== 'admitted')
+        throw new Error(`a submit at once was ${decision.outcome}`);
+      const now = Number(decision.now);
+      return Object.assign(
+        new Plan(),
+        submittedPlan({ ...p, now }, decision.sequence, decision.publish, decision.ttlSeconds),
+      );
+    });
+    // Awaited once the transaction committed; a failed one is the transaction's failure.
+    stored.catch(() => undefined);
+    return stored;
   }
 
   /**
@@ -449,4 +470,60 @@ function announceSubmitted(m: EntityManager, plan: Plan, publish: boolean, now: 
     addEffect(m, { kind: 'outbox', subject: 'plan', type: 'plan.published', plan, actor, at: now });
     addEffect(m, { kind: 'planPublished', plan });
   }
+}
+
+/**
+ * The statement of planfence_submit_plan for this submit, or of planfence_submit_plan_at_once
+ * with `record` (the JSON of what it records besides the plan).
+ */
+function submitStatement(
+  fn: 'planfence_submit_plan' | 'planfence_submit_plan_at_once',
+  p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
+  record?: string,
+): [string, Record<string, unknown>] {
+  return [
+    `SELECT ${fn}(CAST(:environment AS text), CAST(:principal AS text),
+       CAST(:generation AS integer), CAST(:policyVersion AS integer),
+       CAST(:basedOnPlanId AS text), CAST(:basedOnDeploymentSequence AS integer),
+       CAST(:title AS text), CAST(:content AS text), CAST(:contentHash AS text),
+       CAST(:contentType AS text), CAST(:summary AS text), CAST(:artifact AS text),
+       CAST(:artifactHash AS text), CAST(:sourceRevision AS text),
+       CAST(:policyResults AS text), CAST(:now AS bigint),
+       CAST(:idempotencyPrincipal AS text), CAST(:idempotencyKey AS text)${
+         record === undefined ? '' : ', CAST(:record AS jsonb)'
+       }) AS decision`,
+    {
+      record,
+      ...p,
+      policyVersion: p.policy.version,
+      policyResults: p.policy.results == null ? null : JSON.stringify(p.policy.results),
+      idempotencyPrincipal: p.idempotency?.principal ?? null,
+      idempotencyKey: p.idempotency?.key ?? null,
+    },
+  ];
+}
+
+/**
+ * The fields of a submitted plan that its statement decides (submittedPlan's `sequence`,
+ * `publish`, `now`, `ttlSeconds`): a submit at once leaves them to the database
+ * (planfence_submit_plan_at_once fills in each by its name, a date also as `${name}Iso`).
+ */
+export const DECIDED_PLAN_FIELDS = {
+  id: { date: false },
+  sequence: { date: false },
+  status: { date: false },
+  submittedAt: { date: true },
+  publishedAt: { date: true },
+  expiresAt: { date: true },
+} as const satisfies Partial<Record<keyof Plan, { date: boolean }>>;
+
+/** The SQLSTATE of planfence_submit_plan_at_once when it leaves the submit to the guard's statements. */
+const DECIDED_BY_STATEMENTS = 'PF409';
+
+/** Whether a transaction failed because its submit at once was no admission without expiries. */
+export function isDecidedByStatements(error: unknown): boolean {
+  return (
+    (error as { driverError?: { code?: string } } | null)?.driverError?.code ===
+    DECIDED_BY_STATEMENTS
+  );
 }

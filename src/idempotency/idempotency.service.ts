@@ -39,6 +39,11 @@ export type RememberedOutcome =
 export class IdempotencyService {
   constructor(@Inject(CONFIG) private readonly config: Config) {}
 
+  /** How long a record is kept: its expiresAt is its createdAt plus this. */
+  get ttlMs(): number {
+    return this.config.idempotencyTtlMs;
+  }
+
   /** The first outcome of this call, or null when the key is new (or its record expired). */
   async recall(
     m: EntityManager,
@@ -98,7 +103,7 @@ export class IdempotencyService {
       errorMessage: error?.message ?? null,
       errorDetails: error ? JSON.stringify(error.details) : null,
       createdAt: now,
-      expiresAt: now + this.config.idempotencyTtlMs,
+      expiresAt: now + this.ttlMs,
     });
   }
 }

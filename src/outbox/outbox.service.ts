@@ -186,6 +186,14 @@ export class Outbox {
       });
       await executeLater(m, insertEvents(rows.length), parameters);
     }
+    this.recordedBy(m);
+  }
+
+  /**
+   * The transaction `m` records events by a statement of its own (a submit at once, see
+   * src/decisions/submit-at-once.ts): the listeners run after its commit, as after record's.
+   */
+  recordedBy(m: EntityManager): void {
     this.db.afterCommit(m, () => {
       for (const listener of this.listeners) listener();
     });

@@ -152,11 +152,18 @@ export class PlansService {
       const work = (m: EntityManager, now: number) => this.writes.admitPlan(m, { ...submit, now });
       const detail = () => describeDecision(policy);
       try {
-        // PostgreSQL decides the common submit in one statement (the same rules, one round trip).
+        // PostgreSQL decides the common submit in one statement (the same rules), sent with
+        // the rows it adds and the COMMIT (one round trip).
         return await (this.db.dialect === 'postgres' && this.writes.decidesInOneStatement(policy)
-          ? this.decisions.decidePlanInOneStatement(
+          ? this.decisions.decidePlanAtOnce(
               decision,
               call,
+              (m, now, record) =>
+                this.writes.submitAtOnce(
+                  m,
+                  { ...submit, now, idempotency: { principal: call.principal, key: call.key } },
+                  record,
+                ),
               (m, now) =>
                 this.writes.submitInOneStatement(m, {
                   ...submit,

@@ -1,0 +1,212 @@
+import fc from 'fast-check';
+import pg from 'pg';
+import { AuditEvent } from '../src/audit/audit-event.entity.js';
+import { ManualClock } from '../src/common/clock.js';
+import { Database, select } from '../src/database/database.js';
+import { JsonLeaf, jsonTemplate } from '../src/database/json-text.js';
+import { encode } from '../src/events/event-wire.js';
+import { EVENTS_CHANNEL } from '../src/events/events.service.js';
+import { planData } from '../src/outbox/outbox.service.js';
+import { Plan } from '../src/plans/plan.entity.js';
+import { ok, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { World } from './support/world.js';
+
+/**
+ * On PostgreSQL a common submit sends what it adds besides the plan (its events, its audit
+ * event, its idempotency record, its notifications) with the decision, as SQL that reads
+ * the decision from the transaction. What that SQL writes must be what the service's own
+ * encoders write of the stored rows, byte for byte: a webhook's body, a subscriber's event
+ * and a replayed call must not tell which way a decision went.
+ */
+const onPostgres = TEST_DATABASE === 'postgres' ? describe : describe.skip;
+
+onPostgres('a submit decided at once on PostgreSQL', () => {
+  let database: { url: string; cleanup: () => Promise<void> };
+  let app: TestApp;
+  let world: World;
+  let listener: pg.Client;
+  const heard: string[] = [];
+  // A clock whose milliseconds are not zero: the dates' text carries them.
+  const clock = new ManualClock(Date.UTC(2026, 4, 17, 9, 8, 7, 45));
+
+  beforeAll(async () => {
+    database = await scratchDatabase(true);
+    app = await startApp({ DATABASE_URL: database.url }, clock);
+    world = new World(app);
+    listener = new pg.Client({ connectionString: database.url });
+    await listener.connect();
+    listener.on('notification', (message) => {
+      if (message.channel === EVENTS_CHANNEL) heard.push(message.payload ?? '');
+    });
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+  });
+  afterAll(async () => {
+    await listener?.end();
+    await app?.close();
+    await database?.cleanup();
+  });
+
+  const dataSource = () => app.app.get(Database).dataSource;
+
+  async function heardAtLeast(count: number): Promise<string[]> {
+    for (let i = 0; i < 200 && heard.length < count; i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    return heard.splice(0);
+  }
+
+  async function stored(id: string) {
+    const plan = await dataSource().getRepository(Plan).findOneByOrFail({ id });
+    const audit = await dataSource()
+      .getRepository(AuditEvent)
+      .findOneByOrFail({ planId: id, action: 'SUBMIT_PLAN' });
+    const events = await dataSource().query<
+      {
+        type: string;
+        at: string;
+        generation: number;
+        sequence: number;
+        actor: string;
+        data: string;
+      }[]
+    >(
+      'SELECT type, at, generation, sequence, actor, data FROM outbox_events WHERE plan_id = $1 ORDER BY id',
+      [id],
+    );
+    return { plan, audit, events };
+  }
+
+  // proves: R9, R12, R22
+  test("a publish's events, audit event, idempotency record and notifications are, byte for byte, what the encoders write of the stored rows", async () => {
+    await world.createEnvironment('parity', 'MONOTONIC', false);
+    const agent = await world.issue('parity-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'parity', 3600);
+    await world.submitOk(agent, 'parity', generation, 'first');
+    await heardAtLeast(2);
+    clock.advance(1_234);
+    const title = 'Ünïcode "quoted" \\ back\\slash\ttab \u0001 ✓ 𝄞';
+    const answered = await world.submitOk(agent, 'parity', generation, 'second', {
+      idempotencyKey: 'parity-1',
+      title,
+    });
+
+    const { plan, audit, events } = await stored(answered.id);
+    expect(plan.title).toBe(title);
+    expect(plan.status).toBe('PUBLISHED');
+    expect(events.map((event) => event.type)).toEqual(['plan.submitted', 'plan.published']);
+    for (const event of events) {
+      expect(event.data).toBe(JSON.stringify(planData(plan)));
+      expect(Number(event.at)).toBe(plan.submittedAt.getTime());
+      expect([Number(event.generation), Number(event.sequence), event.actor]).toEqual([
+        generation,
+        2,
+        'parity-agent',
+      ]);
+    }
+    expect(audit).toMatchObject({ outcome: 'ACCEPTED', generation, actor: 'parity-agent' });
+    expect(audit.at.getTime()).toBe(plan.submittedAt.getTime());
+    expect(await heardAtLeast(2)).toEqual([encode('plan', plan), encode('audit', audit)]);
+
+    const [record] = await dataSource().query<
+      { plan_id: string; created_at: string; expires_at: string }[]
+    >(
+      'SELECT plan_id, created_at, expires_at FROM idempotency_records WHERE idempotency_key = $1',
+      ['parity-1'],
+    );
+    expect(record.plan_id).toBe(answered.id);
+    expect(Number(record.created_at)).toBe(plan.submittedAt.getTime());
+    expect(Number(record.expires_at)).toBeGreaterThan(Number(record.created_at));
+    // The record replays the first outcome.
+    const again = await world.submitOk(agent, 'parity', generation, 'second', {
+      idempotencyKey: 'parity-1',
+      title,
+    });
+    expect(again.id).toBe(answered.id);
+    expect((await stored(answered.id)).events).toHaveLength(2);
+  });
+
+  // proves: R12, R16, R22
+  test('a proposal that expires: its one event and its audit event carry the expiry the environment set, and nothing announces a publication', async () => {
+    ok(
+      await app.gql(
+        world.admin,
+        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+        {
+          input: {
+            name: 'proposals',
+            mode: 'MONOTONIC',
+            requireApproval: true,
+            proposalTtlSeconds: 600,
+          },
+        },
+      ),
+    );
+    const agent = await world.issue('proposals-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'proposals', 3600);
+    heard.splice(0);
+    const answered = await world.submitOk(agent, 'proposals', generation, 'needs review');
+
+    const { plan, audit, events } = await stored(answered.id);
+    expect(plan.status).toBe('PROPOSED');
+    expect(plan.expiresAt?.getTime()).toBe(plan.submittedAt.getTime() + 600_000);
+    expect(events.map((event) => event.type)).toEqual(['plan.submitted']);
+    expect(events[0].data).toBe(JSON.stringify(planData(plan)));
+    expect(await heardAtLeast(1)).toEqual([encode('audit', audit)]);
+  });
+
+  // proves: R22
+  test('the JSON text the database fills in is the text JSON.stringify writes, whatever the values', async () => {
+    const m = dataSource().manager;
+    const text = fc.string({ unit: 'binary', maxLength: 40 }).map((s) => s.replace(/\p{Cs}/gu, ''));
+    const literal = fc.oneof(text, fc.integer(), fc.boolean(), fc.constant(null));
+    // A leaf's value: what JSON.stringify writes of it is the leaf's JSON text.
+    const member = fc.oneof(
+      literal.map((value) => ({ value, leaf: true })),
+      literal.map((value) => ({ value, leaf: false })),
+      fc.array(literal, { maxLength: 3 }).map((value) => ({ value, leaf: false })),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.dictionary(
+          text.filter((key) => key !== '__proto__'),
+          fc.array(member, { maxLength: 3 }),
+        ),
+        async (shape) => {
+          const given: Record<string, unknown> = {};
+          const expected: Record<string, unknown> = {};
+          const leaves: Record<string, string> = {};
+          for (const [key, members] of Object.entries(shape)) {
+            given[key] = members.map(({ value, leaf }) => {
+              if (!leaf) return value;
+              const name = `leaf${Object.keys(leaves).length}`;
+              leaves[name] = JSON.stringify(value);
+              return new JsonLeaf(name);
+            });
+            expected[key] = members.map(({ value }) => value);
+          }
+          const [row] = await select<{ text: string }>(
+            m,
+            'SELECT planfence_fill(CAST(:template AS jsonb), CAST(:leaves AS jsonb)) AS text',
+            { template: JSON.stringify(jsonTemplate(given)), leaves: JSON.stringify(leaves) },
+          );
+          expect(row.text).toBe(JSON.stringify(expected));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  test("the database writes a date's ISO text as JSON.stringify writes a Date", async () => {
+    const m = dataSource().manager;
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 253402300799999 }), async (millis) => {
+        const [row] = await select<{ text: string }>(
+          m,
+          'SELECT planfence_iso_millis(CAST(:millis AS bigint)) AS text',
+          { millis },
+        );
+        expect(`"${row.text}"`).toBe(JSON.stringify(new Date(millis)));
+      }),
+      { numRuns: 100 },
+    );
+  });
+});
