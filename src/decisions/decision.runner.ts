@@ -181,10 +181,10 @@ export class DecisionRunner {
    * decidePlanInOneStatement for a transaction that does not wait for the decision's answer
    * (PostgreSQL): `atOnce` sends the statement (planfence_submit_plan_at_once), which also
    * records what the decision adds (src/decisions/submit-at-once.ts), and the COMMIT goes
-   * with it: one round trip. A
-   * submit that is not an admission without expiries rolls back with nothing written, and
-   * is decided again, as decidePlanInOneStatement decides it (`begin`, `work`). `detail` is
-   * given the plan as the statement stores it but for the fields the database decides.
+   * with it: one round trip. A submit that is not an admission without expiries rolls back
+   * with nothing written, and is decided again, as decidePlanInOneStatement decides it
+   * (`begin`, `work`). `detail` is given the plan as the statement stores it but for the
+   * fields the database decides.
    */
   async decidePlanAtOnce(
     request: Decision,
