@@ -12,11 +12,13 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * as named leaves, which `planfence_fill` fills in from the stored plan. So this function
  * encodes nothing itself: it fills, inserts the rows in the tables' columns, and notifies.
  *
- * It does so only for an admitted submit that expired no proposal (the common one). For any
- * other outcome it raises SQLSTATE PF409 (its detail is the decision): the transaction then
- * rolls back with nothing written, and the service decides the submit again by
- * `planfence_submit_plan`, whose answer it reads before adding what follows (naming a
- * rejection, recalling a remembered outcome, announcing the expired proposals).
+ * It does so only for an admitted submit that expired no proposal (the common one). A
+ * rejection or a remembered call wrote nothing: it returns the decision, records nothing,
+ * and the service decides the submit again by `planfence_submit_plan`, whose answer it reads
+ * before adding what follows (naming the rejection, recalling the remembered outcome). An
+ * admission that expired proposals raises SQLSTATE PF409 (its detail is the decision): the
+ * transaction rolls back with nothing written, and the service decides it again the same
+ * way, announcing the expired proposals.
  *
  * A text template is a JSON array of strings: literal text and leaf names, alternating,
  * starting and ending with literal text. `p_record`:
@@ -80,7 +82,12 @@ BEGIN
     p_policy_version, p_based_on_plan_id, p_based_on_deployment_sequence, p_title, p_content,
     p_content_hash, p_content_type, p_summary, p_artifact, p_artifact_hash, p_source_revision,
     p_policy_results, p_now, p_idempotency_principal, p_idempotency_key);
-  IF v_decision->>'outcome' <> 'admitted' OR jsonb_array_length(v_decision->'expired') > 0 THEN
+  -- Nothing was written: the service decides it again, by the statement that answers.
+  IF v_decision->>'outcome' <> 'admitted' THEN
+    RETURN v_decision;
+  END IF;
+  -- Written, but the expired proposals' announcements read them: nothing of it may commit.
+  IF jsonb_array_length(v_decision->'expired') > 0 THEN
     RAISE EXCEPTION 'the submit is decided by the guard''s statements'
       USING ERRCODE = 'PF409', DETAIL = v_decision::text;
   END IF;

@@ -153,6 +153,51 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     expect(await heardAtLeast(1)).toEqual([encode('audit', audit)]);
   });
 
+  // proves: R16, R22
+  test('a submit whose admission expires a proposal is rolled back and decided again: the expiry is announced before the new plan', async () => {
+    ok(
+      await app.gql(
+        world.admin,
+        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+        {
+          input: {
+            name: 'expiring',
+            mode: 'MONOTONIC',
+            requireApproval: true,
+            proposalTtlSeconds: 600,
+          },
+        },
+      ),
+    );
+    const agent = await world.issue('expiring-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'expiring', 3600);
+    const old = await world.submitOk(agent, 'expiring', generation, 'left waiting');
+    clock.advance(601_000);
+    const answered = await world.submitOk(agent, 'expiring', generation, 'after the expiry');
+
+    expect((await stored(old.id)).events.map((event) => event.type)).toEqual([
+      'plan.submitted',
+      'plan.expired',
+    ]);
+    const { plan, events } = await stored(answered.id);
+    expect(plan.status).toBe('PROPOSED');
+    expect(events.map((event) => event.type)).toEqual(['plan.submitted']);
+    const [expired] = await dataSource().query<{ id: string }[]>(
+      "SELECT id FROM outbox_events WHERE plan_id = $1 AND type = 'plan.expired'",
+      [old.id],
+    );
+    const [submitted] = await dataSource().query<{ id: string }[]>(
+      'SELECT id FROM outbox_events WHERE plan_id = $1',
+      [answered.id],
+    );
+    expect(Number(expired.id)).toBeLessThan(Number(submitted.id));
+    // One accepted submit of the new plan: nothing of the rolled-back attempt remains.
+    const accepted = await dataSource()
+      .getRepository(AuditEvent)
+      .findBy({ planId: answered.id, action: 'SUBMIT_PLAN' });
+    expect(accepted.map((event) => event.outcome)).toEqual(['ACCEPTED']);
+  });
+
   // proves: R22
   test('the JSON text the database fills in is the text JSON.stringify writes, whatever the values', async () => {
     const m = dataSource().manager;

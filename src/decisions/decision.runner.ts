@@ -181,9 +181,9 @@ export class DecisionRunner {
    * decidePlanInOneStatement for a transaction that does not wait for the decision's answer
    * (PostgreSQL): `atOnce` sends the statement (planfence_submit_plan_at_once), which also
    * records what the decision adds (src/decisions/submit-at-once.ts), and the COMMIT goes
-   * with it: one round trip. A submit that is not an admission without expiries rolls back
-   * with nothing written, and is decided again, as decidePlanInOneStatement decides it
-   * (`begin`, `work`). `detail` is given the plan as the statement stores it but for the
+   * with it: one round trip. A submit it does not admit (its transaction commits nothing),
+   * and one whose admission expired proposals (rolled back), is decided again, as
+   * decidePlanInOneStatement decides it (`begin`, `work`). `detail` is given the plan as the statement stores it but for the
    * fields the database decides.
    */
   async decidePlanAtOnce(
@@ -193,14 +193,14 @@ export class DecisionRunner {
       m: EntityManager,
       now: number | null,
       record: (provisional: Plan) => object,
-    ) => Promise<Plan>,
+    ) => Promise<Plan | null>,
     begin: (m: EntityManager, now: number | null) => Promise<Begun<Plan> | null>,
     work: (m: EntityManager, now: number) => Promise<Plan>,
     detail: (plan: Plan) => string | undefined,
   ): Promise<Plan> {
     const decision = withDoor(request);
     const startedAt = performance.now();
-    let sent: { stored: Promise<Plan> };
+    let sent: { stored: Promise<Plan | null> };
     try {
       // The stored plan's promise settles with the transaction's answers: kept in an object,
       // so that the transaction does not wait for it before its COMMIT is sent.
@@ -221,7 +221,10 @@ export class DecisionRunner {
       if (!isDecidedByStatements(error)) throw error;
       return this.decidePlanInOneStatement(request, call, begin, work, detail);
     }
-    return this.settle(decision, startedAt, { result: await sent.stored });
+    const plan = await sent.stored;
+    // Not admitted, nothing written: decided again by the statement that answers.
+    if (!plan) return this.decidePlanInOneStatement(request, call, begin, work, detail);
+    return this.settle(decision, startedAt, { result: plan });
   }
 
   /** The decision's transaction, with its token check (Decision.token). */

@@ -194,17 +194,17 @@ export class PlanWrites {
    * PostgreSQL: submitInOneStatement's decision, by `planfence_submit_plan_at_once` (the same
    * statement's rules and answer), which also records what the decision adds (`record`, of
    * the plan as stored but for DECIDED_PLAN_FIELDS), for a transaction that sends it with its
-   * COMMIT without waiting for its answer. Returns the stored plan, once the answer came.
-   * Unless the statement admits the plan and expires no proposal, the transaction fails
-   * (isDecidedByStatements) with nothing written: the submit is then decided by
-   * submitInOneStatement.
+   * COMMIT without waiting for its answer. Returns the stored plan once the answer came,
+   * or null: the statement did not admit it and wrote nothing. An admission that expired
+   * proposals fails the transaction (isDecidedByStatements) with nothing written. In both
+   * cases the submit is then decided by submitInOneStatement.
    */
   submitAtOnce(
     m: EntityManager,
     p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
     /** What the decision adds besides the plan (src/decisions/submit-at-once.ts), of the provisional plan. */
     record: (provisional: Plan) => object,
-  ): Promise<Plan> {
+  ): Promise<Plan | null> {
     if (!this.decidesInOneStatement(p.policy))
       throw new Error('a submit whose policies deny it or add rules is decided by admitPlan');
     const provisional = Object.assign(new Plan(), submittedPlan({ ...p, now: 0 }, 0, true, null));
@@ -212,8 +212,7 @@ export class PlanWrites {
       m,
       ...submitStatement('planfence_submit_plan_at_once', p, JSON.stringify(record(provisional))),
     ).then(([{ decision }]) => {
-      if (decision.outcome !== 'admitted')
-        throw new Error(`a submit at once was ${decision.outcome}`);
+      if (decision.outcome !== 'admitted') return null;
       const now = Number(decision.now);
       return Object.assign(
         new Plan(),
@@ -517,10 +516,10 @@ export const DECIDED_PLAN_FIELDS = {
   expiresAt: { date: true },
 } as const satisfies Partial<Record<keyof Plan, { date: boolean }>>;
 
-/** The SQLSTATE of planfence_submit_plan_at_once when it leaves the submit to the guard's statements. */
+/** The SQLSTATE of planfence_submit_plan_at_once when an admission expired proposals. */
 const DECIDED_BY_STATEMENTS = 'PF409';
 
-/** Whether a transaction failed because its submit at once was no admission without expiries. */
+/** Whether a transaction failed because its submit at once expired proposals (see submitAtOnce). */
 export function isDecidedByStatements(error: unknown): boolean {
   return (
     (error as { driverError?: { code?: string } } | null)?.driverError?.code ===
