@@ -75,6 +75,17 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     return { plan, audit, events };
   }
 
+  /** An environment whose plans need approval and whose proposals expire after 600 s. */
+  async function createWithProposalTtl(name: string): Promise<void> {
+    ok(
+      await app.gql(
+        world.admin,
+        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+        { input: { name, mode: 'MONOTONIC', requireApproval: true, proposalTtlSeconds: 600 } },
+      ),
+    );
+  }
+
   // proves: R9, R12, R22
   test("a publish's events, audit event, idempotency record and notifications are, byte for byte, what the encoders write of the stored rows", async () => {
     await world.createEnvironment('parity', 'MONOTONIC', false);
@@ -126,20 +137,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
 
   // proves: R12, R16, R22
   test('a proposal that expires: its one event and its audit event carry the expiry the environment set, and nothing announces a publication', async () => {
-    ok(
-      await app.gql(
-        world.admin,
-        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
-        {
-          input: {
-            name: 'proposals',
-            mode: 'MONOTONIC',
-            requireApproval: true,
-            proposalTtlSeconds: 600,
-          },
-        },
-      ),
-    );
+    await createWithProposalTtl('proposals');
     const agent = await world.issue('proposals-agent', 'AGENT');
     const generation = await world.acquire(agent, 'proposals', 3600);
     heard.splice(0);
@@ -155,20 +153,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
 
   // proves: R16, R22
   test('a submit whose admission expires a proposal is rolled back and decided again: the expiry is announced before the new plan', async () => {
-    ok(
-      await app.gql(
-        world.admin,
-        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
-        {
-          input: {
-            name: 'expiring',
-            mode: 'MONOTONIC',
-            requireApproval: true,
-            proposalTtlSeconds: 600,
-          },
-        },
-      ),
-    );
+    await createWithProposalTtl('expiring');
     const agent = await world.issue('expiring-agent', 'AGENT');
     const generation = await world.acquire(agent, 'expiring', 3600);
     const old = await world.submitOk(agent, 'expiring', generation, 'left waiting');
