@@ -22,8 +22,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  *
  * A text template is a JSON array of strings: literal text and leaf names, alternating,
  * starting and ending with literal text. `p_record`:
- * { actor, channel,
- *   events: [{ type, when: 'always' | 'published', data: template }],
+ * { actor, channel, data: template (the plan's events' data),
+ *   events: [{ type, when: 'always' | 'published' }],
  *   audit: { environment, actor, action, generation, outcome, code, detail, via },
  *   idempotency: null | { principal, key, operation, fingerprint, ttlMs },
  *   notifications: [{ when, candidates: [template, …] }] }: a notification's payload is
@@ -77,6 +77,7 @@ DECLARE
   v_audit jsonb := p_record->'audit';
   v_call jsonb := p_record->'idempotency';
   v_payload text;
+  v_data text;
 BEGIN
   v_decision := planfence_submit_plan(p_environment, p_principal, p_generation,
     p_policy_version, p_based_on_plan_id, p_based_on_deployment_sequence, p_title, p_content,
@@ -111,12 +112,13 @@ BEGIN
     'now', CAST(v_now AS text),
     'auditId', CAST(v_audit_id AS text));
 
+  v_data := planfence_fill(p_record->'data', v_leaves);
   FOR v_item IN SELECT value FROM jsonb_array_elements(p_record->'events') LOOP
     CONTINUE WHEN v_item->>'when' = 'published' AND NOT v_published;
     INSERT INTO outbox_events (environment, type, at, generation, sequence, plan_id,
       deployment_sequence, actor, data)
     VALUES (v_plan.environment, v_item->>'type', v_now, v_plan.generation, v_plan.sequence,
-      v_plan.id, NULL, p_record->>'actor', planfence_fill(v_item->'data', v_leaves));
+      v_plan.id, NULL, p_record->>'actor', v_data);
   END LOOP;
 
   INSERT INTO audit_events (id, at, environment, actor, action, generation, plan_id, outcome,

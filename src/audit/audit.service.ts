@@ -21,6 +21,22 @@ export interface AuditEntry {
   via?: Via | null;
 }
 
+/** The event `entry` records at `at`, as its row stores it (without its id). */
+export function auditEvent(at: number, entry: AuditEntry): AuditEvent {
+  return Object.assign(new AuditEvent(), {
+    at: new Date(at),
+    environment: entry.environment,
+    actor: entry.actor,
+    action: entry.action,
+    generation: entry.generation ?? null,
+    planId: entry.planId ?? null,
+    outcome: entry.outcome,
+    code: entry.code ?? null,
+    detail: entry.detail ?? null,
+    via: entry.via ?? null,
+  });
+}
+
 @Injectable()
 export class AuditService {
   constructor(
@@ -33,18 +49,7 @@ export class AuditService {
    * table's sequence by the statement that decided) the row is not waited for.
    */
   async record(m: EntityManager, at: number, entry: AuditEntry, id?: number): Promise<void> {
-    const event = m.create(AuditEvent, {
-      at: new Date(at),
-      environment: entry.environment,
-      actor: entry.actor,
-      action: entry.action,
-      generation: entry.generation ?? null,
-      planId: entry.planId ?? null,
-      outcome: entry.outcome,
-      code: entry.code ?? null,
-      detail: entry.detail ?? null,
-      via: entry.via ?? null,
-    });
+    const event = auditEvent(at, entry);
     if (id === undefined) event.id = (await insertRow(m, AuditEvent, event))!;
     else await insertRowLater(m, AuditEvent, Object.assign(event, { id }));
     this.events.auditEventRecorded(m, event);

@@ -183,8 +183,8 @@ export class DecisionRunner {
    * records what the decision adds (src/decisions/submit-at-once.ts), and the COMMIT goes
    * with it: one round trip. A submit it does not admit (its transaction commits nothing),
    * and one whose admission expired proposals (rolled back), is decided again, as
-   * decidePlanInOneStatement decides it (`begin`, `work`). `detail` is given the plan as the statement stores it but for the
-   * fields the database decides.
+   * decidePlanInOneStatement decides it (`begin`, `work`). `detail` is given the plan as the
+   * statement stores it but for the fields the database decides.
    */
   async decidePlanAtOnce(
     request: Decision,
@@ -200,11 +200,11 @@ export class DecisionRunner {
   ): Promise<Plan> {
     const decision = withDoor(request);
     const startedAt = performance.now();
-    let sent: { stored: Promise<Plan | null> };
+    let plan: Plan | null = null;
     try {
       // The stored plan's promise settles with the transaction's answers: kept in an object,
       // so that the transaction does not wait for it before its COMMIT is sent.
-      sent = await this.transaction(decision, async (m) => {
+      const sent = await this.transaction(decision, async (m) => {
         const now = this.clock.inDatabase ? null : await this.clock.now(m);
         const stored = atOnce(m, now, (provisional) => {
           const { generation, detail: said } = planResult(detail).summarize(provisional);
@@ -217,12 +217,11 @@ export class DecisionRunner {
         this.outbox.recordedBy(m);
         return { stored };
       });
+      plan = await sent.stored;
     } catch (error) {
       if (!isDecidedByStatements(error)) throw error;
-      return this.decidePlanInOneStatement(request, call, begin, work, detail);
     }
-    const plan = await sent.stored;
-    // Not admitted, nothing written: decided again by the statement that answers.
+    // Not admitted (nothing written), or rolled back: decided by the statement that answers.
     if (!plan) return this.decidePlanInOneStatement(request, call, begin, work, detail);
     return this.settle(decision, startedAt, { result: plan });
   }

@@ -1,5 +1,5 @@
-import { AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
-import type { AuditEntry } from '../audit/audit.service.js';
+import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { type AuditEntry, auditEvent } from '../audit/audit.service.js';
 import { JsonLeaf, jsonTemplate } from '../database/json-text.js';
 import { type EventKind, wireCandidates } from '../events/event-wire.js';
 import { EVENTS_CHANNEL } from '../events/events.service.js';
@@ -30,27 +30,27 @@ export interface SubmitRecord {
  * `provisional` is the plan as stored but for the fields the database decides.
  */
 export function submitRecord(provisional: Plan, record: SubmitRecord): object {
-  const data = jsonTemplate(decided(planData(provisional), 'iso'));
   const { audit, call } = record;
-  const auditRow = {
-    environment: audit.environment,
-    actor: audit.actor,
-    action: audit.action,
-    generation: audit.generation ?? null,
-    outcome: AuditOutcome.ACCEPTED,
-    code: null,
-    detail: audit.detail ?? null,
-    via: audit.via ?? null,
-  };
-  const auditEvent = Object.assign(new AuditEvent(), auditRow, { id: 0, at: new Date(0) });
+  // Its id, time and plan id are the database's leaves (below).
+  const event = auditEvent(0, { ...audit, outcome: AuditOutcome.ACCEPTED });
   return {
     actor: provisional.submittedBy,
     channel: EVENTS_CHANNEL,
+    data: jsonTemplate(decided(planData(provisional), 'iso')),
     events: [
-      { type: 'plan.submitted', when: 'always', data },
-      { type: 'plan.published', when: 'published', data },
+      { type: 'plan.submitted', when: 'always' },
+      { type: 'plan.published', when: 'published' },
     ],
-    audit: auditRow,
+    audit: {
+      environment: event.environment,
+      actor: event.actor,
+      action: event.action,
+      generation: event.generation,
+      outcome: event.outcome,
+      code: event.code,
+      detail: event.detail,
+      via: event.via,
+    },
     idempotency: call && {
       principal: call.principal,
       key: call.key,
@@ -63,7 +63,7 @@ export function submitRecord(provisional: Plan, record: SubmitRecord): object {
       { when: 'published', candidates: wire('plan', provisional) },
       {
         when: 'always',
-        candidates: wire('audit', auditEvent, {
+        candidates: wire('audit', event, {
           id: new JsonLeaf('auditId'),
           at: new JsonLeaf('now'),
           planId: new JsonLeaf('id'),

@@ -151,6 +151,13 @@ export class PlansService {
       };
       const work = (m: EntityManager, now: number) => this.writes.admitPlan(m, { ...submit, now });
       const detail = () => describeDecision(policy);
+      // The submit as the PostgreSQL statement takes it: the clock unless it reads its own,
+      // and the call's key, whose record it checks.
+      const inOneStatement = (now: number | null) => ({
+        ...submit,
+        now,
+        idempotency: { principal: call.principal, key: call.key },
+      });
       try {
         // PostgreSQL decides the common submit in one statement (the same rules), sent with
         // the rows it adds and the COMMIT (one round trip).
@@ -158,18 +165,8 @@ export class PlansService {
           ? this.decisions.decidePlanAtOnce(
               decision,
               call,
-              (m, now, record) =>
-                this.writes.submitAtOnce(
-                  m,
-                  { ...submit, now, idempotency: { principal: call.principal, key: call.key } },
-                  record,
-                ),
-              (m, now) =>
-                this.writes.submitInOneStatement(m, {
-                  ...submit,
-                  now,
-                  idempotency: { principal: call.principal, key: call.key },
-                }),
+              (m, now, record) => this.writes.submitAtOnce(m, inOneStatement(now), record),
+              (m, now) => this.writes.submitInOneStatement(m, inOneStatement(now)),
               work,
               detail,
             )
