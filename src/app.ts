@@ -16,7 +16,11 @@ import {
   limitResponseSize,
 } from './limits/request-limits.js';
 import { limitConnectionsPerAddress } from './limits/connection-limits.js';
-import { collectSoonerForLargeBodies, largeRequestsGauges } from './limits/large-bodies.js';
+import {
+  collectSoonerForLargeBodies,
+  largeRequestsGauges,
+  readLargeBodiesInTurn,
+} from './limits/large-bodies.js';
 import { MetricsService } from './metrics/metrics.service.js';
 import { Database, select } from './database/database.js';
 
@@ -102,6 +106,7 @@ export async function createApp(
   }
   limitResponseSize(fastify, config);
   const heapGrowth = collectSoonerForLargeBodies(fastify);
+  const largeBodies = readLargeBodiesInTurn(fastify, http.requestTimeoutMs);
   const heavy = heavyQueryGate(fastify, config);
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config, options.clock),
@@ -121,7 +126,7 @@ export async function createApp(
     heavy,
     unpagedRowCounter(app.get(Database)),
   );
-  largeRequestsGauges(app.get(MetricsService).registry, heapGrowth);
+  largeRequestsGauges(app.get(MetricsService).registry, heapGrowth, largeBodies);
   app.getHttpServer().maxConnections = http.maxConnections;
   limitConnectionsPerAddress(app.getHttpServer(), http.maxConnectionsPerAddress);
   return app;

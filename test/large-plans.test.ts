@@ -1,22 +1,27 @@
 /**
  * Large plans wait their turn: at most LARGE_PLANS_AT_ONCE are decided at once, the others
- * in arrival order; none is refused, and one that fails passes its turn on. While a request
- * with a large body is in flight, V8 collects garbage sooner, and only then.
+ * in arrival order; none is refused, and one that fails passes its turn on. At most
+ * LARGE_BODIES_AT_ONCE large bodies are read at once, the others wait unread in their sockets
+ * (for half the request timeout at most). While a request with a large body is in flight, V8
+ * collects garbage sooner, and only then.
  */
 import {
   HeapGrowth,
   type HeapGrowthHooks,
+  LARGE_BODIES_AT_ONCE,
   LARGE_BODY_BYTES,
   LARGE_BODY_HEAP_GROWTH_PERCENT,
 } from '../src/limits/large-bodies.js';
-import { LARGE_PLANS_AT_ONCE, LargePlanGate } from '../src/plans/large-plans.js';
+import { Turns } from '../src/common/turns.js';
+import { HeavyQueryGate } from '../src/limits/heavy-queries.js';
+import { LARGE_PLANS_AT_ONCE } from '../src/plans/large-plans.js';
 import { startApp } from './support/app.js';
 import { metric } from './support/metrics.js';
 import { rawConnection } from './support/raw-http.js';
 import { until } from './support/until.js';
 
 test('ten large submits together: at most two run at once, in arrival order, a failure passes its turn on', async () => {
-  const gate = new LargePlanGate();
+  const gate = new Turns(LARGE_PLANS_AT_ONCE);
   let running = 0;
   let most = 0;
   const started: number[] = [];
@@ -49,6 +54,39 @@ test('ten large submits together: at most two run at once, in arrival order, a f
   expect(outcomes.filter((o) => 'value' in o)).toHaveLength(9);
   expect(outcomes[3]).toEqual({ error: 'refused by the guard' });
   expect(gate.queued).toBe(0);
+});
+
+test('a turn started out of line counts, and when turns end the line is let in up to the width again', async () => {
+  const turns = new Turns(2);
+  const [a, b, c, d, e] = Array.from({ length: 5 }, () => turns.take());
+  expect([a, b, c, d, e].map((t) => t.started)).toEqual([true, true, false, false, false]);
+  d.end(); // leaves the line before its turn
+  e.startNow(); // waited long enough: starts beyond the width
+  expect(turns.held).toBe(3);
+  expect(turns.queued).toBe(1);
+  a.end();
+  // Three held, one ended: two still hold, which is the width; c keeps waiting.
+  expect(c.started).toBe(false);
+  b.end();
+  await c.ready;
+  expect(turns.held).toBe(2);
+  expect(turns.queued).toBe(0);
+  for (const t of [c, e, c]) t.end();
+  expect(turns.held).toBe(0);
+  expect(d.started).toBe(false);
+});
+
+test('an expensive request that waited its limit is refused RATE_LIMITED and leaves the line; the next in line gets the slot', async () => {
+  const gate = new HeavyQueryGate(1, 50);
+  const release = await gate.acquire();
+  const refused = gate.acquire();
+  await expect(refused).rejects.toMatchObject({ code: 'RATE_LIMITED' });
+  const next = gate.acquire();
+  release();
+  const releaseNext = await next;
+  // The refused one took no slot: the next one's release frees the only one.
+  releaseNext();
+  (await gate.acquire())();
 });
 
 /** HeapGrowth's hooks, recorded: the flags set, the collections run, the timer pending. */
@@ -135,6 +173,72 @@ test('a large body counts from its headers until its answer, or until its client
     await until('no large request in flight', async () => (await inFlight()) === 0);
     answered.socket.destroy();
     small.socket.destroy();
+  } finally {
+    await app.close();
+  }
+});
+
+test('a third large body waits unread until one of the two before it is answered; a client that leaves the line takes no turn', async () => {
+  const app = await startApp();
+  try {
+    const waiting = () => metric(app.url, 'planfence_large_bodies_waiting');
+    const first = await partialPost(app.url, LARGE_BODY_BYTES + 1, 64 * 1024);
+    const second = await partialPost(app.url, LARGE_BODY_BYTES + 1, 1024);
+    await until(
+      'two large requests in flight',
+      async () =>
+        (await metric(app.url, 'planfence_large_requests_in_flight')) === LARGE_BODIES_AT_ONCE,
+    );
+    // The third sends its whole body; it is not read while the two hold their turns.
+    const third = await partialPost(app.url, LARGE_BODY_BYTES + 1, LARGE_BODY_BYTES + 1);
+    await until('the third waits', async () => (await waiting()) === 1);
+    const leaver = await partialPost(app.url, LARGE_BODY_BYTES + 1, 1024);
+    await until('the fourth waits too', async () => (await waiting()) === 2);
+    leaver.socket.destroy();
+    await until('the one that left is out of the line', async () => (await waiting()) === 1);
+    expect(await waiting()).toBe(1);
+    expect(third.received()).toBe('');
+    // The first is answered (a body that is no GraphQL request): its turn passes to the third.
+    first.socket.write(' '.repeat(LARGE_BODY_BYTES + 1 - 64 * 1024));
+    await until('the first answered', () => /^HTTP\/1\.1 400 /.test(first.received()));
+    await until('the third answered', () => /^HTTP\/1\.1 400 /.test(third.received()));
+    expect(await waiting()).toBe(0);
+    // The second still holds its turn, unfinished; a small request never waits for it.
+    const small = await app.gql(null, '{ __typename }');
+    expect(small.data).toEqual({ __typename: 'Query' });
+    expect(second.received()).toBe('');
+    for (const c of [first, second, third]) c.socket.destroy();
+  } finally {
+    await app.close();
+  }
+});
+
+test('a large body that waited half the request timeout is read anyway, before the ones holding the turns time out', async () => {
+  // Requests must be complete within 6 s, so a large body waits at most 3 s for its turn.
+  const app = await startApp({
+    PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS: '6',
+    PLANFENCE_HTTP_HEADERS_TIMEOUT_SECONDS: '6',
+  });
+  try {
+    const holders = [
+      await partialPost(app.url, LARGE_BODY_BYTES + 1, 1024),
+      await partialPost(app.url, LARGE_BODY_BYTES + 1, 1024),
+    ];
+    await until(
+      'two large requests in flight',
+      async () =>
+        (await metric(app.url, 'planfence_large_requests_in_flight')) === LARGE_BODIES_AT_ONCE,
+    );
+    const late = await partialPost(app.url, LARGE_BODY_BYTES + 1, LARGE_BODY_BYTES + 1);
+    await until(
+      'it waits',
+      async () => (await metric(app.url, 'planfence_large_bodies_waiting')) === 1,
+    );
+    await until('it is read and answered', () => /^HTTP\/1\.1 400 /.test(late.received()));
+    // The two that held the turns are still waiting for their bodies: nothing answered them.
+    expect(holders.map((h) => h.received())).toEqual(['', '']);
+    expect(await metric(app.url, 'planfence_large_bodies_waiting')).toBe(0);
+    for (const c of [...holders, late]) c.socket.destroy();
   } finally {
     await app.close();
   }

@@ -3,6 +3,7 @@ import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Gauge, type Registry } from 'prom-client';
 import { perProcess } from '../common/per-process.js';
+import { Turns } from '../common/turns.js';
 
 /**
  * A request whose declared body is larger than this is a large request: a 1 MiB plan
@@ -17,6 +18,19 @@ export const LARGE_BODY_BYTES = 256 * 1024;
  * before collecting, which is what makes large plans' dead copies pile up).
  */
 export const LARGE_BODY_HEAP_GROWTH_PERCENT = 25;
+
+/**
+ * Large bodies one service reads at once. The others wait in their sockets, unread, in
+ * arrival order: a client sending one only waits longer (TCP holds the rest of its body).
+ */
+export const LARGE_BODIES_AT_ONCE = 2;
+
+/**
+ * The longest a large body waits for its turn; then it is read anyway (the request must be
+ * complete within PLANFENCE_HTTP_REQUEST_TIMEOUT_SECONDS, so it waits at most half of that).
+ * Two slow clients holding the turns delay the others by this much, no more.
+ */
+export const LARGE_BODY_MAX_WAIT_MS = 10_000;
 
 /** How long the tighter growth outlives the last large request (a burst's pauses keep it). */
 export const LARGE_BODY_LINGER_MS = 10_000;
@@ -144,10 +158,51 @@ export function collectSoonerForLargeBodies(
 }
 
 /**
+ * A request that declares a large body (Content-Length) is read only in its turn: at most
+ * LARGE_BODIES_AT_ONCE at once, from its headers until its answer is sent or its client is
+ * gone. Ten clients sending 1 MiB plans together then hold two plans' copies in memory, not
+ * ten, and are answered in arrival order. Small requests never wait.
+ */
+export function readLargeBodiesInTurn(
+  fastify: FastifyInstance,
+  requestTimeoutMs: number,
+  turns: Turns = new Turns(LARGE_BODIES_AT_ONCE),
+): Turns {
+  const maxWaitMs = Math.min(LARGE_BODY_MAX_WAIT_MS, requestTimeoutMs / 2);
+  fastify.addHook('onRequest', (request, reply, done) => {
+    if (!(Number(request.headers['content-length']) > LARGE_BODY_BYTES)) return done();
+    const turn = turns.take();
+    if (turn.started) {
+      reply.raw.once('close', turn.end);
+      return done();
+    }
+    const timer = setTimeout(turn.startNow, maxWaitMs);
+    // A client gone while it waits leaves the line; its request goes no further.
+    reply.raw.once('close', () => {
+      clearTimeout(timer);
+      turn.end();
+    });
+    void turn.ready.then(() => {
+      clearTimeout(timer);
+      done();
+    });
+  });
+  return turns;
+}
+
+/**
  * `planfence_large_requests_in_flight`: requests with a large body being received or
  * answered, in this process; `planfence_heap_growth_tightened`: 1 while V8 collects sooner.
  */
-export function largeRequestsGauges(registry: Registry, growth: HeapGrowth): void {
+export function largeRequestsGauges(registry: Registry, growth: HeapGrowth, bodies: Turns): void {
+  new Gauge({
+    name: 'planfence_large_bodies_waiting',
+    help: `Requests declaring a body over ${LARGE_BODY_BYTES / 1024} KiB that wait, unread, for one of the ${LARGE_BODIES_AT_ONCE} turns to read one`,
+    registers: [registry],
+    collect() {
+      this.set(bodies.queued);
+    },
+  });
   new Gauge({
     name: 'planfence_large_requests_in_flight',
     help: `Requests declaring a body over ${LARGE_BODY_BYTES / 1024} KiB, from their headers until their answer is sent`,

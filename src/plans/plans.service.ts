@@ -8,6 +8,7 @@ import { Role } from '../common/role.js';
 import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import { sha256 } from '../common/hash.js';
+import { Turns } from '../common/turns.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
@@ -27,7 +28,7 @@ import type {
 } from './dto/plan.inputs.js';
 import { Plan, PlanContentType, PlanStatus } from './plan.entity.js';
 import { type ParsedTerraformPlan, parseTerraformPlan } from '../terraform/terraform-plan.js';
-import { LARGE_PLAN_BYTES, LargePlanGate } from './large-plans.js';
+import { LARGE_PLAN_BYTES, LARGE_PLANS_AT_ONCE } from './large-plans.js';
 import { findOne } from '../database/rows.js';
 import { PlanId } from '../common/ids.js';
 import { currentVia } from '../common/via.js';
@@ -53,7 +54,7 @@ function parsePlanId(id: string): PlanId {
 @Injectable()
 export class PlansService {
   /** Large submits decided at once (large-plans.ts); the others wait their turn. */
-  private readonly largePlans = new LargePlanGate();
+  private readonly largePlans = new Turns(LARGE_PLANS_AT_ONCE);
 
   constructor(
     @Inject(CONFIG) private readonly config: Config,

@@ -1,0 +1,82 @@
+/** A place in the line of a Turns. */
+export interface Turn {
+  /** Resolves when the turn comes (at once when one is free and nobody waits before it). */
+  readonly ready: Promise<void>;
+  /** Whether the turn has come. */
+  readonly started: boolean;
+  /** Starts the turn now even if every turn is held (for a holder that waited long enough). */
+  readonly startNow: () => void;
+  /** Ends the turn, which passes to the first in line; before it came, leaves the line. Once. */
+  readonly end: () => void;
+}
+
+/**
+ * A first-come first-served limit on how many holders have a turn at once: the others wait
+ * in arrival order, and an ended turn passes straight to the first of them.
+ */
+export class Turns {
+  private holders = 0;
+  /** The waiting turns' starts, in arrival order (a Set keeps insertion order). */
+  private readonly line = new Set<() => void>();
+
+  constructor(readonly width: number) {}
+
+  /** Turns waiting in line. */
+  get queued(): number {
+    return this.line.size;
+  }
+
+  /** Turns held now. */
+  get held(): number {
+    return this.holders;
+  }
+
+  /** Takes a place in line. */
+  take(): Turn {
+    let state: 'waiting' | 'started' | 'ended' = 'waiting';
+    let resolve!: () => void;
+    const ready = new Promise<void>((r) => (resolve = r));
+    const start = () => {
+      if (state !== 'waiting') return;
+      state = 'started';
+      this.line.delete(start);
+      this.holders++;
+      resolve();
+    };
+    const turn: Turn = {
+      ready,
+      get started() {
+        return state === 'started';
+      },
+      startNow: start,
+      end: () => {
+        if (state === 'started') {
+          this.holders--;
+          this.passOn();
+        } else this.line.delete(start);
+        state = 'ended';
+      },
+    };
+    if (this.holders < this.width && this.line.size === 0) start();
+    else this.line.add(start);
+    return turn;
+  }
+
+  /** Runs `job` in its turn; the turn passes on when the job settles. */
+  async run<T>(job: () => Promise<T>): Promise<T> {
+    const turn = this.take();
+    await turn.ready;
+    try {
+      return await job();
+    } finally {
+      turn.end();
+    }
+  }
+
+  private passOn(): void {
+    for (const start of this.line) {
+      if (this.holders >= this.width) return;
+      start();
+    }
+  }
+}
