@@ -1,29 +1,28 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 
-/**
- * PostgreSQL: a plan's submit decided by one statement (src/fencing/plan-writes.ts,
- * `submitInOneStatement`): the same rules as the guard's statements (R3–R5, R8, R16, R17,
- * R33, R34), in the same order and with the same conditions, run by the database in one
- * round trip instead of one per statement. The admission is one conditional UPDATE whose
- * affected row decides (R2); every statement after it runs only when it admitted. Each
- * statement of a PL/pgSQL function takes its own snapshot (READ COMMITTED), so the statements
- * after the admission see every transaction that held the environment's row before it.
- *
- * It decides only a submit whose policies add no rules and deny nothing (the common one);
- * others run the guard's statements. Its result names the outcome: `remembered` (the call's
- * idempotency key has a record: nothing was decided), `rejected` (nothing was written: the
- * guard's reads name why), `admitted` (the plan is stored, and published when `publish`).
- * It also returns the clock it decided by (`now`; the database's unless given), the expired
- * proposals' ids and the id of the decision's audit event, taken after the admission holds
- * the environment's row so that an environment's audit ids grow in decision order.
- */
-export class SubmitInOneStatement1765500000000 implements MigrationInterface {
-  name = 'SubmitInOneStatement1765500000000';
+/** The statements of planfence_submit_plan that later migrations write differently. */
+export interface SubmitPlanStatements {
+  /** Sets v_sequence: the next sequence of the plans of p_generation. */
+  nextSequence: string;
+  /** R8 when it publishes: the plan published before SUPERSEDED, the proposals passed over OBSOLETE. */
+  supersede: string;
+}
 
-  async up(queryRunner: QueryRunner): Promise<void> {
-    if (queryRunner.connection.options.type !== 'postgres') return;
-    await queryRunner.query(`
-CREATE OR REPLACE FUNCTION planfence_submit_plan(
+/** As this migration wrote them. */
+export const FIRST_STATEMENTS: SubmitPlanStatements = {
+  nextSequence: `  SELECT COALESCE(MAX(p.sequence), 0) + 1 INTO v_sequence FROM plans p
+  WHERE p.environment = p_environment AND p.generation = p_generation;`,
+  supersede: `    UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED' ELSE 'OBSOLETE' END
+    WHERE environment = p_environment AND status IN ('PUBLISHED', 'PROPOSED')
+      AND ((status = 'PUBLISHED' AND id <> v_id) OR (status = 'PROPOSED'
+        AND EXISTS (SELECT 1 FROM environments e WHERE e.name = p_environment
+          AND (plans.generation < e.fence OR plans.generation < e.current_generation
+            OR (plans.generation = e.current_generation AND plans.sequence < e.current_sequence)))));`,
+};
+
+/** The CREATE OR REPLACE of planfence_submit_plan, with these statements. */
+export function submitPlanFunction(statements: SubmitPlanStatements): string {
+  return `CREATE OR REPLACE FUNCTION planfence_submit_plan(
   p_environment text, p_principal text, p_generation integer, p_policy_version integer,
   p_based_on_plan_id text, p_based_on_deployment_sequence integer, p_title text,
   p_content text, p_content_hash text, p_content_type text, p_summary text,
@@ -74,8 +73,7 @@ BEGIN
     RETURNING id)
   SELECT array_agg(id ORDER BY id) INTO v_expired FROM expired;
 
-  SELECT COALESCE(MAX(p.sequence), 0) + 1 INTO v_sequence FROM plans p
-  WHERE p.environment = p_environment AND p.generation = p_generation;
+${statements.nextSequence}
   v_id := p_environment || '@' || p_generation || '.' || v_sequence;
 
   INSERT INTO plans (id, environment, generation, sequence, status, title, content,
@@ -98,12 +96,7 @@ BEGIN
       current_sequence = v_sequence
     WHERE name = p_environment;
     -- R8: the published plan before it SUPERSEDED, the proposals passed over OBSOLETE.
-    UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED' ELSE 'OBSOLETE' END
-    WHERE environment = p_environment AND status IN ('PUBLISHED', 'PROPOSED')
-      AND ((status = 'PUBLISHED' AND id <> v_id) OR (status = 'PROPOSED'
-        AND EXISTS (SELECT 1 FROM environments e WHERE e.name = p_environment
-          AND (plans.generation < e.fence OR plans.generation < e.current_generation
-            OR (plans.generation = e.current_generation AND plans.sequence < e.current_sequence)))));
+${statements.supersede}
   ELSE
     -- R8: never the new plan, of the fence's generation and after the current plan.
     UPDATE plans SET status = 'OBSOLETE'
@@ -117,7 +110,32 @@ BEGIN
     'sequence', v_sequence, 'ttlSeconds', v_ttl, 'expired', COALESCE(to_jsonb(v_expired), '[]'::jsonb),
     'auditId', nextval(pg_get_serial_sequence('audit_events', 'id')));
 END
-$fn$`);
+$fn$`;
+}
+
+/**
+ * PostgreSQL: a plan's submit decided by one statement (src/fencing/plan-writes.ts,
+ * `submitInOneStatement`): the same rules as the guard's statements (R3–R5, R8, R16, R17,
+ * R33, R34), in the same order and with the same conditions, run by the database in one
+ * round trip instead of one per statement. The admission is one conditional UPDATE whose
+ * affected row decides (R2); every statement after it runs only when it admitted. Each
+ * statement of a PL/pgSQL function takes its own snapshot (READ COMMITTED), so the statements
+ * after the admission see every transaction that held the environment's row before it.
+ *
+ * It decides only a submit whose policies add no rules and deny nothing (the common one);
+ * others run the guard's statements. Its result names the outcome: `remembered` (the call's
+ * idempotency key has a record: nothing was decided), `rejected` (nothing was written: the
+ * guard's reads name why), `admitted` (the plan is stored, and published when `publish`).
+ * It also returns the clock it decided by (`now`; the database's unless given), the expired
+ * proposals' ids and the id of the decision's audit event, taken after the admission holds
+ * the environment's row so that an environment's audit ids grow in decision order.
+ */
+export class SubmitInOneStatement1765500000000 implements MigrationInterface {
+  name = 'SubmitInOneStatement1765500000000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    if (queryRunner.connection.options.type !== 'postgres') return;
+    await queryRunner.query(submitPlanFunction(FIRST_STATEMENTS));
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

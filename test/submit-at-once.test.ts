@@ -183,6 +183,67 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     expect(accepted.map((event) => event.outcome)).toEqual(['ACCEPTED']);
   });
 
+  test('on a table PostgreSQL never analyzed, a publish reads the plans it needs by their index, not every plan of the environment', async () => {
+    await world.createEnvironment('indexed', 'MONOTONIC', false);
+    const agent = await world.issue('indexed-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'indexed', 3600);
+    await world.submitOk(agent, 'indexed', generation, 'published');
+    // 2,000 plans of the same generation before it, and no statistics on the table (the
+    // planner's state in a new database, or on a table that grew since autovacuum looked).
+    await listener.query('ALTER TABLE plans SET (autovacuum_enabled = false)');
+    await listener.query(
+      `INSERT INTO plans (id, environment, generation, sequence, status, title, content,
+         content_hash, content_type, submitted_by, submitted_at, policy_version)
+       SELECT 'indexed@' || $1::int || '.' || s, 'indexed', $1::int, s, 'SUPERSEDED', 'old', 'old', 'h',
+         'TEXT', 'indexed-agent', 0, 0
+       FROM generate_series(2, 2001) s`,
+      [generation],
+    );
+    const [analyzed] = (
+      await listener.query<{ analyzed: boolean }>(
+        `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL AS analyzed
+         FROM pg_stat_user_tables WHERE relname = 'plans'`,
+      )
+    ).rows;
+    expect(analyzed.analyzed).toBe(false);
+    const [{ policy_version: policyVersion }] = (
+      await listener.query<{ policy_version: number }>(
+        "SELECT policy_version FROM environments WHERE name = 'indexed'",
+      )
+    ).rows;
+    // The function as a pooled connection runs it once its plans are kept: generic plans.
+    await listener.query('BEGIN');
+    try {
+      await listener.query("SET LOCAL plan_cache_mode = 'force_generic_plan'");
+      const decided = await listener.query<{ decision: { outcome: string; sequence: number } }>(
+        `SELECT planfence_submit_plan($1, 'indexed-agent', $2, $3, NULL, NULL, 'next', 'next',
+           'h', 'TEXT', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) AS decision`,
+        ['indexed', generation, policyVersion],
+      );
+      expect(decided.rows[0].decision).toMatchObject({ outcome: 'admitted', sequence: 2002 });
+      // What this transaction read of the plans' indexes and of the table itself.
+      const read = await listener.query<{ index_entries: string; scanned: string }>(
+        `SELECT (SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
+                  FROM pg_index WHERE indrelid = 'plans'::regclass) AS index_entries,
+                (SELECT seq_tup_read FROM pg_stat_xact_user_tables
+                  WHERE relname = 'plans') AS scanned`,
+      );
+      expect(Number(read.rows[0].scanned)).toBe(0);
+      expect(Number(read.rows[0].index_entries)).toBeLessThan(20);
+      // The plan published before it is SUPERSEDED by the same statement's effects.
+      const statuses = await listener.query<{ status: string; n: string }>(
+        "SELECT status, COUNT(*) AS n FROM plans WHERE environment = 'indexed' GROUP BY status ORDER BY status",
+      );
+      expect(statuses.rows.map((r) => [r.status, Number(r.n)])).toEqual([
+        ['PUBLISHED', 1],
+        ['SUPERSEDED', 2001],
+      ]);
+    } finally {
+      await listener.query('ROLLBACK');
+      await listener.query('ALTER TABLE plans RESET (autovacuum_enabled)');
+    }
+  });
+
   // proves: R22
   test('the JSON text the database fills in is the text JSON.stringify writes, whatever the values', async () => {
     const m = dataSource().manager;

@@ -21,6 +21,7 @@ import { SubmitInOneStatement1765500000000 } from '../../migrations/176550000000
 import { WebhookBatches1765600000000 } from '../../migrations/1765600000000-webhook-batches.js';
 import { TokenCheck1765700000000 } from '../../migrations/1765700000000-token-check.js';
 import { SubmitAtOnce1765800000000 } from '../../migrations/1765800000000-submit-at-once.js';
+import { SubmitByIndex1765900000000 } from '../../migrations/1765900000000-submit-by-index.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -54,6 +55,7 @@ export const migrations = [
   WebhookBatches1765600000000,
   TokenCheck1765700000000,
   SubmitAtOnce1765800000000,
+  SubmitByIndex1765900000000,
 ];
 
 /**

@@ -97,8 +97,11 @@ export class PlanWrites {
 
     const [{ next }] = await select<{ next: number | string }>(
       m,
-      `SELECT COALESCE(MAX(sequence), 0) + 1 AS next FROM plans
-       WHERE environment = :environment AND generation = :generation`,
+      // The last entry of the (environment, generation, sequence) index, whatever PostgreSQL's
+      // planner knows of the table (migrations/1765900000000-submit-by-index.ts).
+      `SELECT COALESCE((SELECT sequence FROM plans
+         WHERE environment = :environment AND generation = :generation
+         ORDER BY sequence DESC LIMIT 1), 0) + 1 AS next`,
       p,
     );
     const sequence = Number(next);
