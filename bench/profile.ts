@@ -26,7 +26,14 @@ import {
 import os from 'node:os';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, distFile, freePort, option, textOption } from '../test/fault/service.js';
-import { fencedPublish, prepareTemplate, runDatabase, UNLIMITED } from './http.js';
+import {
+  dropTemplate,
+  fencedPublish,
+  prepareTemplate,
+  runDatabase,
+  type Template,
+  UNLIMITED,
+} from './http.js';
 import { BIG_PLANS, bigSubmits } from './terraform.js';
 import { addOutcome, graphqlOutcome } from './measure.js';
 import { replaceSection } from './report.js';
@@ -112,8 +119,9 @@ async function main(): Promise<void> {
   const profileDir = keep ?? join(workDir, 'profile');
   mkdirSync(profileDir, { recursive: true });
   const earlier = new Set(readdirSync(profileDir));
+  let template: Template | undefined;
   try {
-    const template = await prepareTemplate(workDir, 'profile', {
+    template = await prepareTemplate(workDir, 'profile', {
       count: 1,
       requireApproval: false,
       postgres: postgres ?? undefined,
@@ -215,6 +223,8 @@ async function main(): Promise<void> {
     if (!postgres && !plan) writeFileSync(out, replaceSection(existing, 'profile', section));
     process.stdout.write(`${section}\n`);
   } finally {
+    // On PostgreSQL the template is a database of its own.
+    if (template) await dropTemplate(template).catch(() => undefined);
     rmSync(workDir, { recursive: true, force: true });
   }
 }

@@ -101,7 +101,8 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
         "SELECT nextval(pg_get_serial_sequence('audit_events', 'id'))",
         'UPDATE environments SET current_plan_id',
         "UPDATE plans SET status = 'PUBLISHED'",
-        "UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED'",
+        "UPDATE plans SET status = 'SUPERSEDED'",
+        "UPDATE plans SET status = 'OBSOLETE'",
         'SELECT * FROM "plans"',
       ]),
     );
@@ -143,7 +144,8 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     const { trips } = await traced(async () =>
       expect(ok(await world.approve(reviewer, proposal.id)).approvePlan.status).toBe('PROPOSED'),
     );
-    expect(tripOf(trips, 'UPDATE environments SET current_plan_id')).toHaveLength(5);
+    // The audit id, the pointer, the plan's PUBLISHED, R8's two updates and the plan's read.
+    expect(tripOf(trips, 'UPDATE environments SET current_plan_id')).toHaveLength(6);
     expect((await world.plan(proposal.id))?.status).toBe('PROPOSED');
     expect((await world.plan(published.id))?.status).toBe('PUBLISHED');
     expect((await world.environment('quorum')).currentPlan?.id).toBe(published.id);

@@ -78,25 +78,33 @@ export const IS_CURRENT = `EXISTS (SELECT 1 FROM environments e WHERE e.name = :
 
 /**
  * R8: the previously published plan reads SUPERSEDED; proposals passed over read OBSOLETE.
- * One statement: the two sets are disjoint (PUBLISHED, PROPOSED) and the proposals' test
- * reads only the environment's row. The status list lets both databases find the rows by
- * the (environment, status) index, not among every plan of the environment. It changes
- * nothing unless plan :id is the environment's current plan, so that it may be sent
- * together with the statement that moves the pointer, before that statement's answer.
+ * Two statements, sent together: each names one status, so that both databases find the rows
+ * by both columns of the (environment, status) index, not among every plan of the
+ * environment, whatever PostgreSQL's planner knows of the table (a `status IN (...)` list
+ * is planned as a scan of the environment's plans until the table has been analyzed). Neither
+ * changes anything unless plan :id is the environment's current plan, so that they may be
+ * sent together with the statement that moves the pointer, before that statement's answer.
  */
 export async function afterPublication(
   m: EntityManager,
   environment: string,
   id: string,
 ): Promise<void> {
-  await execute(
-    m,
-    `UPDATE plans SET status = CASE WHEN status = 'PUBLISHED' THEN 'SUPERSEDED' ELSE 'OBSOLETE' END
-     WHERE environment = :environment AND status IN ('PUBLISHED', 'PROPOSED')
-       AND ((status = 'PUBLISHED' AND id <> :id) OR (status = 'PROPOSED' AND ${PASSED_OVER}))
-       AND ${IS_CURRENT}`,
-    { environment, id },
-  );
+  await Promise.all([
+    execute(
+      m,
+      `UPDATE plans SET status = 'SUPERSEDED'
+       WHERE environment = :environment AND status = 'PUBLISHED' AND id <> :id AND ${IS_CURRENT}`,
+      { environment, id },
+    ),
+    execute(
+      m,
+      `UPDATE plans SET status = 'OBSOLETE'
+       WHERE environment = :environment AND status = 'PROPOSED' AND ${PASSED_OVER}
+         AND ${IS_CURRENT}`,
+      { environment, id },
+    ),
+  ]);
 }
 
 /** R8: a proposal below the fence or older than the current plan can never be published. */
