@@ -112,10 +112,17 @@ function fsyncsPerSecond(dir: string): number {
   return n / 2;
 }
 
+/** The databases prepared by this run, dropped at its end, also when it fails. */
+const templates = new Map<string, Promise<Template>>();
+
+async function dropTemplates(): Promise<void> {
+  for (const made of templates.values()) await made.then(dropTemplate).catch(() => undefined);
+  templates.clear();
+}
+
 async function main(): Promise<void> {
   const workDir = mkdtempSync(join(os.tmpdir(), 'planfence-bench-'));
   const started = Date.now();
-  const templates = new Map<string, Promise<Template>>();
   /** A database prepared once per run of the bench (on first use), copied for every row's run. */
   const template = (name: string, make: () => Promise<Template>) => () => {
     if (!templates.has(name)) {
@@ -594,7 +601,7 @@ async function main(): Promise<void> {
     out,
     keepHostileSection(markdown, existsSync(out) ? readFileSync(out, 'utf8') : ''),
   );
-  for (const made of templates.values()) await dropTemplate(await made).catch(() => undefined);
+  await dropTemplates();
   await receiver.stop();
   rmSync(workDir, { recursive: true, force: true });
   log(`wrote ${out} (${((Date.now() - started) / 60_000).toFixed(1)} min)`);
@@ -623,7 +630,8 @@ function gitDescription(): string {
   }
 }
 
-main().catch((error: unknown) => {
+main().catch(async (error: unknown) => {
   process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`);
+  await dropTemplates();
   process.exit(1);
 });
