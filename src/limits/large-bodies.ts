@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Gauge, type Registry } from 'prom-client';
@@ -135,6 +135,11 @@ export function processHeapGrowth(): HeapGrowth {
   return perProcess('heapGrowth', () => new HeapGrowth());
 }
 
+/** Whether a request declares (Content-Length) a large body. */
+function declaresLargeBody(request: FastifyRequest): boolean {
+  return Number(request.headers['content-length']) > LARGE_BODY_BYTES;
+}
+
 /**
  * From the moment a request declares a large body (Content-Length) until its connection has
  * its answer or is gone, V8 collects garbage sooner: the copies a large plan leaves behind
@@ -146,8 +151,7 @@ export function collectSoonerForLargeBodies(
 ): HeapGrowth {
   if (!growth.managed) return growth;
   fastify.addHook('onRequest', (request, reply, done) => {
-    const declared = Number(request.headers['content-length']);
-    if (declared > LARGE_BODY_BYTES) {
+    if (declaresLargeBody(request)) {
       const release = growth.hold();
       // 'close' comes once the answer is sent or the connection dropped, whichever is first.
       reply.raw.once('close', release);
@@ -170,14 +174,11 @@ export function readLargeBodiesInTurn(
 ): Turns {
   const maxWaitMs = Math.min(LARGE_BODY_MAX_WAIT_MS, requestTimeoutMs / 2);
   fastify.addHook('onRequest', (request, reply, done) => {
-    if (!(Number(request.headers['content-length']) > LARGE_BODY_BYTES)) return done();
+    if (!declaresLargeBody(request)) return done();
     const turn = turns.take();
-    if (turn.started) {
-      reply.raw.once('close', turn.end);
-      return done();
-    }
-    const timer = setTimeout(turn.startNow, maxWaitMs);
-    // A client gone while it waits leaves the line; its request goes no further.
+    const timer = turn.started ? undefined : setTimeout(turn.startNow, maxWaitMs);
+    // 'close' comes once the answer is sent or the client is gone. A client gone while it
+    // waits leaves the line, and its request goes no further.
     reply.raw.once('close', () => {
       clearTimeout(timer);
       turn.end();
