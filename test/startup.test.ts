@@ -40,6 +40,30 @@ test.each([
   expect((error as Error).message).toContain(variable);
 });
 
+test.each([
+  ['PLANFENCE_PG_POOL_SIZE', '0'],
+  ['PLANFENCE_PG_DECISIONS_PER_ENVIRONMENT', '0'],
+  ['PLANFENCE_PG_DECISIONS_PER_ENVIRONMENT', 'many'],
+])('on PostgreSQL, a bad %s (%s) stops the start with a message naming it', (variable, value) => {
+  expect(() =>
+    loadConfig({ DATABASE_URL: 'postgres://db.internal/planfence', [variable]: value }),
+  ).toThrow(
+    expect.objectContaining({
+      variable,
+      message: expect.stringContaining(variable) as string,
+    }) as Error,
+  );
+});
+
+test('the PostgreSQL defaults are those the README documents', () => {
+  expect(loadConfig({ DATABASE_URL: 'postgres://db.internal/planfence' }).database).toEqual({
+    kind: 'postgres',
+    url: 'postgres://db.internal/planfence',
+    poolSize: 10,
+    decisionsPerEnvironment: 2,
+  });
+});
+
 test('the defaults are those the README documents', () => {
   const config = loadConfig({});
   expect(config).toMatchObject({

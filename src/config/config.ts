@@ -7,7 +7,13 @@ export type SqliteSynchronous = 'FULL' | 'NORMAL';
 
 export type DatabaseConfig =
   | { kind: 'sqlite'; path: string; synchronous: SqliteSynchronous }
-  | { kind: 'postgres'; url: string; poolSize: number };
+  | {
+      kind: 'postgres';
+      url: string;
+      poolSize: number;
+      /** PLANFENCE_PG_DECISIONS_PER_ENVIRONMENT: one environment's decisions this instance has in the database at once. */
+      decisionsPerEnvironment: number;
+    };
 
 export interface Config {
   port: number;
@@ -263,7 +269,12 @@ function database(env: Env): DatabaseConfig {
     } catch {
       throw new ConfigError('DATABASE_URL', 'is not a valid postgres:// URL');
     }
-    return { kind: 'postgres', url, poolSize: integer(env, 'PLANFENCE_PG_POOL_SIZE', 10, 1, 1000) };
+    return {
+      kind: 'postgres',
+      url,
+      poolSize: integer(env, 'PLANFENCE_PG_POOL_SIZE', 10, 1, 1000),
+      decisionsPerEnvironment: integer(env, 'PLANFENCE_PG_DECISIONS_PER_ENVIRONMENT', 2, 1, 1000),
+    };
   }
   throw new ConfigError('DATABASE_URL', `must start with sqlite: or postgres:// (got "${url}")`);
 }

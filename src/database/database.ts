@@ -15,6 +15,7 @@ import { GroupCommit } from './group-commit.js';
 import { migrate } from './migrator.js';
 import { execute, executeLater, openLater, takeLater } from './sql.js';
 import { StorageError, StorageMonitor } from './storage.js';
+import { TurnsByKey } from '../common/turns.js';
 
 export { changedOrRetry, RetryTransaction } from './conflicts.js';
 
@@ -60,6 +61,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   /** PostgreSQL: the notifications a transaction makes, sent together before its COMMIT. */
   private readonly notifications = new WeakMap<EntityManager, [string, string][]>();
 
+  /** PostgreSQL: each environment's decisions in the database at once (decide()). */
+  private readonly decisionsByEnvironment: TurnsByKey;
+
   /** Whether writes can succeed (see StorageMonitor); /health reports it. */
   readonly storage: StorageMonitor;
   private storageTimer: NodeJS.Timeout | undefined;
@@ -71,6 +75,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   ) {
     this.serialized = dataSource.options.type === 'better-sqlite3';
     const db = config.database;
+    this.decisionsByEnvironment = new TurnsByKey(
+      db.kind === 'postgres' ? db.decisionsPerEnvironment : Number.POSITIVE_INFINITY,
+    );
     this.storage = new StorageMonitor(
       db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
       config.storage.writeFailureMs,
@@ -184,6 +191,29 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    */
   write<T>(work: (manager: EntityManager) => Promise<T>, token?: TokenCheck): Promise<T> {
     return this.run(false, work, token);
+  }
+
+  /**
+   * A write that decides on `environment`'s row (a decision): as write(). On PostgreSQL, at
+   * most PLANFENCE_PG_DECISIONS_PER_ENVIRONMENT of one environment's are in the database at
+   * once from this instance; the others wait here, in arrival order, holding no connection.
+   * The database still decides each one (the row's lock orders them, the conditions decide):
+   * this only spares PostgreSQL a crowd of transactions waiting on one row, each holding a
+   * backend and costing it CPU when the lock passes (more than the decisions themselves, at
+   * ten waiting).
+   */
+  decide<T>(
+    environment: string,
+    work: (manager: EntityManager) => Promise<T>,
+    token?: TokenCheck,
+  ): Promise<T> {
+    if (this.serialized) return this.run(false, work, token);
+    return this.decisionsByEnvironment.run(environment, () => this.run(false, work, token));
+  }
+
+  /** Decisions waiting for their environment's turn to reach the database (PostgreSQL). */
+  get decisionsWaiting(): number {
+    return this.decisionsByEnvironment.queued;
   }
 
   /** A write; a client's (not the probe's) outcome is what /health reports (StorageMonitor). */

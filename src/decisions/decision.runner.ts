@@ -232,7 +232,7 @@ export class DecisionRunner {
     work: (m: EntityManager) => Promise<T>,
   ): Promise<T> {
     try {
-      return await this.db.write(work, decision.token);
+      return await this.db.decide(decision.environment, work, decision.token);
     } catch (error) {
       if (isTokenCheckFailure(error)) throw new AuthError('UNAUTHENTICATED', error.message);
       throw error;

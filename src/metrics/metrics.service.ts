@@ -85,6 +85,14 @@ export class MetricsService {
       'Current fence (lowest generation that may still write), by environment',
       (env) => env.fence,
     );
+    new Gauge({
+      name: 'planfence_decisions_waiting',
+      help: 'Decisions waiting in this instance for a turn of their environment to reach PostgreSQL (PLANFENCE_PG_DECISIONS_PER_ENVIRONMENT at once); 0 on SQLite',
+      registers: [this.registry],
+      collect() {
+        this.set(db.decisionsWaiting);
+      },
+    });
     const commits = db.commits;
     for (const [name, help, value] of [
       [
