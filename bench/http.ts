@@ -14,7 +14,16 @@ import {
   ServiceProcess,
 } from '../test/fault/service.js';
 import { LatencyProxy } from '../test/support/latency-proxy.js';
-import { addOutcome, cpuMs, graphqlOutcome, type Load, peakRssMb, type Run } from './measure.js';
+import {
+  addOutcome,
+  cpuMs,
+  graphqlOutcome,
+  type Load,
+  peakRssMb,
+  postgresCpu,
+  postgresCpuPerRequest,
+  type Run,
+} from './measure.js';
 
 const TYPENAME = '{ __typename }';
 const WHOAMI = '{ whoami { name role } }';
@@ -408,6 +417,7 @@ export async function runHttp(
     const backgroundOutcomes: Record<string, number> = {};
     const commitsBefore = await commitCounters(services[0].url);
     const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
+    const postgresBefore = options.template.postgres ? postgresCpu() : null;
     const [background, ...results] = await Promise.all([
       options.background
         ? load(
@@ -427,6 +437,7 @@ export async function runHttp(
       ),
     ]);
     const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
+    const postgresAfter = postgresBefore ? postgresCpu() : null;
     const commitsAfter = await commitCounters(services[0].url);
     const commits = commitsAfter.transactions - commitsBefore.transactions;
     const writes = commitsAfter.writes - commitsBefore.writes;
@@ -450,6 +461,10 @@ export async function runHttp(
       writesPerCommit:
         options.template.postgres || services.length > 1 || commits < 10 ? null : writes / commits,
       cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
+      postgresCpuMsPerRequest:
+        postgresBefore && postgresAfter
+          ? postgresCpuPerRequest(postgresBefore, postgresAfter, answered)
+          : null,
       outcomes: {
         ...outcomes,
         ...(errors ? { CONNECTION_ERROR: errors } : {}),

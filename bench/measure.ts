@@ -1,5 +1,5 @@
 /** What one run of one scenario measured, and how runs become the medians the report shows. */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 export interface Run {
   reqPerSec: number;
@@ -11,6 +11,11 @@ export interface Run {
   outcomes: Record<string, number>;
   /** CPU time (user + system) of the deciding process(es) per request, ms; null when not measured. */
   cpuMsPerRequest?: number | null;
+  /**
+   * PostgreSQL on this machine: the CPU time of all its processes (backends, WAL writer,
+   * checkpointer…) per request, ms; null when there is none to read.
+   */
+  postgresCpuMsPerRequest?: number | null;
   /** SQLite: writes committed per COMMIT during the run (group commit), from the service's /metrics. */
   writesPerCommit?: number | null;
   /** Through the latency proxy: database round trips per request (the services' idle traffic taken out). */
@@ -109,14 +114,45 @@ export async function closedLoop(
   };
 }
 
-/** User + system CPU time of a process so far, ms (clock ticks of 10 ms). */
-export function cpuMs(pid: number): number {
+/** User + system CPU time of a process so far, ms (clock ticks of 10 ms); NaN when it cannot be read. */
+export function cpuMs(pid: number | string, command?: string): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (
+      command !== undefined &&
+      stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== command
+    )
+      return NaN;
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // After "(comm) ": utime and stime are fields 14 and 15 of proc(5).
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return NaN;
   }
+}
+
+/**
+ * The CPU time so far of every PostgreSQL process on this machine, by process id (a backend
+ * that started during a run counts from zero; one that ended is left out of both ends).
+ */
+export function postgresCpu(): Map<string, number> {
+  const cpu = new Map<string, number>();
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const ms = cpuMs(pid, 'postgres');
+    if (Number.isFinite(ms)) cpu.set(pid, ms);
+  }
+  return cpu;
+}
+
+/** PostgreSQL's CPU between two postgresCpu() readings per request, ms; null when none ran here. */
+export function postgresCpuPerRequest(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  requests: number,
+): number | null {
+  if (!after.size || !requests) return null;
+  let spent = 0;
+  for (const [pid, ms] of after) spent += ms - (before.get(pid) ?? 0);
+  return spent / requests;
 }

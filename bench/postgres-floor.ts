@@ -4,7 +4,7 @@
  * (autocommit) transaction from a pool of 10 connections, on a copy of the prepared
  * database. No HTTP, no GraphQL, no TypeORM, none of the publish's other statements.
  */
-import { closedLoop, type Load, type Run } from './measure.js';
+import { closedLoop, type Load, postgresCpu, postgresCpuPerRequest, type Run } from './measure.js';
 import { runDatabase, type Template } from './http.js';
 
 export async function runPostgresFloor(
@@ -17,6 +17,7 @@ export async function runPostgresFloor(
   pool.on('error', () => undefined);
   try {
     const environment = options.template.environments[0];
+    const before = postgresCpu();
     const run = await closedLoop(options.connections, options.seconds, async () => {
       const result = await pool.query(
         'UPDATE environments SET fence = $1 WHERE name = $2 AND fence <= $1',
@@ -24,7 +25,12 @@ export async function runPostgresFloor(
       );
       return result.rowCount === 1 ? 'ok' : 'STALE_GENERATION';
     });
-    return { ...run, peakRssMb: null };
+    const requests = Object.values(run.outcomes).reduce((sum, n) => sum + n, 0);
+    return {
+      ...run,
+      peakRssMb: null,
+      postgresCpuMsPerRequest: postgresCpuPerRequest(before, postgresCpu(), requests),
+    };
   } finally {
     await pool.end();
     await database.remove();

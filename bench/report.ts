@@ -33,6 +33,7 @@ interface Summary extends Row {
   p99Ms: number;
   peakRssMb: number | null;
   cpuMsPerRequest: number | null;
+  postgresCpuMsPerRequest: number | null;
   writesPerCommit: number | null;
   roundTripsPerRequest: number | null;
   heldMs: number | null;
@@ -60,6 +61,7 @@ function summarize(row: Row): Summary {
     p99Ms: median(row.runs.map((run) => run.p99Ms)),
     peakRssMb: rss.length ? median(rss) : null,
     cpuMsPerRequest: cpu.length ? median(cpu) : null,
+    postgresCpuMsPerRequest: medianOf(row.runs.map((run) => run.postgresCpuMsPerRequest)),
     writesPerCommit: medianOf(row.runs.map((run) => run.writesPerCommit)),
     roundTripsPerRequest: medianOf(row.runs.map((run) => run.roundTripsPerRequest)),
     heldMs: medianOf(row.runs.map((run) => run.heldMs)),
@@ -193,7 +195,7 @@ export function report(rows: Row[], machine: Machine): string {
       `| ${s.scenario} | ${s.variant} | ${s.durability} | ${s.connections} | ${fixed(s.reqPerSec, 0)} | ` +
         `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.cpuMsPerRequest == null ? '—' : fixed(s.cpuMsPerRequest, 3)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
-        `${outcomeText(s.outcomes)}${beside}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''}` +
+        `${outcomeText(s.outcomes)}${beside}${s.postgresCpuMsPerRequest != null ? `; PostgreSQL's CPU ${fixed(s.postgresCpuMsPerRequest, 2)} ms per request` : ''}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''}` +
         `${s.roundTripsPerRequest != null ? `; ${fixed(s.roundTripsPerRequest, 1)} database round trips per request, chunks held ${fixed(s.heldMs ?? 0, 2)} ms each way` : ''} |`,
     );
   }
@@ -214,7 +216,10 @@ export function report(rows: Row[], machine: Machine): string {
     '- Scenario 9 runs on PostgreSQL: "2 instances" are two service processes on one database with the connections ' +
       'split evenly across them (rate summed, the worse instance\u2019s latencies); its "÷ storage floor" is against ' +
       'node-pg\u2019s bare conditional UPDATE (`UPDATE environments SET fence = $1 WHERE name = $2 AND fence <= $1`, ' +
-      'autocommit, a pool of 10), the one statement that decides, with nothing else of a publish.',
+      'autocommit, a pool of 10), the one statement that decides, with nothing else of a publish. ' +
+      '"PostgreSQL\u2019s CPU" (scenarios 9 and 13) is the user + system CPU time of every PostgreSQL process on the ' +
+      'machine over the run (backends, WAL writer, checkpointer; from /proc) per request: on 2 cores shared by the ' +
+      'load, the service and the database, what PostgreSQL spends is CPU the service does not get.',
     '- Scenario 13 counts round trips at the proxy: a turn is a chunk from the service after one from the database, ' +
       'on one connection (statements sent together cost one). Left out: what the services send on their own ' +
       '(measured for 2 s before the load, per second, and subtracted) and the start-up of each connection the pool ' +
@@ -495,7 +500,13 @@ export function report(rows: Row[], machine: Machine): string {
   if (pgFloor && pgPublish)
     lines.push(
       `- PostgreSQL: node-pg's bare UPDATE makes ${rate(pgFloor)} (one commit, one WAL flush each); a publish ` +
-        `${rate(pgPublish)} takes ${fixed(1000 / pgPublish.reqPerSec, 3)} ms per request of the one instance at c=10.`,
+        `${rate(pgPublish)} takes ${fixed(1000 / pgPublish.reqPerSec, 3)} ms per request of the one instance at c=10.` +
+        (pgFloor.postgresCpuMsPerRequest != null && pgPublish.postgresCpuMsPerRequest != null
+          ? ` PostgreSQL's own CPU: ${fixed(pgPublish.postgresCpuMsPerRequest, 2)} ms per publish against ` +
+            `${fixed(pgFloor.postgresCpuMsPerRequest, 2)} ms per bare UPDATE; the service's ` +
+            `${pgPublish.cpuMsPerRequest == null ? '—' : fixed(pgPublish.cpuMsPerRequest, 2)} ms per publish. ` +
+            'On the 2 cores that the load, the service and PostgreSQL share, their sum bounds the rate.'
+          : ''),
     );
   const rest = find('0 ', 1);
   const largeRows = measured.filter((s) => /^1[12] /.test(s.scenario) && !/alone/.test(s.variant));
