@@ -19,6 +19,8 @@ import { World } from './support/world.js';
  * and a replayed call must not tell which way a decision went.
  */
 const onPostgres = TEST_DATABASE === 'postgres' ? describe : describe.skip;
+/** A channel of the test's own, whose notifications mark a point in the commit order. */
+const BARRIER_CHANNEL = 'planfence_test_barrier';
 
 onPostgres('a submit decided at once on PostgreSQL', () => {
   let database: { url: string; cleanup: () => Promise<void> };
@@ -36,9 +38,11 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     listener = new pg.Client({ connectionString: database.url });
     await listener.connect();
     listener.on('notification', (message) => {
-      if (message.channel === EVENTS_CHANNEL) heard.push(message.payload ?? '');
+      if (message.channel === EVENTS_CHANNEL || message.channel === BARRIER_CHANNEL)
+        heard.push(message.payload ?? '');
     });
     await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    await listener.query(`LISTEN ${BARRIER_CHANNEL}`);
   });
   afterAll(async () => {
     await listener?.end();
@@ -49,9 +53,24 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
   const dataSource = () => app.app.get(Database).dataSource;
 
   async function heardAtLeast(count: number): Promise<string[]> {
-    for (let i = 0; i < 200 && heard.length < count; i++)
+    for (let i = 0; i < 3000 && heard.length < count; i++)
       await new Promise((resolve) => setTimeout(resolve, 10));
     return heard.splice(0);
+  }
+
+  let barriers = 0;
+  /**
+   * Forgets what the listener heard of everything committed so far, whether or not it has
+   * arrived yet: PostgreSQL delivers a session's notifications in commit order, so a
+   * notification of our own, once heard, comes after all of theirs.
+   */
+  async function forgetHeard(): Promise<void> {
+    const barrier = `barrier-${++barriers}`;
+    await listener.query('SELECT pg_notify($1, $2)', [BARRIER_CHANNEL, barrier]);
+    for (let i = 0; i < 3000 && !heard.includes(barrier); i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(heard).toContain(barrier);
+    heard.splice(0, heard.indexOf(barrier) + 1);
   }
 
   async function stored(id: string) {
@@ -92,7 +111,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     const agent = await world.issue('parity-agent', 'AGENT');
     const generation = await world.acquire(agent, 'parity', 3600);
     await world.submitOk(agent, 'parity', generation, 'first');
-    await heardAtLeast(2);
+    await forgetHeard();
     clock.advance(1_234);
     const title = 'Ünïcode "quoted" \\ back\\slash\ttab \u0001 ✓ 𝄞';
     const answered = await world.submitOk(agent, 'parity', generation, 'second', {
@@ -140,7 +159,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     await createWithProposalTtl('proposals');
     const agent = await world.issue('proposals-agent', 'AGENT');
     const generation = await world.acquire(agent, 'proposals', 3600);
-    heard.splice(0);
+    await forgetHeard();
     const answered = await world.submitOk(agent, 'proposals', generation, 'needs review');
 
     const { plan, audit, events } = await stored(answered.id);
