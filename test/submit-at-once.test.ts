@@ -9,6 +9,7 @@ import { EVENTS_CHANNEL } from '../src/events/events.service.js';
 import { planData } from '../src/outbox/outbox.service.js';
 import { Plan } from '../src/plans/plan.entity.js';
 import { ok, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { until } from './support/until.js';
 import { World } from './support/world.js';
 
 /**
@@ -67,9 +68,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
   async function forgetHeard(): Promise<void> {
     const barrier = `barrier-${++barriers}`;
     await listener.query('SELECT pg_notify($1, $2)', [BARRIER_CHANNEL, barrier]);
-    for (let i = 0; i < 3000 && !heard.includes(barrier); i++)
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(heard).toContain(barrier);
+    await until(`the listener hears ${barrier}`, () => heard.includes(barrier));
     heard.splice(0, heard.indexOf(barrier) + 1);
   }
 

@@ -87,29 +87,23 @@ export class Turns {
  */
 export class TurnsByKey {
   private readonly lines = new Map<string, Turns>();
-  private waiting = 0;
 
   constructor(readonly width: number) {}
 
   /** Holders waiting in line, all keys together. */
   get queued(): number {
-    return this.waiting;
+    let queued = 0;
+    for (const turns of this.lines.values()) queued += turns.queued;
+    return queued;
   }
 
   /** Runs `job` in a turn of `key`'s line; the turn passes on when the job settles. */
   async run<T>(key: string, job: () => Promise<T>): Promise<T> {
     let turns = this.lines.get(key);
     if (!turns) this.lines.set(key, (turns = new Turns(this.width)));
-    const turn = turns.take();
-    if (!turn.started) {
-      this.waiting++;
-      await turn.ready;
-      this.waiting--;
-    }
     try {
-      return await job();
+      return await turns.run(job);
     } finally {
-      turn.end();
       if (turns.held === 0 && turns.queued === 0) this.lines.delete(key);
     }
   }

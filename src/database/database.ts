@@ -61,8 +61,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   /** PostgreSQL: the notifications a transaction makes, sent together before its COMMIT. */
   private readonly notifications = new WeakMap<EntityManager, [string, string][]>();
 
-  /** PostgreSQL: each environment's decisions in the database at once (decide()). */
-  private readonly decisionsByEnvironment: TurnsByKey;
+  /** PostgreSQL: each environment's decisions in the database at once (decide()); null on SQLite. */
+  private readonly decisionsByEnvironment: TurnsByKey | null;
 
   /** Whether writes can succeed (see StorageMonitor); /health reports it. */
   readonly storage: StorageMonitor;
@@ -75,9 +75,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   ) {
     this.serialized = dataSource.options.type === 'better-sqlite3';
     const db = config.database;
-    this.decisionsByEnvironment = new TurnsByKey(
-      db.kind === 'postgres' ? db.decisionsPerEnvironment : Number.POSITIVE_INFINITY,
-    );
+    this.decisionsByEnvironment =
+      db.kind === 'postgres' ? new TurnsByKey(db.decisionsPerEnvironment) : null;
     this.storage = new StorageMonitor(
       db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
       config.storage.writeFailureMs,
@@ -207,13 +206,13 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     work: (manager: EntityManager) => Promise<T>,
     token?: TokenCheck,
   ): Promise<T> {
-    if (this.serialized) return this.run(false, work, token);
-    return this.decisionsByEnvironment.run(environment, () => this.run(false, work, token));
+    const lines = this.decisionsByEnvironment;
+    return lines ? lines.run(environment, () => this.write(work, token)) : this.write(work, token);
   }
 
   /** Decisions waiting for their environment's turn to reach the database (PostgreSQL). */
   get decisionsWaiting(): number {
-    return this.decisionsByEnvironment.queued;
+    return this.decisionsByEnvironment?.queued ?? 0;
   }
 
   /** A write; a client's (not the probe's) outcome is what /health reports (StorageMonitor). */
