@@ -31,6 +31,7 @@ export async function runEtcd(options: {
   staleShare: 0 | 0.5;
   connections: number;
   seconds: number;
+  warmupSeconds: number;
   runId: string;
 }): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), 'planfence-etcd-'));
@@ -70,23 +71,28 @@ export async function runEtcd(options: {
       }
     }
     let n = 0;
-    const run = await closedLoop(options.connections, options.seconds, async () => {
-      n++;
-      const stale = options.staleShare > 0 && n % 2 === 0;
-      const generation = stale ? 1 : 2;
-      const id = `bench@${generation}.${options.runId}-${n}`;
-      const result = await etcdClient
-        // fence <= generation, i.e. fence < generation + 1
-        .if('bench/fence', 'Value', '<', pad(generation + 1))
-        .then(
-          etcdClient.put('bench/fence').value(pad(generation)),
-          etcdClient.put(`bench/plans/${id}`).value('x'.repeat(300)),
-          etcdClient.put('bench/current').value(id),
-        )
-        .else(etcdClient.get('bench/fence'))
-        .commit();
-      return result.succeeded ? 'ok' : 'STALE_GENERATION';
-    });
+    const run = await closedLoop(
+      options.connections,
+      options.seconds,
+      async () => {
+        n++;
+        const stale = options.staleShare > 0 && n % 2 === 0;
+        const generation = stale ? 1 : 2;
+        const id = `bench@${generation}.${options.runId}-${n}`;
+        const result = await etcdClient
+          // fence <= generation, i.e. fence < generation + 1
+          .if('bench/fence', 'Value', '<', pad(generation + 1))
+          .then(
+            etcdClient.put('bench/fence').value(pad(generation)),
+            etcdClient.put(`bench/plans/${id}`).value('x'.repeat(300)),
+            etcdClient.put('bench/current').value(id),
+          )
+          .else(etcdClient.get('bench/fence'))
+          .commit();
+        return result.succeeded ? 'ok' : 'STALE_GENERATION';
+      },
+      { seconds: options.warmupSeconds },
+    );
     return { ...run, peakRssMb: etcd.pid ? peakRssMb(etcd.pid) : null };
   } finally {
     etcdClient.close();

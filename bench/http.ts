@@ -398,11 +398,12 @@ export async function runHttp(
       connections: number,
       requests: autocannon.Request[],
       count: Record<string, number>,
+      duration = options.seconds,
     ) =>
       autocannon({
         url,
         connections,
-        duration: options.seconds,
+        duration,
         requests: requests.map((request) => {
           const next = typeof request.onResponse === 'function' ? request.onResponse : undefined;
           return {
@@ -414,6 +415,32 @@ export async function runHttp(
           };
         }),
       });
+    // The warm-up: the same load, its own idempotency keys, nothing of it measured.
+    const perInstance = Math.max(1, Math.round(options.connections / services.length));
+    if (options.warmupSeconds > 0) {
+      const ignored: Record<string, number> = {};
+      await Promise.all([
+        options.background
+          ? load(
+              services[0].url,
+              options.background.connections,
+              options.background.requests(options.template, `${options.runId}-bg-warm`),
+              ignored,
+              options.warmupSeconds,
+            )
+          : null,
+        ...services.map((service, i) =>
+          load(
+            service.url,
+            perInstance,
+            options.requests(options.template, `${options.runId}-warm-${i}`),
+            ignored,
+            options.warmupSeconds,
+          ),
+        ),
+      ]);
+      proxy?.reset();
+    }
     const backgroundOutcomes: Record<string, number> = {};
     const commitsBefore = await commitCounters(services[0].url);
     const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
@@ -430,7 +457,7 @@ export async function runHttp(
       ...services.map((service, i) =>
         load(
           service.url,
-          Math.max(1, Math.round(options.connections / services.length)),
+          perInstance,
           options.requests(options.template, `${options.runId}-${i}`),
           outcomes,
         ),

@@ -31,6 +31,12 @@ export interface Load {
   durability: 'FULL' | 'NORMAL';
   connections: number;
   seconds: number;
+  /**
+   * Seconds of the same load before the measured `seconds`, not measured: the service's
+   * JIT, pools, caches and prepared statements warm, so that a row is the steady state a
+   * long-running service serves, not its first seconds.
+   */
+  warmupSeconds: number;
   runId: string;
   workDir: string;
 }
@@ -83,13 +89,23 @@ export function graphqlOutcome(status: number, body: string): string {
 
 /**
  * Runs `decide` from `connections` concurrent loops for `seconds`, timing each call:
- * the driver of the in-process storage floor and of the etcd peer.
+ * the driver of the in-process storage floor, of the etcd peer and of the node-pg floor.
+ * The same loops run `warmup.seconds` before, untimed; `warmup.done` is called when the
+ * measured part starts.
  */
 export async function closedLoop(
   connections: number,
   seconds: number,
   decide: (worker: number) => Promise<string>,
+  warmup: { seconds: number; done?: () => void } = { seconds: 0 },
 ): Promise<Omit<Run, 'peakRssMb'>> {
+  const warmDeadline = performance.now() + warmup.seconds * 1000;
+  await Promise.all(
+    Array.from({ length: connections }, async (_, worker) => {
+      while (performance.now() < warmDeadline) await decide(worker);
+    }),
+  );
+  warmup.done?.();
   const latencies: number[] = [];
   const outcomes: Record<string, number> = {};
   const started = performance.now();

@@ -17,14 +17,19 @@ export async function runPostgresFloor(
   pool.on('error', () => undefined);
   try {
     const environment = options.template.environments[0];
-    const before = postgresCpu();
-    const run = await closedLoop(options.connections, options.seconds, async () => {
-      const result = await pool.query(
-        'UPDATE environments SET fence = $1 WHERE name = $2 AND fence <= $1',
-        [options.template.fresh, environment],
-      );
-      return result.rowCount === 1 ? 'ok' : 'STALE_GENERATION';
-    });
+    let before = postgresCpu();
+    const run = await closedLoop(
+      options.connections,
+      options.seconds,
+      async () => {
+        const result = await pool.query(
+          'UPDATE environments SET fence = $1 WHERE name = $2 AND fence <= $1',
+          [options.template.fresh, environment],
+        );
+        return result.rowCount === 1 ? 'ok' : 'STALE_GENERATION';
+      },
+      { seconds: options.warmupSeconds, done: () => (before = postgresCpu()) },
+    );
     const requests = Object.values(run.outcomes).reduce((sum, n) => sum + n, 0);
     return {
       ...run,

@@ -10,7 +10,8 @@
  * report (`npm run bench` keeps it), for SQLite; `--postgres URL` profiles the publish on a
  * database made on that server instead and only prints the summary. `--keep DIR` leaves the
  * .cpuprofile there (open it in Chrome DevTools or speedscope). Only the samples taken while
- * the load ran count: not the start-up, not the shutdown.
+ * the measured load ran count: not the start-up, not the `--warmup` seconds (default 3) of the
+ * same load before it, not the shutdown.
  */
 import autocannon from 'autocannon';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -59,6 +60,8 @@ const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
 
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 10);
+/** Seconds of the same load before the profiled ones (bench/measure.ts Load.warmupSeconds). */
+const warmupSeconds = option(argv, 'warmup', 3);
 const connections = option(argv, 'connections', 10);
 const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
 const keep = textOption(argv, 'keep');
@@ -153,19 +156,21 @@ async function main(): Promise<void> {
       if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const outcomes: Record<string, number> = {};
-    const loadFrom = monotonicMicros();
-    const result = await autocannon({
-      url,
-      connections,
-      duration: seconds,
-      requests: (plan ? bigSubmits(plan) : fencedPublish(0))(template, 'profile').map(
-        (request) => ({
+    const load = (runId: string, duration: number, count: Record<string, number>) =>
+      autocannon({
+        url,
+        connections,
+        duration,
+        requests: (plan ? bigSubmits(plan) : fencedPublish(0))(template!, runId).map((request) => ({
           ...request,
           onResponse: (status: number, body: string) =>
-            addOutcome(outcomes, graphqlOutcome(status, body)),
-        }),
-      ),
-    });
+            addOutcome(count, graphqlOutcome(status, body)),
+        })),
+      });
+    // The same load first, outside the samples counted: a warm service's profile.
+    if (warmupSeconds > 0) await load('profile-warm', warmupSeconds, {});
+    const loadFrom = monotonicMicros();
+    const result = await load('profile', seconds, outcomes);
     const loadTo = monotonicMicros();
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
@@ -194,7 +199,7 @@ async function main(): Promise<void> {
       '<!-- profile:start -->',
       '## Where a publish spends its time',
       '',
-      `\`npm run bench:profile -- --seconds ${seconds} --connections ${connections}\` on ${new Date().toISOString().slice(0, 10)}: ` +
+      `\`npm run bench:profile -- --seconds ${seconds} --connections ${connections}\` (after ${warmupSeconds} s of the same load, not counted) on ${new Date().toISOString().slice(0, 10)}: ` +
         `the built service under \`node --cpu-prof\` (the profiler itself costs some throughput), a fenced publish ` +
         `(${postgres ? 'PostgreSQL' : 'FULL'}, fresh idempotency keys, one environment${plan ? `, the 1 MiB plan as ${plan}` : ''}) at ${connections} connections for ${seconds} s: ` +
         `${requests} requests (${(requests / result.duration).toFixed(0)}/s; ${Object.entries(
@@ -202,7 +207,7 @@ async function main(): Promise<void> {
         )
           .map(([k, v]) => `${k} ${v}`)
           .join(', ')}). ` +
-        `The service thread was busy ${((busy / (total || 1)) * 100).toFixed(0)}% of the run (the samples taken while the load ran: not the start-up); ` +
+        `The service thread was busy ${((busy / (total || 1)) * 100).toFixed(0)}% of the run (the samples taken while the measured load ran: not the start-up or the warm-up); ` +
         `${ms(busy)} ms of its time per publish. Self time (a function's own, not its callees'), per publish and as a share of the busy time:`,
       '',
       '| area | ms / publish | share |',

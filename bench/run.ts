@@ -8,7 +8,9 @@
  * interleaved (round 1 of every row, then round 2, ...) so that a slow moment of this
  * shared machine does not fall on one scenario only. Load comes from this process over
  * loopback (autocannon); each HTTP run starts the built service on a fresh copy of a
- * database prepared through the API.
+ * database prepared through the API. Each run measures after `--warmup` seconds (default 3)
+ * of the same load that count for nothing (scenario 10 excepted): the rows are what a
+ * long-running service serves, not its first seconds (JIT, pools, caches).
  *
  * The main rows (scenario 0, the FULL fresh publish, etcd fresh) run at every count of
  * `--connections` (default 1,10,50); the others at `--secondary-connections` (default 10).
@@ -58,6 +60,8 @@ import { POLICIES } from './policy-set.js';
 
 const argv = process.argv.slice(2);
 const seconds = option(argv, 'seconds', 5);
+/** Seconds of the same load before each measured run, not measured (Load.warmupSeconds). */
+const warmupSeconds = option(argv, 'warmup', 3);
 const runs = option(argv, 'runs', 3);
 const ALL = '0,1,2,3,4,5,6,7,8,9,10,11,12,13';
 const only = new Set((textOption(argv, 'only') ?? ALL).split(',').map(Number));
@@ -202,6 +206,7 @@ async function main(): Promise<void> {
             durability: row.durability === 'NORMAL' ? 'NORMAL' : 'FULL',
             connections: row.connections,
             seconds,
+            warmupSeconds,
             runId,
             workDir,
             ...extra,
@@ -228,6 +233,7 @@ async function main(): Promise<void> {
           durability,
           connections,
           seconds,
+          warmupSeconds,
           runId,
           workDir,
           merged,
@@ -351,7 +357,8 @@ async function main(): Promise<void> {
             variant: `${stale * 100}% stale`,
             durability: 'FULL',
             connections,
-            run: (runId) => runEtcd({ staleShare: stale, connections, seconds, runId }),
+            run: (runId) =>
+              runEtcd({ staleShare: stale, connections, seconds, warmupSeconds, runId }),
           });
     },
     8: () => {
@@ -413,6 +420,7 @@ async function main(): Promise<void> {
               template: await pgPublish(),
               connections,
               seconds,
+              warmupSeconds,
               runId,
               workDir,
             }),
@@ -462,6 +470,8 @@ async function main(): Promise<void> {
                 durability: 'FULL',
                 connections,
                 seconds,
+                // Cold: the deliveries counted are those of the measured publishes only.
+                warmupSeconds: 0,
                 runId,
                 workDir,
               }),
@@ -590,6 +600,7 @@ async function main(): Promise<void> {
       growthSizes,
       fsyncs: fsyncsPerSecond(workDir),
       seconds,
+      warmupSeconds,
       runs,
       command: `npm run bench${argv.length ? ` -- ${argv.join(' ')}` : ''}`,
       minutes: (Date.now() - started) / 60_000,

@@ -162,12 +162,17 @@ export async function runStorageFloor(
     return 'ok';
   });
   try {
-    const run = await closedLoop(options.connections, options.seconds, () => {
-      n++;
-      const stale = options.staleShare > 0 && n % 2 === 0;
-      const generation = stale ? options.template.stale : options.template.fresh;
-      return Promise.resolve(decide(generation, `${options.runId}-${n}`));
-    });
+    const run = await closedLoop(
+      options.connections,
+      options.seconds,
+      () => {
+        n++;
+        const stale = options.staleShare > 0 && n % 2 === 0;
+        const generation = stale ? options.template.stale : options.template.fresh;
+        return Promise.resolve(decide(generation, `${options.runId}-${n}`));
+      },
+      { seconds: options.warmupSeconds },
+    );
     return { ...run, peakRssMb: null };
   } finally {
     db.close();
