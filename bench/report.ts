@@ -155,9 +155,9 @@ export function report(rows: Row[], machine: Machine): string {
     `Produced by \`${machine.command}\` on ${machine.date.slice(0, 10)} (${machine.git}), ` +
       `in ${machine.minutes.toFixed(1)} minutes. Every figure is the median of ${machine.runs} ` +
       `runs of ${machine.seconds} s, interleaved across rows, each after ${machine.warmupSeconds} s of the same load that is not measured ` +
-      `(the service's JIT, pools and caches warm: a row is what a long-running service serves; scenario 10 starts cold, so that the deliveries it counts are its publishes'). ` +
+      `(the service's JIT, pools and caches warm: a row is what a long-running service serves; the warm-up's publishes add a few thousand plans to what scenario 5 has stored; scenario 10 starts cold, so that the deliveries it counts are its publishes'). ` +
       `Regenerate with \`npm run bench\`. ` +
-      `To keep the full run near 20 minutes on this 2-core machine, the main rows (scenario 0, the FULL ` +
+      `To keep the full run near 25 minutes on this 2-core machine, the main rows (scenario 0, the FULL ` +
       `fresh publish, etcd fresh) run at ${main} connections and every other row at ${secondary}; ` +
       `growth is measured at ${machine.growthSizes.map((n) => n.toLocaleString('en')).join(' and ')} stored plans ` +
       `(\`--connections\`, \`--secondary-connections\`, \`--growth\` change that).`,
