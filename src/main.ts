@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config/config.js';
+import { processHeapGrowth } from './limits/large-bodies.js';
 
 async function main(): Promise<void> {
   let config;
@@ -16,6 +17,7 @@ async function main(): Promise<void> {
   }
   const app = await createApp(config);
   await app.listen(config.port, config.host);
+  processHeapGrowth().settle();
   const logger = new Logger('planfence');
   const where =
     config.database.kind === 'sqlite'

@@ -139,7 +139,23 @@ test("an operator's --heap-growing-percent is left as given", () => {
   );
   expect(growth.managed).toBe(false);
   growth.hold()();
+  growth.settle();
   expect(calls).toEqual([]);
+});
+
+test('a started service settles its heap once: one full collection with the tighter growth, then V8 decides again', () => {
+  const { calls, hooks } = recordedHooks();
+  const growth = new HeapGrowth(LARGE_BODY_HEAP_GROWTH_PERCENT, [], hooks);
+  const tight = `--heap-growing-percent=${LARGE_BODY_HEAP_GROWTH_PERCENT}`;
+  growth.settle();
+  expect(calls).toEqual([tight, 'collect', '--heap-growing-percent=0']);
+  expect(growth.tightened).toBe(false);
+  // A burst in progress already keeps growth tight: settling changes nothing then.
+  const release = growth.hold();
+  calls.length = 0;
+  growth.settle();
+  expect(calls).toEqual([]);
+  release();
 });
 
 /** Opens a POST /graphql declaring `declared` bytes and sends `sent` of them. */
