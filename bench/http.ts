@@ -398,7 +398,7 @@ export async function runHttp(
       connections: number,
       requests: autocannon.Request[],
       count: Record<string, number>,
-      duration = options.seconds,
+      duration: number,
     ) =>
       autocannon({
         url,
@@ -415,54 +415,47 @@ export async function runHttp(
           };
         }),
       });
-    // The warm-up: the same load, its own idempotency keys, nothing of it measured.
+    /**
+     * The run's load on every instance (and the background load beside it), for `duration`
+     * seconds; `tag` keeps each pass's idempotency keys its own.
+     */
     const perInstance = Math.max(1, Math.round(options.connections / services.length));
-    if (options.warmupSeconds > 0) {
-      const ignored: Record<string, number> = {};
-      await Promise.all([
+    const loads = (
+      tag: string,
+      count: Record<string, number>,
+      backgroundCount: Record<string, number>,
+      duration: number,
+    ) =>
+      Promise.all([
         options.background
           ? load(
               services[0].url,
               options.background.connections,
-              options.background.requests(options.template, `${options.runId}-bg-warm`),
-              ignored,
-              options.warmupSeconds,
+              options.background.requests(options.template, `${options.runId}-bg${tag}`),
+              backgroundCount,
+              duration,
             )
-          : null,
+          : Promise.resolve(null),
         ...services.map((service, i) =>
           load(
             service.url,
             perInstance,
-            options.requests(options.template, `${options.runId}-warm-${i}`),
-            ignored,
-            options.warmupSeconds,
+            options.requests(options.template, `${options.runId}${tag}-${i}`),
+            count,
+            duration,
           ),
         ),
       ]);
+    // The warm-up: the same load, nothing of it measured.
+    if (options.warmupSeconds > 0) {
+      await loads('-warm', {}, {}, options.warmupSeconds);
       proxy?.reset();
     }
     const backgroundOutcomes: Record<string, number> = {};
     const commitsBefore = await commitCounters(services[0].url);
     const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
     const postgresBefore = options.template.postgres ? postgresCpu() : null;
-    const [background, ...results] = await Promise.all([
-      options.background
-        ? load(
-            services[0].url,
-            options.background.connections,
-            options.background.requests(options.template, `${options.runId}-bg`),
-            backgroundOutcomes,
-          )
-        : Promise.resolve(null),
-      ...services.map((service, i) =>
-        load(
-          service.url,
-          perInstance,
-          options.requests(options.template, `${options.runId}-${i}`),
-          outcomes,
-        ),
-      ),
-    ]);
+    const [background, ...results] = await loads('', outcomes, backgroundOutcomes, options.seconds);
     const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
     const postgresAfter = postgresBefore ? postgresCpu() : null;
     const commitsAfter = await commitCounters(services[0].url);

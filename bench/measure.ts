@@ -99,27 +99,25 @@ export async function closedLoop(
   decide: (worker: number) => Promise<string>,
   warmup: { seconds: number; done?: () => void } = { seconds: 0 },
 ): Promise<Omit<Run, 'peakRssMb'>> {
-  const warmDeadline = performance.now() + warmup.seconds * 1000;
-  await Promise.all(
-    Array.from({ length: connections }, async (_, worker) => {
-      while (performance.now() < warmDeadline) await decide(worker);
-    }),
-  );
+  /** Every loop calls `decide` until `deadline` (performance.now()), each call's outcome to `each`. */
+  const loops = (deadline: number, each: (outcome: string, startedAt: number) => void) =>
+    Promise.all(
+      Array.from({ length: connections }, async (_, worker) => {
+        while (performance.now() < deadline) {
+          const t = performance.now();
+          each(await decide(worker), t);
+        }
+      }),
+    );
+  await loops(performance.now() + warmup.seconds * 1000, () => undefined);
   warmup.done?.();
   const latencies: number[] = [];
   const outcomes: Record<string, number> = {};
   const started = performance.now();
-  const deadline = started + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: connections }, async (_, worker) => {
-      while (performance.now() < deadline) {
-        const t = performance.now();
-        const outcome = await decide(worker);
-        latencies.push(performance.now() - t);
-        addOutcome(outcomes, outcome);
-      }
-    }),
-  );
+  await loops(started + seconds * 1000, (outcome, t) => {
+    latencies.push(performance.now() - t);
+    addOutcome(outcomes, outcome);
+  });
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
   return {

@@ -97,10 +97,7 @@ export class HeapGrowth {
   /** Holds the tighter growth until the returned function is called (once; later calls do nothing). */
   hold(): () => void {
     if (!this.managed) return () => undefined;
-    if (!this.tightened) {
-      this.hooks.set(`${FLAG}=${this.percent}`);
-      this.hooks.collect();
-    }
+    if (!this.tightened) this.tighten();
     this.holders++;
     this.cancelRelax?.();
     this.cancelRelax = null;
@@ -111,7 +108,7 @@ export class HeapGrowth {
       if (--this.holders > 0) return;
       this.cancelRelax = this.hooks.later(() => {
         this.cancelRelax = null;
-        this.hooks.set(`${FLAG}=0`);
+        this.relax();
       }, this.lingerMs);
     };
   }
@@ -129,8 +126,18 @@ export class HeapGrowth {
    */
   settle(): void {
     if (!this.managed || this.tightened) return;
+    this.tighten();
+    this.relax();
+  }
+
+  /** The tighter growth, and a full collection so that the next limit follows it. */
+  private tighten(): void {
     this.hooks.set(`${FLAG}=${this.percent}`);
     this.hooks.collect();
+  }
+
+  /** V8's own heuristics from its next full collection on. */
+  private relax(): void {
     this.hooks.set(`${FLAG}=0`);
   }
 
