@@ -319,3 +319,160 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     );
   });
 });
+
+onPostgres('submits at once of one environment that wait for its turn', () => {
+  let database: { url: string; cleanup: () => Promise<void> };
+  let app: TestApp;
+  let world: World;
+  /** Holds environments' rows, as a long decision of another instance would. */
+  let holder: pg.Client;
+
+  beforeAll(async () => {
+    database = await scratchDatabase(true);
+    app = await startApp({
+      DATABASE_URL: database.url,
+      PLANFENCE_PG_DECISIONS_PER_ENVIRONMENT: '1',
+    });
+    world = new World(app);
+    holder = new pg.Client({ connectionString: database.url });
+    await holder.connect();
+  });
+  afterAll(async () => {
+    await holder?.end();
+    await app?.close();
+    await database?.cleanup();
+  });
+
+  const db = () => app.app.get(Database);
+
+  /**
+   * Submits `first` while another transaction holds the environment's row, so that it waits
+   * in the database with the environment's one turn; then submits each of `gathered`, one
+   * after the other, each once the one before it waits in the service for that turn; then
+   * lets the row go. Returns the answers, `first`'s first.
+   */
+  async function whileTheTurnIsHeld(
+    environment: string,
+    first: () => ReturnType<World['submit']>,
+    gathered: (() => ReturnType<World['submit']>)[],
+    beforeRelease: () => Promise<void> = () => Promise.resolve(),
+  ) {
+    await holder.query('BEGIN');
+    await holder.query('SELECT name FROM environments WHERE name = $1 FOR UPDATE', [environment]);
+    const answers = [first()];
+    await until('the first submit waits for the row', async () => {
+      const [{ waiting }] = (
+        await holder.query<{ waiting: number }>(
+          "SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        )
+      ).rows;
+      return waiting === 1;
+    });
+    for (const [i, submit] of gathered.entries()) {
+      answers.push(submit());
+      await until(`${i + 1} submits wait for the turn`, () => db().decisionsWaiting === i + 1);
+    }
+    await beforeRelease();
+    await holder.query('COMMIT');
+    return Promise.all(answers);
+  }
+
+  /** The id of the transaction that wrote each plan's accepted submit (audit rows are never updated). */
+  async function writtenBy(ids: string[]): Promise<string[]> {
+    const rows = await db().dataSource.query<{ plan_id: string; xmin: string }[]>(
+      "SELECT plan_id, xmin::text AS xmin FROM audit_events WHERE plan_id = ANY($1) AND action = 'SUBMIT_PLAN' AND outcome = 'ACCEPTED'",
+      [ids],
+    );
+    expect(rows).toHaveLength(ids.length);
+    return ids.map((id) => rows.find((row) => row.plan_id === id)!.xmin);
+  }
+
+  // proves: R2, R3, R12
+  test('they share one transaction, and each is decided as it would be alone, in arrival order', async () => {
+    await world.createEnvironment('gathered', 'MONOTONIC', false);
+    const agent = await world.issue('gathered-agent', 'AGENT');
+    const stranger = await world.issue('gathered-stranger', 'AGENT');
+    const generation = await world.acquire(agent, 'gathered', 3600);
+    const submit =
+      (content: string, token = agent) =>
+      () =>
+        world.submit(token, 'gathered', generation, content);
+    const [first, second, third, notIssued, fourth] = await whileTheTurnIsHeld(
+      'gathered',
+      submit('first'),
+      [submit('second'), submit('third'), submit('not issued to it', stranger), submit('fourth')],
+    );
+    // A rejection is decided in the shared transaction too (it writes nothing there), then
+    // named by the statement that answers it.
+    expect(notIssued.errors?.[0]?.extensions?.code).toBe('UNKNOWN_GENERATION');
+    const plans = [first, second, third, fourth].map((answer) => ok(answer).submitPlan);
+    expect(plans.map((plan) => plan.sequence)).toEqual([1, 2, 3, 4]);
+    const [alone, ...together] = await writtenBy(plans.map((plan) => plan.id));
+    expect(new Set(together).size).toBe(1);
+    expect(together[0]).not.toBe(alone);
+
+    const stored = await world.plans('gathered');
+    expect(Object.fromEntries(stored.map((plan) => [plan.sequence, plan.status]))).toEqual({
+      1: 'SUPERSEDED',
+      2: 'SUPERSEDED',
+      3: 'SUPERSEDED',
+      4: 'PUBLISHED',
+    });
+    expect((await world.environment('gathered')).currentPlan?.id).toBe(plans[3].id);
+    const events = await world.auditEvents('gathered');
+    const accepted = events.filter(
+      (event) => event.action === 'SUBMIT_PLAN' && event.outcome === 'ACCEPTED',
+    );
+    expect(accepted.map((event) => event.planId).sort()).toEqual(
+      plans.map((plan) => plan.id).sort(),
+    );
+    expect(
+      events.filter((event) => event.actor === 'gathered-stranger').map((event) => event.code),
+    ).toEqual(['UNKNOWN_GENERATION']);
+  });
+
+  // proves: R2, R12, R16
+  test('when one of them cannot commit with the others (its admission expires a proposal), each is decided alone, in arrival order', async () => {
+    ok(
+      await app.gql(
+        world.admin,
+        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+        {
+          input: {
+            name: 'one-fails',
+            mode: 'MONOTONIC',
+            requireApproval: true,
+            proposalTtlSeconds: 600,
+          },
+        },
+      ),
+    );
+    const agent = await world.issue('one-fails-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'one-fails', 3600);
+    const old = await world.submitOk(agent, 'one-fails', generation, 'left waiting');
+    world.advance(300);
+    const submit = (content: string) => () => world.submit(agent, 'one-fails', generation, content);
+    const answers = await whileTheTurnIsHeld('one-fails', submit('first'), [
+      // Its clock is read once the others gathered: it comes after the proposal expired.
+      () => {
+        world.advance(301);
+        return world.submit(agent, 'one-fails', generation, 'expires it');
+      },
+      submit('third'),
+      submit('fourth'),
+    ]);
+    const plans = answers.map((answer) => ok(answer).submitPlan);
+    expect(plans.map((plan) => [plan.sequence, plan.status])).toEqual([
+      [2, 'PROPOSED'],
+      [3, 'PROPOSED'],
+      [4, 'PROPOSED'],
+      [5, 'PROPOSED'],
+    ]);
+    expect(new Set(await writtenBy(plans.map((plan) => plan.id))).size).toBe(4);
+    expect((await world.plan(old.id))?.status).toBe('EXPIRED');
+    const accepted = (await world.auditEvents('one-fails')).filter(
+      (event) => event.action === 'SUBMIT_PLAN' && event.outcome === 'ACCEPTED',
+    );
+    expect(accepted).toHaveLength(5);
+  });
+});

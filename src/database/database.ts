@@ -63,6 +63,11 @@ export class Database implements OnModuleInit, OnModuleDestroy {
 
   /** PostgreSQL: each environment's decisions in the database at once (decide()); null on SQLite. */
   private readonly decisionsByEnvironment: TurnsByKey | null;
+  /**
+   * PostgreSQL: by environment, the decisions at once (decideAtOnce) gathered for the next
+   * transaction of that environment, while it waits for its turn.
+   */
+  private readonly gathering = new Map<string, Gathered[]>();
 
   /** Whether writes can succeed (see StorageMonitor); /health reports it. */
   readonly storage: StorageMonitor;
@@ -210,9 +215,79 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     return lines ? lines.run(environment, () => this.write(work, token)) : this.write(work, token);
   }
 
+  /**
+   * decide() for a decision whose transaction waits for no answer before its COMMIT (a
+   * submit at once). On PostgreSQL, those of one environment that arrive while its turns are
+   * held are gathered, and share one transaction when the next turn comes: one BEGIN, each
+   * one's token check and statements in arrival order, one COMMIT, sent together; none is
+   * answered before that COMMIT. The database decides each as it would alone, the ones
+   * before it committed: the row's lock is taken once, and PostgreSQL commits (and sends the
+   * notifications of) all of them at once. If that transaction fails, nothing of it
+   * committed, and each decision is then made again in a transaction of its own, in the
+   * same order, as decide() makes it: whatever failed is its own decision's failure.
+   * On SQLite: decide() (its writes share commits already).
+   */
+  decideAtOnce<T>(
+    environment: string,
+    work: (manager: EntityManager) => Promise<T>,
+    token?: TokenCheck,
+  ): Promise<T> {
+    const lines = this.decisionsByEnvironment;
+    if (!lines) return this.write(work, token);
+    return new Promise<T>((resolve, reject) => {
+      const decision: Gathered = {
+        work,
+        token,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      };
+      const gathered = this.gathering.get(environment);
+      if (gathered && gathered.length < TOGETHER_LIMIT) {
+        gathered.push(decision);
+        return;
+      }
+      const together = [decision];
+      this.gathering.set(environment, together);
+      void lines.run(environment, () => {
+        // Its turn came: later decisions gather for the next one.
+        if (this.gathering.get(environment) === together) this.gathering.delete(environment);
+        return this.commitTogether(together);
+      });
+    });
+  }
+
   /** Decisions waiting for their environment's turn to reach the database (PostgreSQL). */
   get decisionsWaiting(): number {
-    return this.decisionsByEnvironment?.queued ?? 0;
+    let gathered = 0;
+    for (const together of this.gathering.values()) gathered += together.length - 1;
+    // Each gathered group waits in line as one.
+    return (this.decisionsByEnvironment?.queued ?? 0) + gathered;
+  }
+
+  /** Decisions at once in one transaction; never rejects (each decision is answered). */
+  private async commitTogether(together: Gathered[]): Promise<void> {
+    if (together.length > 1) {
+      let values: unknown[] | null = null;
+      const callbacks: (() => void)[] = [];
+      try {
+        this.storage.assertWritable();
+        values = await this.pipelined(together, callbacks);
+      } catch (error) {
+        this.logger.debug(
+          `${together.length} decisions in one transaction failed (${(error as Error).message}); each is made alone`,
+        );
+      }
+      if (values) {
+        this.commits.transactions++;
+        this.commits.writes += together.length;
+        this.storage.committed();
+        for (const callback of callbacks) callback();
+        together.forEach(({ resolve }, i) => resolve(values[i]));
+        return;
+      }
+    }
+    for (const { work, token, resolve, reject } of together)
+      await this.write(work, token).then(resolve, reject);
   }
 
   /** A write; a client's (not the probe's) outcome is what /health reports (StorageMonitor). */
@@ -240,11 +315,11 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     for (let attempt = 1; ; attempt++) {
       try {
         const callbacks: (() => void)[] = [];
-        const result = await this.pipelined(work, callbacks, token);
+        const [result] = await this.pipelined([{ work, token }], callbacks);
         this.commits.transactions++;
         this.commits.writes++;
         for (const callback of callbacks) callback();
-        return result;
+        return result as T;
       } catch (error) {
         if (!isConflict(error) || attempt >= MAX_ATTEMPTS) throw error;
         this.logger.debug(`transaction conflict, attempt ${attempt}: ${(error as Error).message}`);
@@ -261,13 +336,13 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * COMMIT; a token check is the first of the later statements, so it travels with BEGIN and
    * the first statement waited for. The commit is reported only when every statement of the transaction was
    * answered without error; otherwise the transaction is rolled back and the first error of
-   * a later statement (the cause of any that followed it) is thrown.
+   * a later statement (the cause of any that followed it) is thrown. Several writes
+   * (decideAtOnce) run one after the other in the one transaction; their values, in order.
    */
-  private async pipelined<T>(
-    work: (manager: EntityManager) => Promise<T>,
+  private async pipelined(
+    writes: { work: (manager: EntityManager) => Promise<unknown>; token?: TokenCheck }[],
     callbacks: (() => void)[],
-    token: TokenCheck | undefined,
-  ): Promise<T> {
+  ): Promise<unknown[]> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
     const manager = runner.manager;
@@ -279,15 +354,17 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       const begun = runner.query('BEGIN');
       begun.catch(() => undefined);
       openLater(manager, begun);
-      let value: T;
+      const values: unknown[] = [];
       try {
-        if (token)
-          await executeLater(
-            manager,
-            'SELECT planfence_check_token(CAST(:name AS text), CAST(:tokenHash AS text))',
-            { name: token.name, tokenHash: token.tokenHash },
-          );
-        value = await work(manager);
+        for (const { work, token } of writes) {
+          if (token)
+            await executeLater(
+              manager,
+              'SELECT planfence_check_token(CAST(:name AS text), CAST(:tokenHash AS text))',
+              { name: token.name, tokenHash: token.tokenHash },
+            );
+          values.push(await work(manager));
+        }
         // One statement for all of them, in the order they were made: PostgreSQL delivers
         // a transaction's notifications in that order, at its commit.
         if (notifications.length)
@@ -307,7 +384,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       const failure = await firstFailure(pending);
       if (failure) throw failure;
       await committed;
-      return value;
+      return values;
     } catch (error) {
       await runner.query('ROLLBACK').catch(() => undefined);
       throw error;
@@ -346,6 +423,17 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     this.tail = run.catch(() => undefined);
     return run;
   }
+}
+
+/** At most this many decisions at once share one transaction (bounds what one failure makes again). */
+const TOGETHER_LIMIT = 64;
+
+/** A decision at once waiting, gathered, for its environment's next transaction (decideAtOnce). */
+interface Gathered {
+  work: (manager: EntityManager) => Promise<unknown>;
+  token: TokenCheck | undefined;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
 }
 
 /**

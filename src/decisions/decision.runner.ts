@@ -184,7 +184,8 @@ export class DecisionRunner {
    * with it: one round trip. A submit it does not admit (its transaction commits nothing),
    * and one whose admission expired proposals (rolled back), is decided again, as
    * decidePlanInOneStatement decides it (`begin`, `work`). `detail` is given the plan as the
-   * statement stores it but for the fields the database decides.
+   * statement stores it but for the fields the database decides. Submits at once of one
+   * environment that wait for its turn together share one transaction (Database.decideAtOnce).
    */
   async decidePlanAtOnce(
     request: Decision,
@@ -204,19 +205,23 @@ export class DecisionRunner {
     try {
       // The stored plan's promise settles with the transaction's answers: kept in an object,
       // so that the transaction does not wait for it before its COMMIT is sent.
-      const sent = await this.transaction(decision, async (m) => {
-        const now = this.clock.inDatabase ? null : await this.clock.now(m);
-        const stored = atOnce(m, now, (provisional) => {
-          const { generation, detail: said } = planResult(detail).summarize(provisional);
-          return submitRecord(provisional, {
-            audit: { ...decision, generation, detail: said },
-            call,
-            idempotencyTtlMs: this.idempotency.ttlMs,
+      const sent = await this.transaction(
+        decision,
+        async (m) => {
+          const now = this.clock.inDatabase ? null : await this.clock.now(m);
+          const stored = atOnce(m, now, (provisional) => {
+            const { generation, detail: said } = planResult(detail).summarize(provisional);
+            return submitRecord(provisional, {
+              audit: { ...decision, generation, detail: said },
+              call,
+              idempotencyTtlMs: this.idempotency.ttlMs,
+            });
           });
-        });
-        this.outbox.recordedBy(m);
-        return { stored };
-      });
+          this.outbox.recordedBy(m);
+          return { stored };
+        },
+        true,
+      );
       plan = await sent.stored;
     } catch (error) {
       if (!isDecidedByStatements(error)) throw error;
@@ -226,13 +231,19 @@ export class DecisionRunner {
     return this.settle(decision, startedAt, { result: plan });
   }
 
-  /** The decision's transaction, with its token check (Decision.token). */
+  /**
+   * The decision's transaction, with its token check (Decision.token). `atOnce`: `work`
+   * waits for no answer, so the transaction may be shared (Database.decideAtOnce).
+   */
   private async transaction<T>(
     decision: Decision,
     work: (m: EntityManager) => Promise<T>,
+    atOnce = false,
   ): Promise<T> {
     try {
-      return await this.db.decide(decision.environment, work, decision.token);
+      return await (atOnce
+        ? this.db.decideAtOnce(decision.environment, work, decision.token)
+        : this.db.decide(decision.environment, work, decision.token));
     } catch (error) {
       if (isTokenCheckFailure(error)) throw new AuthError('UNAUTHENTICATED', error.message);
       throw error;

@@ -97,7 +97,7 @@ export class MetricsService {
     for (const [name, help, value] of [
       [
         'planfence_commits_total',
-        'Database transactions committed (on SQLite, the writes that arrive together share one commit)',
+        'Database transactions committed (on SQLite, the writes that arrive together share one commit; on PostgreSQL, the submits of one environment that wait for its turn together)',
         () => commits.transactions,
       ],
       [
