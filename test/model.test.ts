@@ -217,9 +217,20 @@ async function expectSameState(s: ModelState): Promise<void> {
            policyResults { policy matched } }`,
       );
   });
+  // The reads are independent and no command runs meanwhile: they are sent together, and
+  // checked in the order below once every one has answered.
+  const [answers, tickets, events] = await Promise.allSettled([
+    Promise.all(
+      requests.map((parts) =>
+        world.gql<Record<string, any>>(world.admin, `{ ${parts.join('\n')} }`),
+      ),
+    ),
+    expectSameTickets(s),
+    expectSameEvents(s),
+  ]);
+  if (answers.status === 'rejected') throw answers.reason;
   const result: { data: Record<string, any> | null } = { data: {} };
-  for (const parts of requests) {
-    const one = await world.gql<Record<string, any>>(world.admin, `{ ${parts.join('\n')} }`);
+  for (const one of answers.value) {
     expect(one.errors).toBeUndefined();
     Object.assign(result.data!, one.data);
   }
@@ -262,8 +273,7 @@ async function expectSameState(s: ModelState): Promise<void> {
       }));
     expect(realPlans).toEqual(expectedPlans);
   });
-  await expectSameTickets(s);
-  await expectSameEvents(s);
+  for (const check of [tickets, events]) if (check.status === 'rejected') throw check.reason;
 }
 
 /** §17: every ticket's status, place in its queue and granted generation. */

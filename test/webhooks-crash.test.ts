@@ -11,17 +11,26 @@ import { Receiver, type Received } from './support/receiver.js';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ENVIRONMENTS = ['crash-a', 'crash-b'];
 
+/**
+ * The two ways of delivering, each a webhook with a receiver of its own on the same service:
+ * the kills cut both at once, and each is checked on its own.
+ */
+const DELIVERIES = [
+  { name: 'one event per request', batchSize: 1 },
+  { name: 'batches of up to 5 events', batchSize: 5 },
+];
+
 // proves: R22, R23
 describe('after kill -9 with deliveries pending and mid-request, every committed event arrives and nothing uncommitted is sent', () => {
-  test.each([
-    ['one event per request', 1],
-    ['batches of up to 5 events', 5],
-  ])(
-    '%s',
-    async (_, batchSize) => {
-      const receiver = new Receiver();
-      receiver.holdMs = 40; // a request is nearly always open when the kill comes
-      await receiver.start();
+  test(
+    DELIVERIES.map((d) => d.name).join(', and '),
+    async () => {
+      const receivers = DELIVERIES.map(() => {
+        const receiver = new Receiver();
+        receiver.holdMs = 40; // a request is nearly always open when the kill comes
+        return receiver;
+      });
+      for (const receiver of receivers) await receiver.start();
       const database = await scratchDatabase();
       const service = new ServiceProcess(
         database.url.startsWith('sqlite:') ? database.url.slice('sqlite:'.length) : database.url,
@@ -42,12 +51,15 @@ describe('after kill -9 with deliveries pending and mid-request, every committed
             { name },
           );
         }
-        const { createWebhook } = await service.ok(
-          ADMIN_TOKEN,
-          `mutation($url: String!, $batchSize: Int!) { createWebhook(input: { url: $url, events: ["plan.submitted", "plan.published"], environments: ["crash-*"], batchSize: $batchSize }) { webhook { id } } }`,
-          { url: receiver.url, batchSize },
-        );
-        const webhookId: string = createWebhook.webhook.id;
+        const webhookIds: string[] = [];
+        for (const [i, { batchSize }] of DELIVERIES.entries()) {
+          const { createWebhook } = await service.ok(
+            ADMIN_TOKEN,
+            `mutation($url: String!, $batchSize: Int!) { createWebhook(input: { url: $url, events: ["plan.submitted", "plan.published"], environments: ["crash-*"], batchSize: $batchSize }) { webhook { id } } }`,
+            { url: receivers[i].url, batchSize },
+          );
+          webhookIds.push(createWebhook.webhook.id);
+        }
 
         const acknowledged: string[] = [];
         let staleRejected = 0;
@@ -94,6 +106,8 @@ describe('after kill -9 with deliveries pending and mid-request, every committed
           await Promise.all(workers);
           await service.start();
         }
+        // No kill comes any more: the receivers answer at once.
+        for (const receiver of receivers) receiver.holdMs = 0;
 
         // The committed state, read back after the last restart.
         const committed = new Map<string, { id: string; publishedAt: string | null }[]>();
@@ -111,51 +125,54 @@ describe('after kill -9 with deliveries pending and mid-request, every committed
         // Every acknowledged submit committed.
         expect(committedIds).toEqual(expect.arrayContaining(acknowledged));
 
-        // Every committed plan's two events arrive (the service delivers what was pending at each crash).
-        const expected = committedIds.length * 2;
-        await Receiver.until(async () => {
-          const { webhookDeliveries } = await service.ok(
-            ADMIN_TOKEN,
-            'query($w: ID!) { webhookDeliveries(webhookId: $w, status: PENDING, first: 1) { id } }',
-            { w: webhookId },
-          );
-          return (
-            webhookDeliveries.length === 0 &&
-            distinctEvents(eachDelivery(receiver.received)).size >= expected
-          );
-        }, `${expected} events at the receiver`);
+        for (const [i, { name, batchSize }] of DELIVERIES.entries()) {
+          const receiver = receivers[i];
+          // Every committed plan's two events arrive (the service delivers what was pending at each crash).
+          const expected = committedIds.length * 2;
+          await Receiver.until(async () => {
+            const { webhookDeliveries } = await service.ok(
+              ADMIN_TOKEN,
+              'query($w: ID!) { webhookDeliveries(webhookId: $w, status: PENDING, first: 1) { id } }',
+              { w: webhookIds[i] },
+            );
+            return (
+              webhookDeliveries.length === 0 &&
+              distinctEvents(eachDelivery(receiver.received)).size >= expected
+            );
+          }, `${expected} events at the receiver of ${name}`);
 
-        const received = eachDelivery(receiver.received);
-        if (batchSize > 1) expect(received.length).toBeGreaterThan(receiver.received.length);
-        const byEvent = distinctEvents(received);
-        // Duplicates only with the same delivery id.
-        for (const [eventId, deliveries] of byEvent) {
-          expect({ eventId, deliveries: deliveries.size }).toEqual({ eventId, deliveries: 1 });
-        }
-        const first = firstReceipts(received);
-        const submittedIds = first
-          .filter((r) => r.event === 'plan.submitted')
-          .map((r) => r.json.planId);
-        const publishedIds = first
-          .filter((r) => r.event === 'plan.published')
-          .map((r) => r.json.planId);
-        // Exactly the committed plans: none that did not commit (a stale submit, a write cut by the kill).
-        expect([...submittedIds].sort()).toEqual([...committedIds].sort());
-        expect([...publishedIds].sort()).toEqual([...committedIds].sort());
-
-        // Per environment, in commit order: event ids increase, and publications follow the fence.
-        for (const environment of ENVIRONMENTS) {
-          const mine = first.filter((r) => r.json.environment === environment);
-          const ids = mine.map((r) => Number(r.json.id));
-          expect(ids).toEqual([...ids].sort((a, b) => a - b));
-          const generations = mine
+          const received = eachDelivery(receiver.received);
+          if (batchSize > 1) expect(received.length).toBeGreaterThan(receiver.received.length);
+          const byEvent = distinctEvents(received);
+          // Duplicates only with the same delivery id.
+          for (const [eventId, deliveries] of byEvent) {
+            expect({ eventId, deliveries: deliveries.size }).toEqual({ eventId, deliveries: 1 });
+          }
+          const first = firstReceipts(received);
+          const submittedIds = first
+            .filter((r) => r.event === 'plan.submitted')
+            .map((r) => r.json.planId);
+          const publishedIds = first
             .filter((r) => r.event === 'plan.published')
-            .map((r) => r.json.generation as number);
-          expect(generations).toEqual([...generations].sort((a, b) => a - b));
+            .map((r) => r.json.planId);
+          // Exactly the committed plans: none that did not commit (a stale submit, a write cut by the kill).
+          expect([...submittedIds].sort()).toEqual([...committedIds].sort());
+          expect([...publishedIds].sort()).toEqual([...committedIds].sort());
+
+          // Per environment, in commit order: event ids increase, and publications follow the fence.
+          for (const environment of ENVIRONMENTS) {
+            const mine = first.filter((r) => r.json.environment === environment);
+            const ids = mine.map((r) => Number(r.json.id));
+            expect(ids).toEqual([...ids].sort((a, b) => a - b));
+            const generations = mine
+              .filter((r) => r.event === 'plan.published')
+              .map((r) => r.json.generation as number);
+            expect(generations).toEqual([...generations].sort((a, b) => a - b));
+          }
         }
       } finally {
         await service.stop();
-        await receiver.stop();
+        for (const receiver of receivers) await receiver.stop();
         await database.cleanup();
       }
     },

@@ -4,7 +4,9 @@
  * and a restore from a backup that must never issue a generation again.
  *
  * The service runs as a real child process (the built dist/src/main.js) where a second
- * process or a file-system fault is needed; the restore command runs as the operator runs it.
+ * process or a file-system fault is needed, or where the test reads how a start fails (its
+ * exit code and stderr); elsewhere it runs in the test process, over HTTP on the same file.
+ * The restore and backup commands run as the operator runs them.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
@@ -29,51 +31,14 @@ import {
   startApp,
   TEST_DATABASE,
   type GqlResult,
+  type TestApp,
 } from '../support/app.js';
 
-/** The built service as a child process on one SQLite file; stderr is kept. */
-class Service {
-  readonly child: ChildProcess;
-  readonly url: string;
-  stderr = '';
-  readonly exited: Promise<number | null>;
-
-  private constructor(file: string, port: number, env: Record<string, string>) {
-    this.url = `http://127.0.0.1:${port}`;
-    this.child = spawn(process.execPath, [distFile('src/main.js')], {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        DATABASE_URL: `sqlite:${file}`,
-        PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
-        LOG_LEVEL: 'error',
-        ...env,
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    this.child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  /** Starts the service; resolves once it answers /health (any status) or has exited. */
-  static async start(file: string, env: Record<string, string> = {}): Promise<Service> {
-    const service = new Service(file, await freePort(), env);
-    let exited = false;
-    void service.exited.then(() => (exited = true));
-    for (let i = 0; i < 600 && !exited; i++) {
-      try {
-        await fetch(`${service.url}/health`);
-        return service;
-      } catch {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    }
-    return service;
-  }
+/** What a test asks of a running service, over HTTP as the admin. */
+abstract class Running {
+  abstract readonly url: string;
+  abstract readonly pid: number;
+  abstract stop(): Promise<void>;
 
   health(): Promise<Response> {
     return fetch(`${this.url}/health`);
@@ -113,6 +78,77 @@ class Service {
       input: { environment, generation, content, idempotencyKey: key },
     });
   }
+}
+
+/**
+ * The service started in this test process on one SQLite file (the same start-up as the
+ * built service's, the same lock, marker and file checks), where the test needs no second
+ * process: starting the built service takes seconds of CPU on a busy machine.
+ */
+class InProcess extends Running {
+  readonly pid = process.pid;
+
+  private constructor(private readonly app: TestApp) {
+    super();
+  }
+
+  get url(): string {
+    return this.app.url;
+  }
+
+  static async start(file: string, env: Record<string, string> = {}): Promise<InProcess> {
+    return new InProcess(await startApp({ DATABASE_URL: `sqlite:${file}`, ...env }));
+  }
+
+  stop(): Promise<void> {
+    return this.app.close();
+  }
+}
+
+/** The built service as a child process on one SQLite file; stderr is kept. */
+class Service extends Running {
+  readonly child: ChildProcess;
+  readonly url: string;
+  stderr = '';
+  readonly exited: Promise<number | null>;
+
+  private constructor(file: string, port: number, env: Record<string, string>) {
+    super();
+    this.url = `http://127.0.0.1:${port}`;
+    this.child = spawn(process.execPath, [distFile('src/main.js')], {
+      env: {
+        ...process.env,
+        PORT: String(port),
+        DATABASE_URL: `sqlite:${file}`,
+        PLANFENCE_ADMIN_TOKEN: ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        ...env,
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    this.child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Starts the service; resolves once it answers /health (any status) or has exited. */
+  static async start(file: string, env: Record<string, string> = {}): Promise<Service> {
+    const service = new Service(file, await freePort(), env);
+    let exited = false;
+    void service.exited.then(() => (exited = true));
+    for (let i = 0; i < 600 && !exited; i++) {
+      try {
+        await fetch(`${service.url}/health`);
+        return service;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+    return service;
+  }
 
   async stop(): Promise<void> {
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
@@ -151,10 +187,10 @@ test('the storage defaults: no initialisation of a missing database, a file chec
 
 onSqlite('one SQLite file, one process', () => {
   let dir: { path: string; cleanup: () => void };
-  let first: Service;
+  let first: Running;
   beforeAll(async () => {
     dir = scratchDir();
-    first = await Service.start(join(dir.path, 'planfence.db'));
+    first = await InProcess.start(join(dir.path, 'planfence.db'));
     expect((await first.health()).status).toBe(200);
   });
   afterAll(async () => {
@@ -211,7 +247,7 @@ onSqlite('one SQLite file, one process', () => {
       crashed.child.kill('SIGKILL');
       await crashed.exited;
 
-      const next = await Service.start(file);
+      const next = await InProcess.start(file);
       try {
         expect((await next.health()).status).toBe(200);
         expect(codeOf(await next.createEnvironment('after-crash'))).toBe('OK');
@@ -253,7 +289,7 @@ onSqlite('the database file deleted under the running service', () => {
       expect(restarted.stderr).toContain('PLANFENCE_INIT_DATABASE=1');
       expect(existsSync(file)).toBe(false);
 
-      const initialized = await Service.start(file, { PLANFENCE_INIT_DATABASE: '1' });
+      const initialized = await InProcess.start(file, { PLANFENCE_INIT_DATABASE: '1' });
       try {
         expect((await initialized.health()).status).toBe(200);
         const prod = await initialized.gql(`{ environment(name: "prod") { name } }`);
@@ -262,7 +298,7 @@ onSqlite('the database file deleted under the running service', () => {
         await initialized.stop();
       }
       // The new database is now the folder's: later starts need no flag.
-      const again = await Service.start(file);
+      const again = await InProcess.start(file);
       try {
         expect((await again.health()).status).toBe(200);
       } finally {
@@ -280,7 +316,7 @@ onSqlite('the database file deleted under the running service', () => {
       const file = join(dir.path, 'planfence.db');
       const elsewhere = join(other.path, 'planfence.db');
       for (const path of [file, elsewhere]) {
-        const service = await Service.start(path);
+        const service = await InProcess.start(path);
         expect((await service.health()).status).toBe(200);
         await service.stop();
       }
@@ -400,7 +436,7 @@ onSqlite('a read-only database file', () => {
       const file = join(dir.path, 'planfence.db');
       let undo: (() => void) | null = null;
       try {
-        const writable = await Service.start(file);
+        const writable = await InProcess.start(file);
         expect(codeOf(await writable.createEnvironment('prod'))).toBe('OK');
         await writable.stop();
         undo = makeReadOnly(file);
@@ -441,7 +477,7 @@ onSqlite('backing up a running service', () => {
     const file = join(dir.path, 'planfence.db');
     const copy = join(dir.path, 'backup.db');
     try {
-      const service = await Service.start(file);
+      const service = await InProcess.start(file);
       expect(codeOf(await service.createEnvironment('prod'))).toBe('OK');
       expect(await service.acquire('prod')).toBe(1);
       expect(await service.acquire('prod')).toBe(2);
@@ -464,7 +500,7 @@ onSqlite('backing up a running service', () => {
       const raised = restore(`sqlite:${file}`, '--margin', '1000');
       expect(raised.code).toBe(0);
       expect(raised.stdout).toContain('prod: last issued generation 1002, fence 1002');
-      const restored = await Service.start(file);
+      const restored = await InProcess.start(file);
       try {
         expect((await restored.health()).status).toBe(200);
         expect(await restored.acquire('prod')).toBe(1003);
