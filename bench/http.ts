@@ -452,13 +452,13 @@ export async function runHttp(
       proxy?.reset();
     }
     const backgroundOutcomes: Record<string, number> = {};
-    const commitsBefore = await commitCounters(services[0].url);
+    const commitsBefore = await commitCounters(services.map((service) => service.url));
     const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
     const postgresBefore = options.template.postgres ? postgresCpu() : null;
     const [background, ...results] = await loads('', outcomes, backgroundOutcomes, options.seconds);
     const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
     const postgresAfter = postgresBefore ? postgresCpu() : null;
-    const commitsAfter = await commitCounters(services[0].url);
+    const commitsAfter = await commitCounters(services.map((service) => service.url));
     const commits = commitsAfter.transactions - commitsBefore.transactions;
     const writes = commitsAfter.writes - commitsBefore.writes;
     const answered =
@@ -478,8 +478,7 @@ export async function runHttp(
       p50Ms: Math.max(...results.map((r) => r.latency.p50)),
       p99Ms: Math.max(...results.map((r) => r.latency.p99)),
       peakRssMb: rss.length ? Math.max(...rss) : null,
-      writesPerCommit:
-        options.template.postgres || services.length > 1 || commits < 10 ? null : writes / commits,
+      writesPerCommit: commits < 10 ? null : writes / commits,
       cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
       postgresCpuMsPerRequest:
         postgresBefore && postgresAfter
@@ -507,15 +506,17 @@ export async function runHttp(
   }
 }
 
-/** The service's commit counters (planfence_commits_total, planfence_committed_writes_total). */
-async function commitCounters(url: string): Promise<{ transactions: number; writes: number }> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const value = (name: string) =>
-    Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-  return {
-    transactions: value('planfence_commits_total'),
-    writes: value('planfence_committed_writes_total'),
-  };
+/** The services' commit counters (planfence_commits_total, planfence_committed_writes_total), summed. */
+async function commitCounters(urls: string[]): Promise<{ transactions: number; writes: number }> {
+  const sum = { transactions: 0, writes: 0 };
+  for (const url of urls) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const value = (name: string) =>
+      Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    sum.transactions += value('planfence_commits_total');
+    sum.writes += value('planfence_committed_writes_total');
+  }
+  return sum;
 }
 
 /** Removes a template: its SQLite files, or its PostgreSQL database. */

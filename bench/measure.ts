@@ -16,7 +16,7 @@ export interface Run {
    * checkpointer…) per request, ms; null when there is none to read.
    */
   postgresCpuMsPerRequest?: number | null;
-  /** SQLite: writes committed per COMMIT during the run (group commit), from the service's /metrics. */
+  /** Writes committed per COMMIT during the run (group commit; on PostgreSQL, submits that waited together), from the services' /metrics, summed. */
   writesPerCommit?: number | null;
   /** Through the latency proxy: database round trips per request (the services' idle traffic taken out). */
   roundTripsPerRequest?: number | null;

@@ -68,6 +68,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * transaction of that environment, while it waits for its turn.
    */
   private readonly gathering = new Map<string, Gathered[]>();
+  /** Decisions that joined a gathered group still waiting in line (its first one is the line's). */
+  private joinedWaiting = 0;
 
   /** Whether writes can succeed (see StorageMonitor); /health reports it. */
   readonly storage: StorageMonitor;
@@ -244,6 +246,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       const gathered = this.gathering.get(environment);
       if (gathered && gathered.length < TOGETHER_LIMIT) {
         gathered.push(decision);
+        this.joinedWaiting++;
         return;
       }
       const together = [decision];
@@ -251,6 +254,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       void lines.run(environment, () => {
         // Its turn came: later decisions gather for the next one.
         if (this.gathering.get(environment) === together) this.gathering.delete(environment);
+        this.joinedWaiting -= together.length - 1;
         return this.commitTogether(together);
       });
     });
@@ -258,10 +262,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
 
   /** Decisions waiting for their environment's turn to reach the database (PostgreSQL). */
   get decisionsWaiting(): number {
-    let gathered = 0;
-    for (const together of this.gathering.values()) gathered += together.length - 1;
-    // Each gathered group waits in line as one.
-    return (this.decisionsByEnvironment?.queued ?? 0) + gathered;
+    // A gathered group waits in line as one.
+    return (this.decisionsByEnvironment?.queued ?? 0) + this.joinedWaiting;
   }
 
   /** Decisions at once in one transaction; never rejects (each decision is answered). */
