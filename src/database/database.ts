@@ -280,8 +280,6 @@ export class Database implements OnModuleInit, OnModuleDestroy {
         );
       }
       if (values) {
-        this.commits.transactions++;
-        this.commits.writes += together.length;
         this.storage.committed();
         for (const callback of callbacks) callback();
         together.forEach(({ resolve }, i) => resolve(values[i]));
@@ -318,8 +316,6 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       try {
         const callbacks: (() => void)[] = [];
         const [result] = await this.pipelined([{ work, token }], callbacks);
-        this.commits.transactions++;
-        this.commits.writes++;
         for (const callback of callbacks) callback();
         return result as T;
       } catch (error) {
@@ -340,6 +336,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * answered without error; otherwise the transaction is rolled back and the first error of
    * a later statement (the cause of any that followed it) is thrown. Several writes
    * (decideAtOnce) run one after the other in the one transaction; their values, in order.
+   * The commit is counted here; the caller runs `callbacks` once it has its values.
    */
   private async pipelined(
     writes: { work: (manager: EntityManager) => Promise<unknown>; token?: TokenCheck }[],
@@ -386,6 +383,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       const failure = await firstFailure(pending);
       if (failure) throw failure;
       await committed;
+      this.commits.transactions++;
+      this.commits.writes += writes.length;
       return values;
     } catch (error) {
       await runner.query('ROLLBACK').catch(() => undefined);
