@@ -262,6 +262,76 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     }
   });
 
+  test('a session that planned the submit at once while the environment had one plan still finds the stored plan by its index once it has thousands', async () => {
+    await world.createEnvironment('kept-plans', 'MONOTONIC', false);
+    const agent = await world.issue('kept-plans-agent', 'AGENT');
+    const generation = await world.acquire(agent, 'kept-plans', 3600);
+    const [{ policy_version: policyVersion }] = (
+      await listener.query<{ policy_version: number }>(
+        "SELECT policy_version FROM environments WHERE name = 'kept-plans'",
+      )
+    ).rows;
+    // What the service sends besides the plan, reduced to what the function needs.
+    const record = {
+      actor: 'kept-plans-agent',
+      channel: BARRIER_CHANNEL,
+      data: [''],
+      events: [],
+      audit: {
+        environment: 'kept-plans',
+        actor: 'kept-plans-agent',
+        action: 'SUBMIT_PLAN',
+        generation,
+        outcome: 'ACCEPTED',
+        code: null,
+        detail: null,
+        via: null,
+      },
+      idempotency: null,
+      notifications: [],
+    };
+    const submitAtOnce = (client: pg.Client, title: string) =>
+      client.query<{ decision: { outcome: string; sequence: number } }>(
+        `SELECT planfence_submit_plan_at_once($1, 'kept-plans-agent', $2, $3, NULL, NULL, $4, $4,
+           'h', 'TEXT', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, $5) AS decision`,
+        ['kept-plans', generation, policyVersion, title, JSON.stringify(record)],
+      );
+    // One session throughout, as a pooled connection: the plans its function chose first
+    // (generic plans, with the environment's one plan) are the plans it keeps.
+    const session = new pg.Client({ connectionString: database.url });
+    await session.connect();
+    try {
+      await session.query('ALTER TABLE plans SET (autovacuum_enabled = false)');
+      await session.query("SET plan_cache_mode = 'force_generic_plan'");
+      const first = await submitAtOnce(session, 'first');
+      expect(first.rows[0].decision).toMatchObject({ outcome: 'admitted', sequence: 1 });
+      await listener.query(
+        `INSERT INTO plans (id, environment, generation, sequence, status, title, content,
+           content_hash, content_type, submitted_by, submitted_at, policy_version)
+         SELECT 'kept-plans@' || $1::int || '.' || s, 'kept-plans', $1::int, s, 'SUPERSEDED',
+           'old', 'old', 'h', 'TEXT', 'kept-plans-agent', 0, 0
+         FROM generate_series(2, 2001) s`,
+        [generation],
+      );
+      await session.query('BEGIN');
+      const decided = await submitAtOnce(session, 'next');
+      expect(decided.rows[0].decision).toMatchObject({ outcome: 'admitted', sequence: 2002 });
+      // What this transaction read of the plans' indexes and of the table itself.
+      const read = await session.query<{ index_entries: string; scanned: string }>(
+        `SELECT (SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
+                  FROM pg_index WHERE indrelid = 'plans'::regclass) AS index_entries,
+                (SELECT seq_tup_read FROM pg_stat_xact_user_tables
+                  WHERE relname = 'plans') AS scanned`,
+      );
+      expect(Number(read.rows[0].scanned)).toBe(0);
+      expect(Number(read.rows[0].index_entries)).toBeLessThan(20);
+      await session.query('ROLLBACK');
+    } finally {
+      await session.query('ALTER TABLE plans RESET (autovacuum_enabled)').catch(() => undefined);
+      await session.end();
+    }
+  });
+
   // proves: R22
   test('the JSON text the database fills in is the text JSON.stringify writes, whatever the values', async () => {
     const m = dataSource().manager;

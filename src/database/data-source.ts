@@ -22,6 +22,7 @@ import { WebhookBatches1765600000000 } from '../../migrations/1765600000000-webh
 import { TokenCheck1765700000000 } from '../../migrations/1765700000000-token-check.js';
 import { SubmitAtOnce1765800000000 } from '../../migrations/1765800000000-submit-at-once.js';
 import { SubmitByIndex1765900000000 } from '../../migrations/1765900000000-submit-by-index.js';
+import { SubmitAtOnceById1766000000000 } from '../../migrations/1766000000000-submit-at-once-by-id.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -56,6 +57,7 @@ export const migrations = [
   TokenCheck1765700000000,
   SubmitAtOnce1765800000000,
   SubmitByIndex1765900000000,
+  SubmitAtOnceById1766000000000,
 ];
 
 /**
