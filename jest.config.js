@@ -36,7 +36,9 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
     //   SQLite-file service processes (the harnesses take a PostgreSQL server themselves);
     // - what proves code outside the service, the same whatever database the service runs
     //   on: the package (packed and installed), the client and the command line, the
-    //   console in a browser, and the checks on files (contract, design index, pictures).
+    //   console in a browser, and the checks on files (contract, design index, pictures);
+    // - the HTTP layer's own defences (hostile/http: timeouts, connection caps, headers,
+    //   /metrics, SIGTERM), which act before a request reaches any database.
     // Every rule the service decides is proven on both databases by the other suites.
     testPathIgnorePatterns: [
       '/node_modules/',
@@ -60,6 +62,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'design',
         'docs-images',
         'effects',
+        'hostile/http',
       ].map((name) => `/test/${name}\\.test\\.ts$`),
     ],
   });

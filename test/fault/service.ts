@@ -181,6 +181,8 @@ export async function createPostgresDatabase(
   settings: Record<string, string> = {},
 ): Promise<{ url: string; drop: () => Promise<void> }> {
   const { default: pg } = await import('pg');
+  sweeping ??= dropAbandonedDatabases(server).catch(() => undefined);
+  await sweeping;
   const name = `${prefix}_${process.pid}_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = async (sql: string) => {
     const client = new pg.Client({ connectionString: server });
@@ -197,6 +199,47 @@ export async function createPostgresDatabase(
   const url = new URL(server);
   url.pathname = `/${name}`;
   return { url: url.toString(), drop: () => dropPostgresDatabase(server, name) };
+}
+
+/** This process's sweep of abandoned databases (once, before its first database). */
+let sweeping: Promise<void> | undefined;
+
+/** How old a database of a process that is gone must be before a sweep drops it. */
+const ABANDONED_AFTER_MS = 3600_000;
+
+/**
+ * Drops the databases that a killed test, harness or benchmark left on the server: those
+ * named by createPostgresDatabase, made over an hour ago by a process of this machine that
+ * no longer runs (a process that ends drops its own).
+ */
+async function dropAbandonedDatabases(server: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: server });
+  await client.connect();
+  let names: string[];
+  try {
+    const rows = await client.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE datname ~ '^planfence_[a-z0-9_]+_[0-9]+_[0-9]{13}_[a-z0-9]+$'",
+    );
+    names = rows.rows.map((row) => row.datname);
+  } finally {
+    await client.end();
+  }
+  for (const name of names) {
+    const [, pid, made] = /_(\d+)_(\d{13})_[a-z0-9]+$/.exec(name)!;
+    if (Date.now() - Number(made) < ABANDONED_AFTER_MS || running(Number(pid))) continue;
+    await dropPostgresDatabase(server, name).catch(() => undefined);
+  }
+}
+
+/** Whether a process with this id runs on this machine. */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as { code?: string }).code === 'EPERM';
+  }
 }
 
 export /**
