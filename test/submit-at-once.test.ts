@@ -23,6 +23,21 @@ const onPostgres = TEST_DATABASE === 'postgres' ? describe : describe.skip;
 /** A channel of the test's own, whose notifications mark a point in the commit order. */
 const BARRIER_CHANNEL = 'planfence_test_barrier';
 
+/**
+ * What the open transaction of `client` read of the plans' indexes and of the table itself:
+ * a few index entries, no scan.
+ */
+async function expectReadByIndex(client: pg.Client): Promise<void> {
+  const read = await client.query<{ index_entries: string; scanned: string }>(
+    `SELECT (SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
+              FROM pg_index WHERE indrelid = 'plans'::regclass) AS index_entries,
+            (SELECT seq_tup_read FROM pg_stat_xact_user_tables
+              WHERE relname = 'plans') AS scanned`,
+  );
+  expect(Number(read.rows[0].scanned)).toBe(0);
+  expect(Number(read.rows[0].index_entries)).toBeLessThan(20);
+}
+
 onPostgres('a submit decided at once on PostgreSQL', () => {
   let database: { url: string; cleanup: () => Promise<void> };
   let app: TestApp;
@@ -239,15 +254,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
         ['indexed', generation, policyVersion],
       );
       expect(decided.rows[0].decision).toMatchObject({ outcome: 'admitted', sequence: 2002 });
-      // What this transaction read of the plans' indexes and of the table itself.
-      const read = await listener.query<{ index_entries: string; scanned: string }>(
-        `SELECT (SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
-                  FROM pg_index WHERE indrelid = 'plans'::regclass) AS index_entries,
-                (SELECT seq_tup_read FROM pg_stat_xact_user_tables
-                  WHERE relname = 'plans') AS scanned`,
-      );
-      expect(Number(read.rows[0].scanned)).toBe(0);
-      expect(Number(read.rows[0].index_entries)).toBeLessThan(20);
+      await expectReadByIndex(listener);
       // The plan published before it is SUPERSEDED by the same statement's effects.
       const statuses = await listener.query<{ status: string; n: string }>(
         "SELECT status, COUNT(*) AS n FROM plans WHERE environment = 'indexed' GROUP BY status ORDER BY status",
@@ -316,15 +323,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
       await session.query('BEGIN');
       const decided = await submitAtOnce(session, 'next');
       expect(decided.rows[0].decision).toMatchObject({ outcome: 'admitted', sequence: 2002 });
-      // What this transaction read of the plans' indexes and of the table itself.
-      const read = await session.query<{ index_entries: string; scanned: string }>(
-        `SELECT (SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0)
-                  FROM pg_index WHERE indrelid = 'plans'::regclass) AS index_entries,
-                (SELECT seq_tup_read FROM pg_stat_xact_user_tables
-                  WHERE relname = 'plans') AS scanned`,
-      );
-      expect(Number(read.rows[0].scanned)).toBe(0);
-      expect(Number(read.rows[0].index_entries)).toBeLessThan(20);
+      await expectReadByIndex(session);
       await session.query('ROLLBACK');
     } finally {
       await session.query('ALTER TABLE plans RESET (autovacuum_enabled)').catch(() => undefined);
