@@ -38,6 +38,23 @@ async function expectReadByIndex(client: pg.Client): Promise<void> {
   expect(Number(read.rows[0].index_entries)).toBeLessThan(20);
 }
 
+/** Stores SUPERSEDED plans 2–2001 of `generation` in `environment`, written directly. */
+async function storeOlderPlans(
+  client: pg.Client,
+  environment: string,
+  submitter: string,
+  generation: number,
+): Promise<void> {
+  await client.query(
+    `INSERT INTO plans (id, environment, generation, sequence, status, title, content,
+       content_hash, content_type, submitted_by, submitted_at, policy_version)
+     SELECT $1 || '@' || $3::int || '.' || s, $1, $3::int, s, 'SUPERSEDED', 'old', 'old', 'h',
+       'TEXT', $2, 0, 0
+     FROM generate_series(2, 2001) s`,
+    [environment, submitter, generation],
+  );
+}
+
 onPostgres('a submit decided at once on PostgreSQL', () => {
   let database: { url: string; cleanup: () => Promise<void> };
   let app: TestApp;
@@ -224,14 +241,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
     // 2,000 plans of the same generation before it, and no statistics on the table (the
     // planner's state in a new database, or on a table that grew since autovacuum looked).
     await listener.query('ALTER TABLE plans SET (autovacuum_enabled = false)');
-    await listener.query(
-      `INSERT INTO plans (id, environment, generation, sequence, status, title, content,
-         content_hash, content_type, submitted_by, submitted_at, policy_version)
-       SELECT 'indexed@' || $1::int || '.' || s, 'indexed', $1::int, s, 'SUPERSEDED', 'old', 'old', 'h',
-         'TEXT', 'indexed-agent', 0, 0
-       FROM generate_series(2, 2001) s`,
-      [generation],
-    );
+    await storeOlderPlans(listener, 'indexed', 'indexed-agent', generation);
     const [analyzed] = (
       await listener.query<{ analyzed: boolean }>(
         `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL AS analyzed
@@ -312,14 +322,7 @@ onPostgres('a submit decided at once on PostgreSQL', () => {
       await session.query("SET plan_cache_mode = 'force_generic_plan'");
       const first = await submitAtOnce(session, 'first');
       expect(first.rows[0].decision).toMatchObject({ outcome: 'admitted', sequence: 1 });
-      await listener.query(
-        `INSERT INTO plans (id, environment, generation, sequence, status, title, content,
-           content_hash, content_type, submitted_by, submitted_at, policy_version)
-         SELECT 'kept-plans@' || $1::int || '.' || s, 'kept-plans', $1::int, s, 'SUPERSEDED',
-           'old', 'old', 'h', 'TEXT', 'kept-plans-agent', 0, 0
-         FROM generate_series(2, 2001) s`,
-        [generation],
-      );
+      await storeOlderPlans(listener, 'kept-plans', 'kept-plans-agent', generation);
       await session.query('BEGIN');
       const decided = await submitAtOnce(session, 'next');
       expect(decided.rows[0].decision).toMatchObject({ outcome: 'admitted', sequence: 2002 });

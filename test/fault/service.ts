@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import perfHooks from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
 export const ADMIN_TOKEN = 'pf_fault_harness_admin_token_000';
@@ -181,8 +182,7 @@ export async function createPostgresDatabase(
   settings: Record<string, string> = {},
 ): Promise<{ url: string; drop: () => Promise<void> }> {
   const { default: pg } = await import('pg');
-  sweeping ??= dropAbandonedDatabases(server).catch(() => undefined);
-  await sweeping;
+  await sweptOnce(server);
   const name = `${prefix}_${process.pid}_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = async (sql: string) => {
     const client = new pg.Client({ connectionString: server });
@@ -201,8 +201,20 @@ export async function createPostgresDatabase(
   return { url: url.toString(), drop: () => dropPostgresDatabase(server, name) };
 }
 
-/** This process's sweep of abandoned databases (once, before its first database). */
-let sweeping: Promise<void> | undefined;
+/**
+ * This process's sweep of abandoned databases, once, before its first database: kept on a
+ * built-in module, which every jest test file's module registry in a worker shares.
+ */
+function sweptOnce(server: string): Promise<void> {
+  const holder = perfHooks as unknown as Record<symbol, Promise<void> | undefined>;
+  const key = Symbol.for('planfence.abandoned-databases-swept');
+  let swept = holder[key];
+  if (!swept) {
+    swept = dropAbandonedDatabases(server).catch(() => undefined);
+    Object.defineProperty(holder, key, { value: swept });
+  }
+  return swept;
+}
 
 /** How old a database of a process that is gone must be before a sweep drops it. */
 const ABANDONED_AFTER_MS = 3600_000;
