@@ -26,7 +26,14 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { ADMIN_TOKEN, distFile, freePort, option, textOption } from '../test/fault/service.js';
+import {
+  ADMIN_TOKEN,
+  distFile,
+  freePort,
+  option,
+  startFlags,
+  textOption,
+} from '../test/fault/service.js';
 import {
   dropTemplate,
   fencedPublish,
@@ -133,7 +140,7 @@ async function main(): Promise<void> {
     const port = await freePort();
     const child: ChildProcess = spawn(
       process.execPath,
-      ['--cpu-prof', '--cpu-prof-dir', profileDir, distFile('src/main.js')],
+      [...startFlags(), '--cpu-prof', '--cpu-prof-dir', profileDir, distFile('src/main.js')],
       {
         env: {
           ...process.env,

@@ -3,8 +3,15 @@
  * computed from the table, and the sections other commands write (kept across runs).
  */
 import { LARGE_BODY_HEAP_GROWTH_PERCENT } from '../src/limits/large-bodies.js';
+import { startFlags } from '../test/fault/service.js';
 import { median, type Row } from './measure.js';
 import { WEBHOOK_BATCHES_VARIANT } from './webhooks.js';
+
+/** The semi-space size `npm start` gives V8 (its default, 16 MiB, without the flag). */
+function semiSpaceMb(): number {
+  const flag = startFlags().find((f) => f.startsWith('--max-semi-space-size='));
+  return flag ? Number(flag.split('=')[1]) : 16;
+}
 
 export interface Machine {
   date: string;
@@ -173,7 +180,7 @@ export function report(rows: Row[], machine: Machine): string {
       'NORMAL = `synchronous=NORMAL` (opt-in: survives a crash of the process, may lose the last commits on power loss). ' +
       'etcd: one member, its default fsync per commit. PostgreSQL rows are FULL in the same sense (synchronous_commit=on).',
     '- Load: autocannon from the bench process over loopback, one request in flight per connection; ' +
-      'the service is the built `dist/src/main.js` as a child process with its normal logging (to /dev/null) and the per-principal rate limits raised out of the way (the token buckets still run). ' +
+      `the service is the built \`dist/src/main.js\` as a child process, started as \`npm start\` starts it (\`node ${startFlags().join(' ')} dist/src/main.js\`), with its normal logging (to /dev/null) and the per-principal rate limits raised out of the way (the token buckets still run). ` +
       'Peak RSS is the service process\u2019s VmHWM (the larger of two instances; etcd\u2019s for scenario 7; none for the in-process floors). ' +
       'autocannon records HTTP latencies in whole milliseconds (rounded down); scenarios 6, 7 and the node-pg floor are timed in the bench process with sub-millisecond resolution.',
     '',
@@ -518,14 +525,14 @@ export function report(rows: Row[], machine: Machine): string {
     const mb = (rows: Summary[]) => rows.map((s) => s.peakRssMb!);
     lines.push(
       `- Peak RSS: ${fixed(rest.peakRssMb, 0)} MiB with \`{ __typename }\` at c=1, about what a service holds at rest ` +
-        "(the code it loaded, V8's young generation of two 16 MiB semi-spaces, the pages of the node binary); " +
+        `(the code it loaded, V8's young generation of two ${semiSpaceMb()} MiB semi-spaces, the pages of the node binary); ` +
         `every row of small requests stays at or under ${fixed(Math.max(...mb(smallRows)), 0)} MiB. The rows that keep ` +
         `1 MiB plans in flight reach ${fixed(Math.min(...mb(largeRows)), 0)}–${fixed(Math.max(...mb(largeRows)), 0)} MiB: ` +
         'what survives a full collection there is about what survives at rest; the rest is the plans in flight, the garbage ' +
         `V8 lets grow ${LARGE_BODY_HEAP_GROWTH_PERCENT}% past what survived while large requests arrive, the C heap's growth from SQLite's copies of 1 MiB ` +
-        "values, and with policies the worker thread's own heap (docs/operations.md#memory). Below that needs a smaller " +
-        'young generation (`--max-semi-space-size`, a start-up flag, which the service leaves to the operator) or fewer large ' +
-        'requests in flight at once.',
+        'values, and with policies the worker thread: a Node environment of its own with the CEL runtime loaded, about ' +
+        '30 MiB whatever it evaluates (docs/operations.md#memory). Below that needs a smaller young generation still ' +
+        '(`--max-semi-space-size=4`: CPU for memory) or fewer large requests in flight at once.',
     );
   }
   lines.push('');

@@ -77,7 +77,8 @@ const out = textOption(argv, 'out') ?? 'docs/BENCHMARKS.md';
 const baseline = textOption(argv, 'baseline');
 /**
  * `--baseline-flags "FLAGS"`: every HTTP row also runs this build's service with these Node
- * flags ("· Node flags: FLAGS"), e.g. `--max-semi-space-size=4` (docs/operations.md#memory).
+ * flags in place of `npm start`'s ("· Node flags: FLAGS"; "" for Node's defaults), e.g.
+ * `--max-semi-space-size=4` (docs/operations.md#memory).
  */
 const baselineFlags = textOption(argv, 'baseline-flags');
 /** Scenario 13: what the latency proxy holds each chunk, each way (ms). */

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { createRequire } from 'node:module';
+import v8 from 'node:v8';
 import {
   MessageChannel,
   type MessagePort,
@@ -52,6 +53,17 @@ const resolveModule = createRequire(import.meta.url).resolve;
  * counts from when the worker takes it. A worker whose job runs out of budget, or that dies
  * (out of memory), is terminated and replaced: the request thread never waits on it.
  */
+/**
+ * A process started with `--max-semi-space-size` (as `npm start` starts the service) would
+ * give every worker that young generation too, over its own `maxYoungGenerationSizeMb`: V8
+ * reads the flag each time it sizes a new isolate's heap. The service's own heap was sized at
+ * start, so the flag is cleared (its default, 0, means "from the isolate's limits") before a
+ * worker starts.
+ */
+function ownYoungGeneration(): void {
+  v8.setFlagsFromString('--max-semi-space-size=0');
+}
+
 @Injectable()
 export class PolicyEngine implements OnModuleDestroy {
   private readonly logger = new Logger(PolicyEngine.name);
@@ -249,6 +261,7 @@ export class PolicyEngine implements OnModuleDestroy {
   private start(slot: Slot): Promise<void> {
     if (slot.ready) return slot.ready;
     const { port1, port2 } = new MessageChannel();
+    ownYoungGeneration();
     const worker = new Worker(`(${policyWorkerMain.toString()})()`, {
       eval: true,
       workerData: {

@@ -1,6 +1,6 @@
 /** The real service as a child process on a SQLite file, for the fault harnesses. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,13 +16,26 @@ const DIST = above.endsWith('/dist/') ? above : `${above}dist/`;
 export const distFile = (path: string) => `${DIST}${path}`;
 
 /**
- * The service runs with Node's defaults, as `npm start` runs it. PLANFENCE_SERVICE_NODE_FLAGS
- * (space-separated), in the environment or a service's `env`, adds Node flags: the
- * benchmarks' `--baseline-flags` measures a flag side by side with the defaults.
+ * The Node flags `npm start` gives the service (package.json's `start` script): the service
+ * runs here as an operator starts it.
+ */
+export function startFlags(): string[] {
+  const { scripts } = JSON.parse(readFileSync(`${DIST}../package.json`, 'utf8')) as {
+    scripts: { start: string };
+  };
+  const flags = /^node\s+(.*?)\s*dist\/src\/main\.js$/.exec(scripts.start);
+  if (!flags) throw new Error(`package.json's start script is not "node [flags] dist/src/main.js"`);
+  return flags[1].split(/\s+/).filter(Boolean);
+}
+
+/**
+ * The service's Node flags: those of `npm start`, or PLANFENCE_SERVICE_NODE_FLAGS
+ * (space-separated; in the environment or a service's `env`) in their place: the benchmarks'
+ * `--baseline-flags` measures other flags side by side with the start's.
  */
 function nodeFlags(env: Record<string, string | undefined>): string[] {
-  const flags = env.PLANFENCE_SERVICE_NODE_FLAGS ?? process.env.PLANFENCE_SERVICE_NODE_FLAGS ?? '';
-  return flags.split(' ').filter(Boolean);
+  const flags = env.PLANFENCE_SERVICE_NODE_FLAGS ?? process.env.PLANFENCE_SERVICE_NODE_FLAGS;
+  return flags === undefined ? startFlags() : flags.split(' ').filter(Boolean);
 }
 
 export async function freePort(): Promise<number> {
