@@ -6,7 +6,13 @@ export type LogFormat = 'auto' | 'json' | 'pretty';
 export type SqliteSynchronous = 'FULL' | 'NORMAL';
 
 export type DatabaseConfig =
-  | { kind: 'sqlite'; path: string; synchronous: SqliteSynchronous }
+  | {
+      kind: 'sqlite';
+      path: string;
+      synchronous: SqliteSynchronous;
+      /** PLANFENCE_SQLITE_CACHE_MIB: SQLite's page cache, the most it keeps of the file in memory. */
+      cacheMiB: number;
+    }
   | {
       kind: 'postgres';
       url: string;
@@ -261,6 +267,7 @@ function database(env: Env): DatabaseConfig {
       kind: 'sqlite',
       path: path === ':memory:' ? path : resolve(path),
       synchronous: syncRaw,
+      cacheMiB: integer(env, 'PLANFENCE_SQLITE_CACHE_MIB', 8, 1, 1024),
     };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {

@@ -142,6 +142,9 @@ export function dataSourceOptions(config: Config): DataSourceOptions & {
     prepareDatabase: (sqlite: { pragma(statement: string): unknown }) => {
       // FULL fsyncs every commit: an acknowledged grant or publication survives power loss.
       sqlite.pragma(`synchronous = ${db.synchronous}`);
+      // The driver's build would let the page cache grow to 16 MB: the pages of every large
+      // plan written stay there, and are rarely read again.
+      sqlite.pragma(`cache_size = -${db.cacheMiB * 1024}`);
     },
   };
 }
