@@ -48,12 +48,6 @@ interface Slot {
 const resolveModule = createRequire(import.meta.url).resolve;
 
 /**
- * Worker threads that parse and evaluate plan policies (DESIGN R35), so that no expression
- * runs on the request thread. Each job gets a free worker (or waits for one); its budget
- * counts from when the worker takes it. A worker whose job runs out of budget, or that dies
- * (out of memory), is terminated and replaced: the request thread never waits on it.
- */
-/**
  * A process started with `--max-semi-space-size` (as `npm start` starts the service) would
  * give every worker that young generation too, over its own `maxYoungGenerationSizeMb`: V8
  * reads the flag each time it sizes a new isolate's heap. The service's own heap was sized at
@@ -64,6 +58,12 @@ function ownYoungGeneration(): void {
   v8.setFlagsFromString('--max-semi-space-size=0');
 }
 
+/**
+ * Worker threads that parse and evaluate plan policies (DESIGN R35), so that no expression
+ * runs on the request thread. Each job gets a free worker (or waits for one); its budget
+ * counts from when the worker takes it. A worker whose job runs out of budget, or that dies
+ * (out of memory), is terminated and replaced: the request thread never waits on it.
+ */
 @Injectable()
 export class PolicyEngine implements OnModuleDestroy {
   private readonly logger = new Logger(PolicyEngine.name);
