@@ -81,6 +81,12 @@ const baseline = textOption(argv, 'baseline');
  * `--max-semi-space-size=4` (docs/operations.md#memory).
  */
 const baselineFlags = textOption(argv, 'baseline-flags');
+/**
+ * `--baseline-env "NAME=VALUE ..."`: every HTTP row also runs this build's service with these
+ * variables added to its environment ("· env: NAME=VALUE ..."), e.g. glibc's
+ * `MALLOC_ARENA_MAX=2` or a planfence setting.
+ */
+const baselineEnv = textOption(argv, 'baseline-env');
 /** Scenario 13: what the latency proxy holds each chunk, each way (ms). */
 const latencyMs = Number(textOption(argv, 'latency') ?? 0.5);
 const postgresServer =
@@ -195,6 +201,20 @@ async function main(): Promise<void> {
       variants.push({
         label: ` · Node flags: ${baselineFlags || 'none'}`,
         env: { PLANFENCE_SERVICE_NODE_FLAGS: baselineFlags },
+      });
+    if (baselineEnv !== null)
+      variants.push({
+        label: ` · env: ${baselineEnv}`,
+        env: Object.fromEntries(
+          baselineEnv
+            .split(' ')
+            .filter(Boolean)
+            .map((pair) => {
+              const at = pair.indexOf('=');
+              if (at < 1) throw new Error(`--baseline-env: ${pair} is not NAME=VALUE`);
+              return [pair.slice(0, at), pair.slice(at + 1)];
+            }),
+        ),
       });
     for (const variant of variants)
       planned.push({
