@@ -13,7 +13,15 @@ import { join } from 'node:path';
 import { exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { ConfigError, loadConfig } from '../src/config/config.js';
 import { Database } from '../src/database/database.js';
-import { ADMIN_TOKEN, codeOf, ok, scratchDir, startApp, type TestApp } from './support/app.js';
+import {
+  ADMIN_TOKEN,
+  codeOf,
+  ok,
+  scratchDir,
+  startApp,
+  TEST_DATABASE,
+  type TestApp,
+} from './support/app.js';
 import { World } from './support/world.js';
 import { exchangeOidcToken, fromOidcToken } from '../src/client/identity.js';
 
@@ -545,7 +553,9 @@ describe('the client', () => {
   });
 });
 
-describe('planfence login', () => {
+// The command line is a client of the service's HTTP API, the same whatever database the
+// service runs on: it is proven once, in the SQLite project.
+(TEST_DATABASE === 'sqlite' ? describe : describe.skip)('planfence login', () => {
   const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
   const login = (...args: string[]) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {

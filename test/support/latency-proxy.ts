@@ -33,8 +33,11 @@ export class LatencyProxy {
 
   constructor(
     private readonly target: { host: string; port: number },
-    /** Held each way; 0 forwards at once. */
-    private readonly delayMs: number,
+    /**
+     * Held each way; 0 forwards at once (once what is held has gone: a chunk never
+     * overtakes one sent before it). May be changed while the proxy runs.
+     */
+    public delayMs: number,
     /**
      * Sees each chunk the service sends, with the turn it belongs to and its connection's
      * own turn (connections are numbered from 1 as they open).
@@ -123,12 +126,12 @@ export class LatencyProxy {
         }
         last = side;
         if (side === 'service') this.onServiceChunk?.(chunk, this.turns, connection);
-        if (this.delayMs <= 0) {
+        if (this.delayMs <= 0 && !this.holding.length) {
           if (!to.destroyed) to.write(chunk);
           return;
         }
         const received = performance.now();
-        this.holding.push({ due: received + this.delayMs, received, to, chunk });
+        this.holding.push({ due: received + Math.max(0, this.delayMs), received, to, chunk });
         if (!this.releasing) {
           this.releasing = true;
           setImmediate(() => this.release());
