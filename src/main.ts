@@ -1,6 +1,5 @@
 import { Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
-import { createApp } from './app.js';
 import { ConfigError, loadConfig } from './config/config.js';
 import { processHeapGrowth } from './limits/large-bodies.js';
 
@@ -15,6 +14,9 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  // The application's modules load once the configuration is known to be good: a bad value
+  // stops the start before any of them is read.
+  const { createApp } = await import('./app.js');
   const app = await createApp(config);
   await app.listen(config.port, config.host);
   processHeapGrowth().settle();
