@@ -24,9 +24,10 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
   beforeAll(async () => {
     database = await scratchDatabase(true);
     const target = new URL(database.url);
+    // Without delay until a traced call: setting up what a test traces costs no wait.
     proxy = new LatencyProxy(
       { host: target.hostname, port: Number(target.port || 5432) },
-      25,
+      0,
       (chunk, _turn, connection) => {
         if (!trace) return;
         for (const text of frontendStatements(chunk)) {
@@ -50,7 +51,14 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
   /** Runs `call` and returns the statements it sent and the round trips they took. */
   async function traced(call: () => Promise<unknown>) {
     trace = [];
-    await call();
+    // The delay makes what the service sends before it waits for an answer arrive as one
+    // turn, so that the turns counted are its round trips.
+    proxy.delayMs = 25;
+    try {
+      await call();
+    } finally {
+      proxy.delayMs = 0;
+    }
     const seen = trace;
     trace = null;
     const roundTrips = new Set(seen.map(({ connection, turn }) => `${connection}:${turn}`)).size;
@@ -423,5 +431,44 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     expect(rejected.map((event) => [event.code, event.generation])).toEqual([
       ['STALE_GENERATION', old],
     ]);
+  });
+  test('a page of plans reads the approvals and the pending rules of all its plans in one statement each', async () => {
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
+        { input: { name: 'page', approvalRules: [{ group: null, count: 2 }] } },
+      ),
+    );
+    const agent = await world.issue('page-agent', 'AGENT');
+    const reviewer = await world.issue('page-reviewer', 'REVIEWER');
+    const generation = await world.acquire(agent, 'page', 3600);
+    const plans: { id: string }[] = [];
+    for (const content of ['one', 'two', 'three'])
+      plans.push(await world.submitOk(agent, 'page', generation, content));
+    ok(await world.approve(reviewer, plans[1].id));
+    const { statements } = await traced(async () => {
+      const result = await app.gql<{
+        plans: { id: string; approvals: { approver: string }[]; pendingApprovalRules: unknown[] }[];
+      }>(
+        world.admin,
+        '{ plans(environment: "page", first: 10) { id approvals { approver } pendingApprovalRules { group count } } }',
+      );
+      expect(result.errors).toBeUndefined();
+      const byId = new Map(result.data!.plans.map((plan) => [plan.id, plan]));
+      expect(plans.map((plan) => byId.get(plan.id))).toEqual([
+        { id: plans[0].id, approvals: [], pendingApprovalRules: [{ group: null, count: 2 }] },
+        {
+          id: plans[1].id,
+          approvals: [{ approver: 'page-reviewer' }],
+          pendingApprovalRules: [{ group: null, count: 1 }],
+        },
+        { id: plans[2].id, approvals: [], pendingApprovalRules: [{ group: null, count: 2 }] },
+      ]);
+    });
+    expect(statements.filter((sql) => sql.startsWith('SELECT plan_id, approver'))).toHaveLength(1);
+    expect(
+      statements.filter((sql) => sql.startsWith('SELECT p.id AS plan_id, r.group_name')),
+    ).toHaveLength(1);
   });
 });

@@ -323,3 +323,10 @@ export function integerList(dialect: 'sqlite' | 'postgres', name: string): strin
     ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
     : `SELECT value FROM json_each(:${name})`;
 }
+
+/** The strings of the JSON array parameter `:name` as a subquery, as integerList. */
+export function textList(dialect: 'sqlite' | 'postgres', name: string): string {
+  return dialect === 'postgres'
+    ? `SELECT value FROM json_array_elements_text(CAST(:${name} AS json))`
+    : `SELECT value FROM json_each(:${name})`;
+}

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import DataLoader from 'dataloader';
 import { Inject, Injectable } from '@nestjs/common';
 import { type EntityManager, In } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
@@ -16,7 +17,7 @@ import { EnvironmentsService } from '../environments/environments.service.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 import { PlanWrites } from '../fencing/plan-writes.js';
 import { approvalsOfRule } from '../fencing/sql.js';
-import { approvalsOf, pendingRulesOf, snapshotLater } from './approvals.js';
+import { approvalsOfPlans, pendingRulesOfPlans, snapshotLater } from './approvals.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval, ApprovalSnapshot } from './approval.model.js';
 import { idempotentCall } from '../idempotency/idempotency.service.js';
@@ -51,10 +52,35 @@ function parsePlanId(id: string): PlanId {
   return parsed;
 }
 
+/** What a loader gathers before it reads: until the event loop turns, at most a list's page. */
+const READ_TOGETHER = {
+  cache: false,
+  batchScheduleFn: (read: () => void) => setImmediate(read),
+  maxBatchSize: 1000,
+};
+
 @Injectable()
 export class PlansService {
   /** Large submits decided at once (large-plans.ts); the others wait their turn. */
   private readonly largePlans = new Turns(LARGE_PLANS_AT_ONCE);
+
+  /**
+   * The approvals and pending rules of the plans a list shows are read in one statement each:
+   * what is asked for while one request (or several) runs through its fields, until the event
+   * loop turns, is read together. Nothing is cached: each read sees what is committed when
+   * its statement runs, as a read of one plan always did.
+   */
+  private readonly approvalsLoader = new DataLoader<string, Approval[]>(
+    (ids) =>
+      this.db
+        .read((m) => approvalsOfPlans(m, this.db.dialect, ids))
+        .then((found) => ids.map((id) => found.get(id)!)),
+    READ_TOGETHER,
+  );
+  private readonly pendingRulesLoader = new DataLoader<
+    { plan: Plan; status: PlanStatus },
+    ApprovalRule[]
+  >((plans) => this.db.read((m) => pendingRulesOfPlans(m, this.db.dialect, plans)), READ_TOGETHER);
 
   constructor(
     @Inject(CONFIG) private readonly config: Config,
@@ -325,13 +351,12 @@ export class PlansService {
 
   approvals(plan: Plan): Promise<Approval[]> {
     if (plan.snapshot) return Promise.resolve(plan.snapshot.approvals);
-    return this.db.read((m) => approvalsOf(m, plan.id));
+    return this.approvalsLoader.load(plan.id);
   }
 
   async pendingApprovalRules(plan: Plan): Promise<ApprovalRule[]> {
     if (plan.snapshot) return plan.snapshot.pendingApprovalRules;
-    const status = await this.status(plan);
-    return this.db.read((m) => pendingRulesOf(m, plan, status));
+    return this.pendingRulesLoader.load({ plan, status: await this.status(plan) });
   }
 
   /**
