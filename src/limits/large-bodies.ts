@@ -76,8 +76,8 @@ const V8_HOOKS: HeapGrowthHooks = {
  * setting is V8's `--heap-growing-percent`, which V8 reads when a full collection sets the
  * next limit, so a burst starts with one full collection (a few milliseconds on the service's
  * heap): the limit the heap reached under small requests would otherwise let the first large
- * ones pile up to it. A process started with that flag (`NODE_OPTIONS`) keeps the operator's
- * value: nothing is then changed or collected.
+ * ones pile up to it. A process started with that flag (on its command line: Node refuses it
+ * in `NODE_OPTIONS`) keeps the operator's value: nothing is then changed or collected.
  */
 export class HeapGrowth {
   private holders = 0;
