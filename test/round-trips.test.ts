@@ -1,5 +1,6 @@
 import { Database, executeLater, selectLater } from '../src/database/database.js';
 import { ok, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { Deployments } from './support/deployers.js';
 import { frontendStatements, LatencyProxy } from './support/latency-proxy.js';
 import { World } from './support/world.js';
 
@@ -470,5 +471,27 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
     expect(
       statements.filter((sql) => sql.startsWith('SELECT p.id AS plan_id, r.group_name')),
     ).toHaveLength(1);
+  });
+  test('a list of deployments reads the plans of all its deployments in one statement', async () => {
+    const deployments = new Deployments(world);
+    const agent = await world.issue('list-agent', 'AGENT');
+    const deployer = await world.issue('list-deployer', 'DEPLOYER');
+    await world.createEnvironment('listed', 'MONOTONIC', false);
+    const planIds: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const [planId] = await deployments.publish('listed', agent);
+      planIds.push(planId);
+      const started = await deployments.startOk(deployer, 'listed', planId);
+      ok(await deployments.finish(deployer, started.id, 'SUCCEEDED'));
+    }
+    const { statements } = await traced(async () => {
+      const result = await app.gql<{ deployments: { plan: { id: string } }[] }>(
+        world.admin,
+        '{ deployments(environment: "listed") { id plan { id } } }',
+      );
+      expect(result.errors).toBeUndefined();
+      expect(result.data!.deployments.map((d) => d.plan.id).sort()).toEqual([...planIds].sort());
+    });
+    expect(statements.filter((sql) => /FROM "plans"/.test(sql))).toHaveLength(1);
   });
 });

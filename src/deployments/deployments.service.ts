@@ -1,8 +1,10 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
+import DataLoader from 'dataloader';
+import { type EntityManager, In } from 'typeorm';
 import type { Principal } from '../auth/principal.entity.js';
 import { Clock } from '../common/clock.js';
 import { DeploymentId } from '../common/ids.js';
+import { READ_TOGETHER } from '../common/read-together.js';
 import { Database } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
@@ -170,9 +172,21 @@ export class DeploymentsService implements OnModuleInit {
     });
   }
 
+  /** A deployment's plan; a list of deployments reads its plans in one statement. */
   plan(deployment: Deployment): Promise<Plan> {
-    return this.db.read((m) => findOneOrFail(m, Plan, { id: deployment.planId }));
+    return this.plans.load(deployment.planId);
   }
+
+  private readonly plans = new DataLoader<string, Plan>(
+    (ids) =>
+      this.db
+        .read((m) => m.findBy(Plan, { id: In([...ids]) }))
+        .then((found) => {
+          const byId = new Map(found.map((plan) => [plan.id, plan]));
+          return ids.map((id) => byId.get(id) ?? new Error(`Plan ${id} does not exist`));
+        }),
+    READ_TOGETHER,
+  );
 
   /** For the gauges: deployments IN_PROGRESS with a live heartbeat, and UNKNOWN ones. */
   async counts(): Promise<{ active: number; unknown: number }> {

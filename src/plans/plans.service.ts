@@ -8,6 +8,7 @@ import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
+import { READ_TOGETHER } from '../common/read-together.js';
 import { sha256 } from '../common/hash.js';
 import { Turns } from '../common/turns.js';
 import { CONFIG } from '../config/config.module.js';
@@ -51,13 +52,6 @@ function parsePlanId(id: string): PlanId {
   if (!parsed) throw new Error(`${id} is not a plan id`);
   return parsed;
 }
-
-/** What a loader gathers before it reads: until the event loop turns, at most a list's page. */
-const READ_TOGETHER = {
-  cache: false,
-  batchScheduleFn: (read: () => void) => setImmediate(read),
-  maxBatchSize: 1000,
-};
 
 @Injectable()
 export class PlansService {
