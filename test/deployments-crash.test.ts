@@ -22,7 +22,7 @@ async function until(done: () => boolean, work: () => Promise<unknown>): Promise
 
 // proves: R18
 test('deployment sequences are strictly +1 across kill -9 and restarts; acknowledged starts survive', async () => {
-  const database = await scratchDatabase();
+  const database = await scratchDatabase(true);
   const service = new ServiceProcess(
     database.url.startsWith('sqlite:') ? database.url.slice('sqlite:'.length) : database.url,
   );

@@ -89,7 +89,7 @@ test('while a deployment is IN_PROGRESS or UNKNOWN no other starts: DEPLOYMENT_A
 
 // proves: R2, R18
 test('50 concurrent starts by 5 deployers: exactly one is accepted, the others see it as DEPLOYMENT_ACTIVE', async () => {
-  const database = await scratchDatabase();
+  const database = await scratchDatabase(true);
   // On PostgreSQL two instances share the database; SQLite has one writer process.
   const instances = [await startApp({ DATABASE_URL: database.url })];
   if (TEST_DATABASE === 'postgres') instances.push(await startApp({ DATABASE_URL: database.url }));
@@ -122,7 +122,7 @@ test('50 concurrent starts by 5 deployers: exactly one is accepted, the others s
 
 // proves: R18
 test('deployment sequences go strictly +1 per accepted start and survive a restart on the same database', async () => {
-  const database = await scratchDatabase();
+  const database = await scratchDatabase(true);
   const env = { DATABASE_URL: database.url };
   try {
     const first = await startApp(env);

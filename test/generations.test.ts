@@ -138,7 +138,7 @@ describe('on one running service', () => {
 
 // proves: R1
 test('generations are never reused after a restart on the same database', async () => {
-  const database = await scratchDatabase();
+  const database = await scratchDatabase(true);
   const env = { DATABASE_URL: database.url };
   try {
     const first = await startApp(env);

@@ -192,7 +192,7 @@ test('rotating an unknown principal is NOT_FOUND, a revoked one FORBIDDEN, a non
   () => {
     // proves: R26
     test('a token revoked on instance 1 is refused on instance 2 at once, and a rotated one too', async () => {
-      const database = await scratchDatabase();
+      const database = await scratchDatabase(true);
       const env = { DATABASE_URL: database.url, PLANFENCE_WS_RECHECK_SECONDS: '3600' };
       const one = await startApp(env);
       const two = await startApp(env);

@@ -366,7 +366,7 @@ twoInstances('two instances on one PostgreSQL database', () => {
   let two: TestApp;
 
   beforeAll(async () => {
-    database = await scratchDatabase();
+    database = await scratchDatabase(true);
     one = await startApp({ DATABASE_URL: database.url });
     two = await startApp({ DATABASE_URL: database.url });
   });

@@ -53,7 +53,7 @@ async function seeded(url: string): Promise<void> {
 
 /** Runs `work` on a new database seeded as `seeded` leaves it; drops the database after. */
 async function onSeededDatabase(work: (url: string) => Promise<void>): Promise<void> {
-  const database = await scratchDatabase();
+  const database = await scratchDatabase(true);
   try {
     await seeded(database.url);
     await work(database.url);

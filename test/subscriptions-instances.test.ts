@@ -106,7 +106,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
     let agent: string;
 
     beforeAll(async () => {
-      database = await scratchDatabase();
+      database = await scratchDatabase(true);
       // Sockets are re-checked only on signals here, not by the periodic backstop.
       const env = { DATABASE_URL: database.url, PLANFENCE_WS_RECHECK_SECONDS: '3600' };
       one = await startApp(env);

@@ -31,7 +31,7 @@ describe('after kill -9 with deliveries pending and mid-request, every committed
         return receiver;
       });
       for (const receiver of receivers) await receiver.start();
-      const database = await scratchDatabase();
+      const database = await scratchDatabase(true);
       const service = new ServiceProcess(
         database.url.startsWith('sqlite:') ? database.url.slice('sqlite:'.length) : database.url,
         {

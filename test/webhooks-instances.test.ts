@@ -41,7 +41,7 @@ onPostgres('two instances on one PostgreSQL database', () => {
       return seen <= 2 ? 503 : 200;
     };
     await receiver.start();
-    const database = await scratchDatabase();
+    const database = await scratchDatabase(true);
     const instances = [
       await startApp({ DATABASE_URL: database.url, ...FAST }, null),
       await startApp({ DATABASE_URL: database.url, ...FAST }, null),

@@ -989,7 +989,7 @@ describe('the example receiver', () => {
 describe('a restart', () => {
   // proves: R22, R23
   test('a shutdown waits for the request in flight; deliveries still pending are sent after the restart, in order', async () => {
-    const database = await scratchDatabase();
+    const database = await scratchDatabase(true);
     const receiver = await new Receiver().start();
     // The first request is answered only once the service has begun to shut down.
     let release: () => void = () => undefined;

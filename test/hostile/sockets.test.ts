@@ -327,7 +327,7 @@ describe('one root field per subscription', () => {
   () => {
     // proves: R26
     test('a revocation through instance 1 ends a subscription on instance 2 at once', async () => {
-      const database = await scratchDatabase();
+      const database = await scratchDatabase(true);
       const env = { DATABASE_URL: database.url, PLANFENCE_WS_RECHECK_SECONDS: '3600' };
       const one = await startApp(env);
       const two = await startApp(env);

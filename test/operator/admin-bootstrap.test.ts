@@ -38,7 +38,7 @@ afterAll(async () => {
 
 async function scratch(): Promise<Scratch> {
   const dir = scratchDir();
-  const database = await scratchDatabase();
+  const database = await scratchDatabase(true);
   const made = {
     dir: dir.path,
     tokenFile: join(dir.path, 'secrets', 'admin-token'),

@@ -518,7 +518,7 @@ describe('restoring a backup', () => {
 
   // proves: R1
   test('the restore margin raises every counter and fence, so no generation handed out is issued again', async () => {
-    const database = await scratchDatabase();
+    const database = await scratchDatabase(true);
     try {
       const before = await startApp({ DATABASE_URL: database.url });
       const gql = before.gql.bind(before);
@@ -604,7 +604,7 @@ describe('restoring a backup', () => {
 
   // proves: R1, R3
   test('a second restore raises again, and the STRICT fence only ever moves up with the counter', async () => {
-    const database = await scratchDatabase();
+    const database = await scratchDatabase(true);
     try {
       const app = await startApp({ DATABASE_URL: database.url });
       ok(
