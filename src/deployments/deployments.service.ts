@@ -34,6 +34,18 @@ const remembered = {
 /** Deployment decisions (through the guard, R18–R21) and reads, each as it reads at the service clock's now. */
 @Injectable()
 export class DeploymentsService implements OnModuleInit {
+  /** The plans of the deployments a list shows, read in one statement. */
+  private readonly plans = new DataLoader<string, Plan>(
+    (ids) =>
+      this.db
+        .read((m) => m.findBy(Plan, { id: In([...ids]) }))
+        .then((found) => {
+          const byId = new Map(found.map((plan) => [plan.id, plan]));
+          return ids.map((id) => byId.get(id) ?? new Error(`Plan ${id} does not exist`));
+        }),
+    READ_TOGETHER,
+  );
+
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
@@ -172,21 +184,9 @@ export class DeploymentsService implements OnModuleInit {
     });
   }
 
-  /** A deployment's plan; a list of deployments reads its plans in one statement. */
   plan(deployment: Deployment): Promise<Plan> {
     return this.plans.load(deployment.planId);
   }
-
-  private readonly plans = new DataLoader<string, Plan>(
-    (ids) =>
-      this.db
-        .read((m) => m.findBy(Plan, { id: In([...ids]) }))
-        .then((found) => {
-          const byId = new Map(found.map((plan) => [plan.id, plan]));
-          return ids.map((id) => byId.get(id) ?? new Error(`Plan ${id} does not exist`));
-        }),
-    READ_TOGETHER,
-  );
 
   /** For the gauges: deployments IN_PROGRESS with a live heartbeat, and UNKNOWN ones. */
   async counts(): Promise<{ active: number; unknown: number }> {
