@@ -71,8 +71,12 @@ export class ServiceProcess {
   async start(): Promise<void> {
     this.port ||= await freePort();
     this.url = `http://127.0.0.1:${this.port}`;
-    // PLANFENCE_SERVICE_ENTRY: another build of the service (the benchmarks' side-by-side baseline).
-    const entry = this.env.PLANFENCE_SERVICE_ENTRY ?? distFile('src/main.js');
+    // PLANFENCE_SERVICE_ENTRY (in `env` or the environment): another build of the service
+    // (the benchmarks' side-by-side baseline, or `npm run bench:statements` of an older one).
+    const entry =
+      this.env.PLANFENCE_SERVICE_ENTRY ??
+      process.env.PLANFENCE_SERVICE_ENTRY ??
+      distFile('src/main.js');
     this.child = spawn(process.execPath, [...nodeFlags(this.env), entry], {
       env: {
         ...process.env,
