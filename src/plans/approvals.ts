@@ -40,12 +40,12 @@ function approvalOf(row: ApprovalRow): Approval {
   };
 }
 
-/** approvalsOf each of the plans, in one statement: a list of plans reads them at once. */
+/** approvalsOf each of the plans, in order, in one statement: a list of plans reads them at once. */
 export async function approvalsOfPlans(
   m: EntityManager,
   dialect: 'sqlite' | 'postgres',
   planIds: readonly string[],
-): Promise<Map<string, Approval[]>> {
+): Promise<Approval[][]> {
   const rows = await select<ApprovalRow & { plan_id: string }>(
     m,
     `SELECT plan_id, approver, at, content_hash, break_glass_reason FROM approvals
@@ -54,7 +54,7 @@ export async function approvalsOfPlans(
   );
   const found = new Map<string, Approval[]>(planIds.map((id) => [id, []]));
   for (const row of rows) found.get(row.plan_id)?.push(approvalOf(row));
-  return found;
+  return planIds.map((id) => found.get(id)!);
 }
 
 /**

@@ -65,10 +65,7 @@ export class PlansService {
    * its statement runs, as a read of one plan always did.
    */
   private readonly approvalsLoader = new DataLoader<string, Approval[]>(
-    (ids) =>
-      this.db
-        .read((m) => approvalsOfPlans(m, this.db.dialect, ids))
-        .then((found) => ids.map((id) => found.get(id)!)),
+    (ids) => this.db.read((m) => approvalsOfPlans(m, this.db.dialect, ids)),
     READ_TOGETHER,
   );
   private readonly pendingRulesLoader = new DataLoader<
