@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig } from './config/config.js';
+import { guardBeforeLoading } from './database/sqlite-files.js';
 import { processHeapGrowth } from './limits/large-bodies.js';
 
 async function main(): Promise<void> {
@@ -14,8 +15,12 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  // The application's modules load once the configuration is known to be good: a bad value
-  // stops the start before any of them is read.
+  // The application's modules load once the configuration is known to be good and a SQLite
+  // file is this process's: a bad value, or a file another process holds, stops the start
+  // before any of them is read.
+  if (config.database.kind === 'sqlite' && config.database.path !== ':memory:') {
+    guardBeforeLoading(config.database.path, { initialize: config.storage.initialize });
+  }
   const { createApp } = await import('./app.js');
   const app = await createApp(config);
   await app.listen(config.port, config.host);

@@ -27,6 +27,8 @@ test.each([
   ['PLANFENCE_ADMIN_TOKEN', 'short'],
   ['PLANFENCE_PLAN_RETENTION_DAYS', 'forever'],
   ['PLANFENCE_RETENTION_INTERVAL_SECONDS', '0'],
+  ['PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS', '999'],
+  ['PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS', '15s'],
   ['LOG_LEVEL', 'loud'],
   ['PLANFENCE_LOG_FORMAT', 'colour'],
 ])('a bad %s (%s) stops the start with a message naming it', (variable, value) => {
@@ -74,6 +76,7 @@ test('the defaults are those the README documents', () => {
     maxArtifactBytes: 4 * 1024 * 1024,
     idempotencyTtlMs: 24 * 3600_000,
     database: { kind: 'sqlite', synchronous: 'FULL' },
+    webhooks: { timeoutMs: 5000, claimMarginMs: 15_000 },
   });
   expect(config.database.kind === 'sqlite' && config.database.path).toMatch(/data\/planfence\.db$/);
 });

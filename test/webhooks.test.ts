@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { createReceiver, handle } from '../examples/webhook-receiver.js';
 import { verifyWebhook, type WebhookDelivery, type WebhookEvent } from '../src/client/index.js';
 import { EVENT_TYPES } from '../src/outbox/outbox-event.js';
+import { Database, select } from '../src/database/database.js';
 import { RetentionService } from '../src/retention/retention.service.js';
 import { scratchDatabase, startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
@@ -821,6 +822,54 @@ describe('a receiver that redirects or hangs', () => {
       release();
       await app.close();
       await redirecting.stop();
+      await hanging.stop();
+    }
+  });
+});
+
+describe('claims', () => {
+  // proves: R23
+  test('a delivery in flight is claimed for the request time-out plus PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS', async () => {
+    const hanging = await new Receiver().start();
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let arrived = false;
+    hanging.hold = () => {
+      arrived = true;
+      return held;
+    };
+    const app = await startApp({
+      PLANFENCE_WEBHOOK_TIMEOUT_MS: '2000',
+      PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS: '3000',
+      PLANFENCE_WEBHOOK_POLL_MS: '50',
+    });
+    try {
+      const world = new World(app);
+      const { createWebhook: created } = ok(
+        await createWebhook(world, { url: hanging.url, events: ['environment.frozen'] }),
+      );
+      await world.createEnvironment('prod', 'MONOTONIC');
+      ok(
+        await world.gql(
+          world.admin,
+          'mutation { freezeEnvironment(environment: "prod", reason: "r") { name } }',
+        ),
+      );
+      await until('the request is in flight', () => arrived);
+      const [claim] = await app.app
+        .get(Database)
+        .read((m) =>
+          select<{ claimed_until: number | string }>(
+            m,
+            'SELECT claimed_until FROM webhook_deliveries WHERE webhook_id = :id',
+            { id: created.webhook.id },
+          ),
+        );
+      // The test's clock stands still: the claim was made at its time.
+      expect(Number(claim.claimed_until)).toBe((await app.clock.now()) + 2000 + 3000);
+    } finally {
+      release();
+      await app.close();
       await hanging.stop();
     }
   });

@@ -89,6 +89,8 @@ export interface WebhooksConfig {
   maxAgeMs: number;
   /** One request's time-out. */
   timeoutMs: number;
+  /** A claim lasts its request's time-out plus this (the outcome is still being recorded). */
+  claimMarginMs: number;
   /** Requests in flight at once (each to a different (webhook, environment) line), slow ones aside. */
   concurrency: number;
   /** A request in flight longer than this no longer holds a concurrency slot (at most 8 × concurrency in flight). */
@@ -503,6 +505,7 @@ function webhooks(env: Env): WebhooksConfig {
     maxAttempts: integer(env, 'PLANFENCE_WEBHOOK_MAX_ATTEMPTS', 12, 1, 1000),
     maxAgeMs: integer(env, 'PLANFENCE_WEBHOOK_MAX_AGE_SECONDS', 86400, 1, 30 * 86400) * 1000,
     timeoutMs: integer(env, 'PLANFENCE_WEBHOOK_TIMEOUT_MS', 5000, 100, 300_000),
+    claimMarginMs: integer(env, 'PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS', 15_000, 1000, 600_000),
     concurrency: integer(env, 'PLANFENCE_WEBHOOK_CONCURRENCY', 8, 1, 256),
     slowAfterMs: integer(env, 'PLANFENCE_WEBHOOK_SLOW_AFTER_MS', 2000, 10, 300_000),
     backoffBaseMs: integer(env, 'PLANFENCE_WEBHOOK_BACKOFF_BASE_MS', 1000, 1, 3_600_000),

@@ -12,7 +12,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { hostname } from 'node:os';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { Logger } from '@nestjs/common';
 import Sqlite from 'better-sqlite3';
 
@@ -299,13 +299,31 @@ export function identityOf(path: string): string | null {
   }
 }
 
+/** Locks taken by `guardBeforeLoading`, by absolute path, until the driver opens the file. */
+const takenEarly = new Map<string, ProcessLock>();
+
+/**
+ * Runs the guard of `path` (the lock, a missing database where one existed, file modes)
+ * before the application's modules are loaded, so that a start that cannot have the file
+ * is refused at once rather than after seconds of loading. The lock is handed to the
+ * driver that opens the file (`guardedSqliteDriver`). Throws StorageStartError.
+ */
+export function guardBeforeLoading(path: string, options: SqliteGuardOptions): void {
+  const key = resolve(path);
+  if (takenEarly.has(key)) return;
+  takenEarly.set(key, guardSqliteFiles(sqliteFiles(path), options));
+}
+
 /**
  * A better-sqlite3 constructor for TypeORM's `driver` option: runs the guard before the
- * file is opened, and releases the lock when the connection closes.
+ * file is opened (or takes over the lock `guardBeforeLoading` took), and releases the lock
+ * when the connection closes.
  */
 export function guardedSqliteDriver(options: SqliteGuardOptions): unknown {
   return function GuardedSqlite(path: string, driverOptions: Sqlite.Options): SqliteConnection {
-    const lock = guardSqliteFiles(sqliteFiles(path), options);
+    const early = takenEarly.get(resolve(path));
+    takenEarly.delete(resolve(path));
+    const lock = early ?? guardSqliteFiles(sqliteFiles(path), options);
     let connection: SqliteConnection;
     try {
       connection = new Sqlite(path, driverOptions);

@@ -7,9 +7,6 @@ import { Outbox } from '../outbox/outbox.service.js';
 import type { WebhookFormat } from './webhook.model.js';
 import type { WebhookRequest } from './webhook-request.js';
 
-/** A claim outlives its request's time-out by this much (the outcome is still being recorded). */
-const CLAIM_MARGIN_MS = 15_000;
-
 /** Key of the PostgreSQL advisory lock that orders queueing deliveries and finishing heads. */
 const LINES_LOCK = 4_711_2027;
 
@@ -49,8 +46,13 @@ interface AttemptRow {
 export interface ClaimTerms {
   /** This process's instance id. */
   me: string;
-  /** The request's time-out: a claim lasts this plus a margin. */
+  /** The request's time-out: a claim lasts this plus `marginMs`. */
   timeoutMs: number;
+  /**
+   * How much longer than its request a claim lasts (PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS): the
+   * outcome is still being recorded. Until then no other instance sends the delivery.
+   */
+  marginMs: number;
   /** Deliveries whose request this process makes now (never claimed a second time meanwhile). */
   inFlight: number[];
 }
@@ -166,7 +168,7 @@ export class DeliveriesRepository {
          RETURNING id`,
         {
           me: terms.me,
-          until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
+          until: now + terms.timeoutMs + terms.marginMs,
           now,
           limit,
           perWebhook,
@@ -287,7 +289,7 @@ export class DeliveriesRepository {
                        AND status = 'PENDING')`,
         {
           me,
-          until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
+          until: now + terms.timeoutMs + terms.marginMs,
           webhookId: last.webhookId,
           environment: last.event.environment,
         },
@@ -439,7 +441,7 @@ export class DeliveriesRepository {
         now,
         me: terms.me,
         // A member's claim is renewed when the one before it is recorded (membersDelivered).
-        until: now + terms.timeoutMs + CLAIM_MARGIN_MS,
+        until: now + terms.timeoutMs + terms.marginMs,
         inFlight: JSON.stringify(terms.inFlight),
       },
     );

@@ -231,6 +231,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
     return {
       me: this.instanceId,
       timeoutMs: this.config.timeoutMs,
+      marginMs: this.config.claimMarginMs,
       inFlight: [...this.current.values()].map((current) => current.id),
     };
   }

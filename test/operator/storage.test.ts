@@ -105,10 +105,11 @@ class InProcess extends Running {
   }
 }
 
-/** The built service as a child process on one SQLite file; stderr is kept. */
+/** The built service as a child process on one SQLite file; its output is kept. */
 class Service extends Running {
   readonly child: ChildProcess;
   readonly url: string;
+  stdout = '';
   stderr = '';
   readonly exited: Promise<number | null>;
 
@@ -124,8 +125,9 @@ class Service extends Running {
         LOG_LEVEL: 'error',
         ...env,
       },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
+    this.child.stdout!.on('data', (chunk: Buffer) => (this.stdout += chunk.toString()));
     this.child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
   }
@@ -198,12 +200,16 @@ onSqlite('one SQLite file, one process', () => {
     dir.cleanup();
   });
 
-  test('a second process on the same file exits non-zero, naming the holder; the first serves on', async () => {
+  test('a second process on the same file exits non-zero, naming the holder, before loading the application; the first serves on', async () => {
     const second = await Service.start(join(dir.path, 'planfence.db'));
     const code = await second.exited;
 
     expect(code).not.toBe(0);
     expect(second.stderr).toContain(`in use by process ${first.pid}`);
+    // Refused before the application's modules were loaded: no logger was set up, so the
+    // one line on stderr is all it says (an application that starts logs its errors too).
+    expect(second.stdout).toBe('');
+    expect(second.stderr.trim().split('\n')).toHaveLength(1);
     expect(codeOf(await first.createEnvironment('still-serving'))).toBe('OK');
     expect((await first.health()).status).toBe(200);
   });
