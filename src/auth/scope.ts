@@ -2,6 +2,7 @@
  * R26: environment name patterns. `*` matches any run of characters; everything else
  * matches itself. A principal without patterns (null) may act on every environment.
  */
+import { DeploymentId, PlanId } from '../common/ids.js';
 
 /**
  * Whether `name` matches `pattern`, in time linear in their lengths (no regular expression,
@@ -38,12 +39,6 @@ export function allowsEnvironment(
   );
 }
 
-/** The environment part of a plan id (`<environment>@<generation>.<sequence>`). */
-function beforeLast(id: string, separator: string): string | null {
-  const at = id.lastIndexOf(separator);
-  return at > 0 ? id.slice(0, at) : null;
-}
-
 /**
  * The environments a GraphQL operation acts on, read from its arguments: `environment`
  * (top level or in `input`), the environment part of `planId` / `deploymentId`, and the id
@@ -60,11 +55,11 @@ export function environmentsOfOperation(handler: string, args: Record<string, un
   for (const source of [args, args.input as Record<string, unknown> | undefined]) {
     if (!source || typeof source !== 'object') continue;
     take(source.environment);
-    take(source.planId, (id) => beforeLast(id, '@'));
-    take(source.deploymentId, (id) => beforeLast(id, '#'));
+    take(source.planId, PlanId.environmentOf);
+    take(source.deploymentId, DeploymentId.environmentOf);
   }
-  if (handler === 'plan') take(args.id, (id) => beforeLast(id, '@'));
-  if (handler === 'deployment') take(args.id, (id) => beforeLast(id, '#'));
+  if (handler === 'plan') take(args.id, PlanId.environmentOf);
+  if (handler === 'deployment') take(args.id, DeploymentId.environmentOf);
   if (handler === 'environment') take(args.name);
   if (handler === 'createEnvironment') take((args.input as { name?: unknown } | undefined)?.name);
   return [...found];

@@ -19,6 +19,18 @@ export const PlanId = {
     if (!match) return null;
     return { environment: match[1], generation: Number(match[2]), sequence: Number(match[3]) };
   },
+
+  /** The parts of an id an input's pattern already accepted; anything else is a bug (thrown). */
+  of(id: string): PlanId {
+    const parsed = PlanId.parse(id);
+    if (!parsed) throw new Error(`${id} is not a plan id`);
+    return parsed;
+  },
+
+  /** The environment part of an id not checked yet (what precedes its last `@`), or null. */
+  environmentOf(this: void, id: string): string | null {
+    return beforeLast(id, '@');
+  },
 };
 
 export interface DeploymentId {
@@ -44,4 +56,14 @@ export const DeploymentId = {
     if (!parsed) throw new Error(`${id} is not a deployment id`);
     return parsed;
   },
+
+  /** The environment part of an id not checked yet (what precedes its last `#`), or null. */
+  environmentOf(this: void, id: string): string | null {
+    return beforeLast(id, '#');
+  },
 };
+
+function beforeLast(id: string, separator: string): string | null {
+  const at = id.lastIndexOf(separator);
+  return at > 0 ? id.slice(0, at) : null;
+}

@@ -37,15 +37,7 @@ export function isTokenCheckFailure(error: unknown): error is Error {
     (error as { driverError?: { code?: string } } | null)?.driverError?.code === TOKEN_CHECK_FAILED
   );
 }
-export {
-  execute,
-  executeLater,
-  integerList,
-  select,
-  selectLater,
-  textList,
-  updateReturning,
-} from './sql.js';
+export { execute, executeLater, jsonList, select, selectLater, updateReturning } from './sql.js';
 
 /**
  * The one way the service reaches its database.

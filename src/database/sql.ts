@@ -315,18 +315,15 @@ export async function updateReturning<R>(
 }
 
 /**
- * The integers of the JSON array parameter `:name` as a subquery: one statement text
- * whatever the ids (statements are prepared and cached by their text).
+ * The members of the JSON array parameter `:name` (integers or strings) as a subquery: one
+ * statement text whatever the values (statements are prepared and cached by their text).
  */
-export function integerList(dialect: 'sqlite' | 'postgres', name: string): string {
-  return dialect === 'postgres'
-    ? `SELECT CAST(value AS INTEGER) FROM json_array_elements_text(CAST(:${name} AS json))`
-    : `SELECT value FROM json_each(:${name})`;
-}
-
-/** The strings of the JSON array parameter `:name` as a subquery, as integerList. */
-export function textList(dialect: 'sqlite' | 'postgres', name: string): string {
-  return dialect === 'postgres'
-    ? `SELECT value FROM json_array_elements_text(CAST(:${name} AS json))`
-    : `SELECT value FROM json_each(:${name})`;
+export function jsonList(
+  dialect: 'sqlite' | 'postgres',
+  name: string,
+  of: 'integer' | 'text',
+): string {
+  if (dialect === 'sqlite') return `SELECT value FROM json_each(:${name})`;
+  const value = of === 'integer' ? 'CAST(value AS INTEGER)' : 'value';
+  return `SELECT ${value} FROM json_array_elements_text(CAST(:${name} AS json))`;
 }

@@ -8,6 +8,7 @@ import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { allowsEnvironment } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
+import { PlanId } from '../common/ids.js';
 import { sha256 } from '../common/hash.js';
 import type { AuditEvent } from '../audit/audit-event.entity.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
@@ -101,11 +102,6 @@ interface ToolSpec {
   outputSchema: z.ZodRawShape;
   /** Takes the arguments its input schema produced (method syntax: each tool narrows them). */
   run(principal: Principal, args: object, signal: AbortSignal): Promise<Record<string, unknown>>;
-}
-
-function planIdEnvironment(planId: string): string {
-  const at = planId.lastIndexOf('@');
-  return at > 0 ? planId.slice(0, at) : planId;
 }
 
 /** The first `max` bytes of `text` in UTF-8, never cutting a character in two. */
@@ -339,7 +335,10 @@ export class McpTools {
       async () => {
         const input = await this.gate.valid(WaitForDecisionInput, args, 'arguments');
         const deadline = performance.now() + input.timeoutSeconds * 1000;
-        const wake = new EnvironmentSignal(this.events, planIdEnvironment(input.planId));
+        const wake = new EnvironmentSignal(
+          this.events,
+          PlanId.environmentOf(input.planId) ?? input.planId,
+        );
         try {
           for (;;) {
             const since = wake.count;
@@ -699,7 +698,7 @@ export class McpTools {
           args: { planId: string; heartbeatSeconds: number; idempotencyKey?: string },
         ) => {
           const input = {
-            environment: planIdEnvironment(args.planId),
+            environment: PlanId.environmentOf(args.planId) ?? args.planId,
             planId: args.planId,
             heartbeatSeconds: args.heartbeatSeconds,
             idempotencyKey: args.idempotencyKey ?? `mcp-${randomUUID()}`,

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { Database, execute, executeLater, integerList, select } from '../database/database.js';
+import { Database, execute, executeLater, jsonList, select } from '../database/database.js';
 import { lockEnvironment } from '../database/row-locks.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
@@ -216,7 +216,7 @@ export class Outbox {
     );
     if (!events.length) return 0;
     const ids = JSON.stringify(events.map((event) => Number(event.id)));
-    const batch = integerList(this.db.dialect, 'ids');
+    const batch = jsonList(this.db.dialect, 'ids', 'integer');
     await execute(
       m,
       `INSERT INTO webhook_deliveries (webhook_id, event_id, environment, event_type,

@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import { select, selectLater, textList } from '../database/database.js';
+import { select, selectLater, jsonList } from '../database/database.js';
 import { APPROVALS_OF_RULE, approvalsOfRule } from '../fencing/sql.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval, ApprovalSnapshot } from './approval.model.js';
@@ -49,7 +49,7 @@ export async function approvalsOfPlans(
   const rows = await select<ApprovalRow & { plan_id: string }>(
     m,
     `SELECT plan_id, approver, at, content_hash, break_glass_reason FROM approvals
-     WHERE plan_id IN (${textList(dialect, 'ids')}) ORDER BY plan_id, at, approver`,
+     WHERE plan_id IN (${jsonList(dialect, 'ids', 'text')}) ORDER BY plan_id, at, approver`,
     { ids: JSON.stringify(planIds) },
   );
   const found = new Map<string, Approval[]>(planIds.map((id) => [id, []]));
@@ -123,12 +123,12 @@ export async function pendingRulesOfPlans(
         `SELECT p.id AS plan_id, r.group_name, r.required_count,
            ${approvalsOfRule('p.id', 'p.submitted_by')} AS met, 0 AS source, r.position
          FROM plans p JOIN approval_rules r ON r.environment = p.environment
-         WHERE p.id IN (${textList(dialect, 'ids')})
+         WHERE p.id IN (${jsonList(dialect, 'ids', 'text')})
          UNION ALL
          SELECT p.id AS plan_id, r.group_name, r.required_count,
            ${approvalsOfRule('p.id', 'p.submitted_by')} AS met, 1 AS source, r.position
          FROM plans p JOIN plan_approval_rules r ON r.plan_id = p.id
-         WHERE p.id IN (${textList(dialect, 'ids')})
+         WHERE p.id IN (${jsonList(dialect, 'ids', 'text')})
          ORDER BY plan_id, source, position`,
         { ids: JSON.stringify(ids) },
       )

@@ -46,13 +46,6 @@ const MY_APPROVAL_WOULD_COUNT = `(r.group_name IS NULL OR EXISTS (SELECT 1 FROM 
     WHERE g.principal = :me AND g.group_name = r.group_name))
   AND ${approvalsOfRule('q.id', 'q.submitted_by')} < r.required_count`;
 
-/** `<environment>@<generation>.<sequence>`, already validated by the input's pattern. */
-function parsePlanId(id: string): PlanId {
-  const parsed = PlanId.parse(id);
-  if (!parsed) throw new Error(`${id} is not a plan id`);
-  return parsed;
-}
-
 @Injectable()
 export class PlansService {
   /** Large submits decided at once (large-plans.ts); the others wait their turn. */
@@ -227,7 +220,7 @@ export class PlansService {
       contentHash: call.contentHash ?? null,
       ...(breakGlassReason != null ? { breakGlassReason } : {}),
     };
-    const { environment, generation } = parsePlanId(input.planId);
+    const { environment, generation } = PlanId.of(input.planId);
     // The approvals as the decision left them, read with its commit (the last attempt's).
     const last: { snapshot?: { of: Plan; read: Promise<ApprovalSnapshot> } } = {};
     const plan = await this.decisions.decidePlan(
@@ -274,7 +267,7 @@ export class PlansService {
   reject(principal: Principal, input: RejectPlanInput): Promise<Plan> {
     const { idempotencyKey, ...call } = input;
     const canonical = { planId: call.planId, reason: call.reason };
-    const { environment, generation } = parsePlanId(input.planId);
+    const { environment, generation } = PlanId.of(input.planId);
     return this.decisions.decidePlan(
       {
         action: 'REJECT_PLAN',
@@ -322,7 +315,7 @@ export class PlansService {
         query.andWhere('p.status = :status', { status: args.status });
       }
       if (args.after) {
-        const after = parsePlanId(args.after);
+        const after = PlanId.of(args.after);
         query.andWhere('(p.generation < :g OR (p.generation = :g AND p.sequence < :s))', {
           g: after.generation,
           s: after.sequence,

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Clock } from '../common/clock.js';
-import { Database, execute, integerList, select, updateReturning } from '../database/database.js';
+import { Database, execute, jsonList, select, updateReturning } from '../database/database.js';
 import type { EventType } from '../outbox/outbox-event.js';
 import { Outbox } from '../outbox/outbox.service.js';
 import type { WebhookFormat } from './webhook.model.js';
@@ -182,7 +182,7 @@ export class DeliveriesRepository {
          FROM webhook_deliveries d
          JOIN webhooks w ON w.id = d.webhook_id
          JOIN outbox_events e ON e.id = d.event_id
-         WHERE d.id IN (${integerList(this.db.dialect, 'ids')})
+         WHERE d.id IN (${jsonList(this.db.dialect, 'ids', 'integer')})
          ORDER BY d.id`,
         { ids: JSON.stringify(claimed.map((row) => Number(row.id))) },
       );
@@ -256,7 +256,7 @@ export class DeliveriesRepository {
       `UPDATE webhook_deliveries
        SET status = 'DELIVERED', delivered_at = :now, last_error = NULL, ${counted}
            next_attempt_at = NULL, claimed_by = NULL, claimed_until = NULL
-       WHERE ${sent.length === 1 ? 'id = :id' : `id IN (${integerList(this.db.dialect, 'ids')})`}
+       WHERE ${sent.length === 1 ? 'id = :id' : `id IN (${jsonList(this.db.dialect, 'ids', 'integer')})`}
          AND claimed_by = :me AND status = 'PENDING'`,
       { id: sent[0].id, ids: JSON.stringify(sent.map((a) => a.id)), now, me },
     );
@@ -346,7 +346,7 @@ export class DeliveriesRepository {
         await execute(
           m,
           `UPDATE webhook_deliveries SET claimed_by = NULL, claimed_until = NULL
-           WHERE id IN (${integerList(this.db.dialect, 'ids')}) AND claimed_by = :me
+           WHERE id IN (${jsonList(this.db.dialect, 'ids', 'integer')}) AND claimed_by = :me
              AND status = 'PENDING'`,
           { ids: JSON.stringify(unsent), me },
         );
@@ -390,7 +390,7 @@ export class DeliveriesRepository {
    */
   private claimable(): string {
     return `d.status = 'PENDING' AND d.next_attempt_at <= :now AND ${this.unclaimed()}
-      AND d.id NOT IN (${integerList(this.db.dialect, 'inFlight')})
+      AND d.id NOT IN (${jsonList(this.db.dialect, 'inFlight', 'integer')})
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
                       WHERE e.webhook_id = d.webhook_id AND e.environment = d.environment
                         AND e.status = 'PENDING' AND e.id < d.id)`;
@@ -433,7 +433,7 @@ export class DeliveriesRepository {
                     ORDER BY x.id
                     LIMIT :limit)
          AND (next_attempt_at IS NULL OR next_attempt_at <= :now)
-         AND id NOT IN (${integerList(this.db.dialect, 'inFlight')})
+         AND id NOT IN (${jsonList(this.db.dialect, 'inFlight', 'integer')})
          AND ${this.unclaimed().replaceAll('d.', '')}
        RETURNING id`,
       {
@@ -471,7 +471,7 @@ export class DeliveriesRepository {
       await execute(
         m,
         `UPDATE webhook_deliveries SET claimed_by = NULL, claimed_until = NULL
-         WHERE id IN (${integerList(this.db.dialect, 'ids')})`,
+         WHERE id IN (${jsonList(this.db.dialect, 'ids', 'integer')})`,
         { ids: JSON.stringify(beyond) },
       );
     return members;
