@@ -290,6 +290,41 @@ describe('on one running service', () => {
     expect((await world.environment('cancel')).lease?.holder).toBe('agent-3');
   });
 
+  // proves: R26
+  test('a token limited to other environments may not read or watch a ticket outside them', async () => {
+    await world.createEnvironment('scoped-q', 'MONOTONIC');
+    const generation = await world.acquire(agents[0], 'scoped-q');
+    const limited = ok(
+      await world.gql<{ issueToken: { token: string } }>(
+        world.admin,
+        'mutation { issueToken(name: "agent-elsewhere", role: AGENT, environments: ["e*"]) { token } }',
+      ),
+    ).issueToken.token;
+    const ticket = await queue.enqueue(agents[1], 'scoped-q');
+
+    const read = await world.gql(limited, 'query($id: ID!) { leaseTicket(id: $id) { id } }', {
+      id: ticket.id,
+    });
+    expect(codeOf(read)).toBe('FORBIDDEN');
+    expect(read.data?.leaseTicket ?? null).toBeNull();
+    expect(codeOf(await queue.cancel(limited, ticket.id))).toBe('FORBIDDEN');
+    const socket = await RawSocket.admitted(app, limited);
+    socket.subscribe('t', 'subscription($id: ID!) { leaseTicketChanged(id: $id) { id } }', {
+      id: ticket.id,
+    });
+    const frame = await socket.next((f) => f.id === 't');
+    socket.close();
+    expect(frame?.type).toBe('error');
+    expect(JSON.stringify(frame?.payload)).toContain('FORBIDDEN');
+
+    // An unknown id reads null, as for any token; the ticket waits on, untouched.
+    const unknown = await world.gql(limited, 'query { leaseTicket(id: "999999") { id } }');
+    expect(ok(unknown)).toEqual({ leaseTicket: null });
+    expect((await queue.ticket(ticket.id)).status).toBe('WAITING');
+    ok(await queue.cancel(agents[1], ticket.id));
+    ok(await world.release(agents[0], 'scoped-q', generation));
+  });
+
   // proves: R38
   test('acquireLease is refused while tickets wait, even its own holder and even once the lease is over', async () => {
     await world.createEnvironment('nojump', 'MONOTONIC');

@@ -8,6 +8,7 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
+import { Access } from '../auth/auth.guard.js';
 import { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
@@ -20,7 +21,24 @@ import { Lease } from './lease.model.js';
 
 @Resolver(() => LeaseTicket)
 export class LeaseQueueResolver {
-  constructor(private readonly queue: LeaseQueueService) {}
+  constructor(
+    private readonly queue: LeaseQueueService,
+    private readonly access: Access,
+  ) {}
+
+  /**
+   * R26 for an operation addressed by ticket id: the id does not name the environment, so
+   * the ticket's own is checked once it is read (FORBIDDEN, audited, as for any operation
+   * outside the token's environments).
+   */
+  private async checkScope(
+    principal: Principal,
+    handler: string,
+    environment: string,
+    request: object,
+  ): Promise<void> {
+    await this.access.checkScope(principal, handler, { environment }, 'graphql', request);
+  }
 
   /** R37–R39: GRANTED at once when the environment is free and nobody waits, else WAITING. QUEUE_FULL {max}. */
   @Roles(Role.AGENT)
@@ -37,16 +55,26 @@ export class LeaseQueueResolver {
   /** Its owner or an ADMIN (FORBIDDEN otherwise). A ticket no longer WAITING is returned unchanged. */
   @Roles(Role.AGENT)
   @Mutation(() => LeaseTicket)
-  cancelLeaseTicket(
+  async cancelLeaseTicket(
     @CurrentPrincipal() principal: Principal,
     @Args() { id }: LeaseTicketArgs,
+    @Context() request: object,
   ): Promise<LeaseTicket> {
+    const ticket = await this.queue.find(id);
+    if (ticket) await this.checkScope(principal, 'cancelLeaseTicket', ticket.environment, request);
     return this.queue.cancel(principal, id);
   }
 
+  /** null for an unknown id; FORBIDDEN for a ticket of an environment outside the token's. */
   @Query(() => LeaseTicket, { nullable: true })
-  leaseTicket(@Args() { id }: LeaseTicketArgs): Promise<LeaseTicket | null> {
-    return this.queue.find(id);
+  async leaseTicket(
+    @CurrentPrincipal() principal: Principal,
+    @Args() { id }: LeaseTicketArgs,
+    @Context() request: object,
+  ): Promise<LeaseTicket | null> {
+    const ticket = await this.queue.find(id);
+    if (ticket) await this.checkScope(principal, 'leaseTicket', ticket.environment, request);
+    return ticket;
   }
 
   @Query(() => [LeaseTicket], { description: 'WAITING tickets in grant order.' })
@@ -57,11 +85,14 @@ export class LeaseQueueResolver {
   @Subscription(() => LeaseTicket, {
     description: 'Every status change of one ticket, starting with its current state.',
   })
-  leaseTicketChanged(
+  async leaseTicketChanged(
+    @CurrentPrincipal() principal: Principal,
     @Args() { id }: LeaseTicketArgs,
-    @Context('pubsub') pubsub: SubscriptionPubSub,
+    @Context() call: { pubsub: SubscriptionPubSub },
   ): Promise<AsyncIterable<unknown>> {
-    return this.queue.changes(pubsub, id);
+    const ticket = await this.queue.find(id);
+    if (ticket) await this.checkScope(principal, 'leaseTicketChanged', ticket.environment, call);
+    return this.queue.changes(call.pubsub, id);
   }
 
   @ResolveField('lease', () => Lease, {

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module.js';
 import { DecisionsModule } from '../decisions/decisions.module.js';
 import { FencingModule } from '../fencing/fencing.module.js';
 import { LeaseQueueResolver } from './lease-queue.resolver.js';
@@ -8,7 +9,7 @@ import { LeasesResolver } from './leases.resolver.js';
 import { LeasesService } from './leases.service.js';
 
 @Module({
-  imports: [DecisionsModule, FencingModule],
+  imports: [AuthModule, DecisionsModule, FencingModule],
   providers: [
     LeasesService,
     LeasesResolver,
