@@ -422,6 +422,34 @@ test('a request without a query it can read says how to send one', async () => {
   }
 });
 
+test('a subscription sent over HTTP is BAD_USER_INPUT naming WebSocket, with or without a token', async () => {
+  for (const [query, operationName] of [
+    ['subscription { planPublished(environment: "prod") { id } }', undefined],
+    ['subscription($id: ID!) { leaseTicketChanged(id: $id) { id } }', undefined],
+    ['query Q { __typename } subscription S { activityRecorded { id } }', 'S'],
+  ] as const) {
+    for (const headers of [
+      { 'content-type': 'application/json' },
+      { 'content-type': 'application/json', authorization: `Bearer ${agent}` },
+    ]) {
+      const response = await fetch(`${app.url}/graphql`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ query, operationName, variables: { id: '1' } }),
+      });
+      const body = (await response.json()) as {
+        errors: { message: string; extensions: { code: string } }[];
+      };
+      expect({ query, status: response.status, code: body.errors[0].extensions.code }).toEqual({
+        query,
+        status: 400,
+        code: 'BAD_USER_INPUT',
+      });
+      expect(body.errors[0].message).toContain('WebSocket');
+    }
+  }
+});
+
 // proves: R12
 test('domain rejections are audited; input errors never reached a decision', async () => {
   const events = await world.auditEvents('prod');

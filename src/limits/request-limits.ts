@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { DocumentNode, GraphQLSchema } from 'graphql';
+import { type DocumentNode, getOperationAST, type GraphQLSchema, OperationTypeNode } from 'graphql';
 import type { Registry } from 'prom-client';
 import { authenticateOnce } from '../auth/auth.guard.js';
 import { AuthError } from '../auth/auth.errors.js';
 import type { AuthService } from '../auth/auth.service.js';
 import type { RequestWithPrincipal } from '../auth/roles.decorator.js';
+import { InputError } from '../common/errors.js';
 import type { LoggedRequest } from '../common/logging.js';
 import type { Config } from '../config/config.js';
 import {
@@ -135,6 +136,16 @@ export function installRequestLimits(
   });
 
   graphql.addHook('preExecution', async (schema, document, context, variables) => {
+    // graphql-js would run a subscription sent over HTTP as a query, with no events to give.
+    if (
+      getOperationAST(document, operationNameOf(context))?.operation ===
+      OperationTypeNode.SUBSCRIPTION
+    ) {
+      throw new InputError(
+        'BAD_USER_INPUT',
+        'subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, not over HTTP',
+      );
+    }
     const input = {
       schema,
       document,
