@@ -431,7 +431,7 @@ test('a subscription sent over HTTP is BAD_USER_INPUT naming WebSocket, with or 
     for (const headers of [
       { 'content-type': 'application/json' },
       { 'content-type': 'application/json', authorization: `Bearer ${agent}` },
-    ]) {
+    ] as Record<string, string>[]) {
       const response = await fetch(`${app.url}/graphql`, {
         method: 'POST',
         headers,

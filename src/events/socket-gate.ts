@@ -245,6 +245,8 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     if (CLIENT_MISTAKES.some((pattern) => pattern.test(text))) {
       return { ...(error as object), extensions: { code: 'BAD_USER_INPUT' } };
     }
+    const malformed = MALFORMED_PAYLOADS.find(([pattern]) => pattern.test(text));
+    if (malformed) return { message: malformed[1], extensions: { code: 'BAD_USER_INPUT' } };
     if (/reading 'operation'/.test(text)) {
       return {
         message: 'the document has no single operation to run (name one with operationName)',
@@ -496,6 +498,21 @@ const CLIENT_MISTAKES = [
   /^Invalid operation: /,
   /^Unknown extension /,
   /^Graphql validation error$/,
+  // graphql-js coercing the variables (as over HTTP).
+  /^Variable "\$[_A-Za-z][_0-9A-Za-z]*" /,
+  /^Variables must be provided as an Object /,
+];
+
+/**
+ * What Mercurius throws, without a code, for a subscribe frame whose payload is not
+ * `{ query, variables?, operationName? }`: the message the client gets instead.
+ */
+const MALFORMED_PAYLOADS: [RegExp, string][] = [
+  [
+    /^Cannot destructure property '\w+' of 'payload' as it is (null|undefined)\.$/,
+    'a subscribe frame needs a payload: { query, variables?, operationName? }',
+  ],
+  [/^documentAST\.definitions is not iterable$/, 'payload.query must be a string'],
 ];
 
 function parseFrame(frame: string): { type?: unknown; id?: unknown; payload?: unknown } | null {

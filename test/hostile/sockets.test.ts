@@ -304,6 +304,31 @@ describe('one root field per subscription', () => {
     expect(socket.isOpen).toBe(true);
   });
 
+  test('a subscribe frame without a usable payload, or with bad variables, is BAD_USER_INPUT with a plain message', async () => {
+    const viewer = await world.issue('payload-viewer', 'VIEWER');
+    const socket = await RawSocket.admitted(app, viewer);
+    const query = 'subscription($e: String!) { planPublished(environment: $e) { id } }';
+    const frames: [string, Record<string, unknown>, RegExp][] = [
+      ['none', { type: 'subscribe' }, /needs a payload/],
+      ['null', { type: 'subscribe', payload: null }, /needs a payload/],
+      ['number', { type: 'subscribe', payload: { query: 5 } }, /query must be a string/],
+      ['text', { type: 'subscribe', payload: { query, variables: 'x' } }, /Variables must be/],
+      ['missing', { type: 'subscribe', payload: { query } }, /^Variable "\$e"/],
+      ['wrong', { type: 'subscribe', payload: { query, variables: { e: 5 } } }, /^Variable "\$e"/],
+    ];
+    for (const [id, frame] of frames) socket.send({ id, ...frame });
+    for (const [id, , message] of frames) {
+      const refused = await socket.next((f) => f.type === 'error' && f.id === id);
+      expect({ id, code: refused?.payload[0].extensions.code }).toEqual({
+        id,
+        code: 'BAD_USER_INPUT',
+      });
+      expect(refused?.payload[0].message).toMatch(message);
+    }
+    expect(socket.frames.filter((f) => f.type === 'next')).toEqual([]);
+    expect(socket.isOpen).toBe(true);
+  });
+
   test('a pre-parsed document instead of a query string is refused', async () => {
     const viewer = await world.issue('ast-viewer', 'VIEWER');
     const socket = await RawSocket.admitted(app, viewer);
