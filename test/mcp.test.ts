@@ -447,10 +447,17 @@ describe('POST /mcp', () => {
       ['acquire_lease', { environment: 'Not A Name' }],
       ['wait_for_decision', { planId: `${env}@1.1`, timeoutSeconds: 121 }],
       ['get_plan', {}],
+      ['get_plan', { planId: '' }],
+      ['get_plan', { planId: `${env}@1.1\u0000` }],
+      ['get_plan', { planId: '\ud800' }],
+      ['get_plan', { environment: `${env}\u0000` }],
+      ['get_plan', { environment: 'Not A Name' }],
     ] as const) {
       const refused = refusalOf(await agent.call(tool, args));
-      expect(refused).toMatchObject({ code: 'BAD_USER_INPUT' });
+      expect({ tool, args, code: refused.code }).toEqual({ tool, args, code: 'BAD_USER_INPUT' });
       expect(refused.text).toMatch(/^BAD_USER_INPUT: .+\. The input breaks a documented limit/);
+      // A NUL or a lone surrogate is refused without being echoed back.
+      expect(refused.text).not.toMatch(/\u0000|[\ud800-\udfff]/);
     }
   });
 

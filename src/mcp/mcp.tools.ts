@@ -29,13 +29,14 @@ import {
   RenewLeaseInput,
 } from '../leases/dto/lease.inputs.js';
 import type { Lease } from '../leases/lease.model.js';
+import { EnvironmentArgs } from '../environments/dto/environment.args.js';
 import { EnqueueLeaseInput } from '../leases/dto/lease-queue.inputs.js';
 import { LeaseTicketStatus } from '../leases/lease-ticket.entity.js';
 import { LeaseQueueResolver } from '../leases/lease-queue.resolver.js';
 import { LeaseQueueService } from '../leases/lease-queue.service.js';
 import { LeasesResolver } from '../leases/leases.resolver.js';
 import { LeasesService } from '../leases/leases.service.js';
-import { SubmitPlanInput } from '../plans/dto/plan.inputs.js';
+import { PlanArgs, SubmitPlanInput } from '../plans/dto/plan.inputs.js';
 import { type Plan, PlanStatus } from '../plans/plan.entity.js';
 import { PlansResolver } from '../plans/plans.resolver.js';
 import { PlansService } from '../plans/plans.service.js';
@@ -457,24 +458,31 @@ export class McpTools {
             .nullable(),
         },
         run: async (principal, args: { planId?: string; environment?: string }) => {
+          // The arguments are checked as the GraphQL query's are (BAD_USER_INPUT).
           if (args.planId !== undefined) {
+            const { id } = await this.gate.valid(PlanArgs, { id: args.planId }, 'planId');
             const plan = await this.pass(
               principal,
-              { handler: method(PlansResolver, 'plan'), root: 'Query', args: { id: args.planId } },
-              () => this.plans.find(args.planId!),
+              { handler: method(PlansResolver, 'plan'), root: 'Query', args: { id } },
+              () => this.plans.find(id),
             );
             return { plan: plan && (await this.planOut(plan)) };
           }
           if (args.environment === undefined)
             throw new McpError('BAD_USER_INPUT', 'get_plan needs planId or environment');
+          const { environment } = await this.gate.valid(
+            EnvironmentArgs,
+            { environment: args.environment },
+            'environment',
+          );
           const plan = await this.pass(
             principal,
             {
               handler: method(EnvironmentsResolver, 'currentPlan'),
               root: 'Query',
-              args: { environment: args.environment },
+              args: { environment },
             },
-            () => this.environments.currentPlan(args.environment!),
+            () => this.environments.currentPlan(environment),
           );
           return { plan: plan && (await this.planOut(plan)) };
         },

@@ -6,7 +6,7 @@
 import { parse } from 'graphql';
 import { scratchDatabase, startApp, TEST_DATABASE, type TestApp } from '../support/app.js';
 import { ok, World } from '../support/world.js';
-import { RawSocket } from '../support/raw-socket.js';
+import { type Frame, RawSocket } from '../support/raw-socket.js';
 import { subscribed } from '../support/subscribed.js';
 
 let app: TestApp;
@@ -308,7 +308,7 @@ describe('one root field per subscription', () => {
     const viewer = await world.issue('payload-viewer', 'VIEWER');
     const socket = await RawSocket.admitted(app, viewer);
     const query = 'subscription($e: String!) { planPublished(environment: $e) { id } }';
-    const frames: [string, Record<string, unknown>, RegExp][] = [
+    const frames: [string, Frame, RegExp][] = [
       ['none', { type: 'subscribe' }, /needs a payload/],
       ['null', { type: 'subscribe', payload: null }, /needs a payload/],
       ['number', { type: 'subscribe', payload: { query: 5 } }, /query must be a string/],
