@@ -503,6 +503,46 @@ describe('POST /mcp', () => {
     // The release hands the lease to B's ticket in its own transaction (R37).
     expect(await waiting).toMatchObject({ environment: env, generation: 2, holder: 'agent-b' });
   });
+
+  // proves: R37
+  test('an agent that leaves while acquire_lease waits has its ticket cancelled: the lease is never handed to it', async () => {
+    const env = await freshEnvironment();
+    const a = await connect(tokens['agent-a'], 'http');
+    const held = await a.ok('acquire_lease', { environment: env, ttlSeconds: 600 });
+    // Agent B's call, over a connection that B then drops (its process ends, its network goes).
+    const leaving = new AbortController();
+    const waiting = fetch(`${app.url}/mcp`, {
+      method: 'POST',
+      signal: leaving.signal,
+      headers: {
+        authorization: `Bearer ${tokens['agent-b']}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'acquire_lease', arguments: { environment: env, waitSeconds: 60 } },
+      }),
+    }).catch((error: unknown) => error);
+    const events = async (action: string) =>
+      (await world.auditEvents(env)).filter((e) => e.action === action && e.outcome === 'ACCEPTED');
+    for (let i = 0; i < 1200 && !(await events('ENQUEUE_LEASE')).length; i++)
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(await events('ENQUEUE_LEASE')).toHaveLength(1);
+    leaving.abort();
+    expect((await waiting) as Error).toMatchObject({ name: 'AbortError' });
+    for (let i = 0; i < 1200 && !(await events('CANCEL_LEASE_TICKET')).length; i++)
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(await events('CANCEL_LEASE_TICKET')).toMatchObject([{ actor: 'agent-b' }]);
+    await a.ok('release_lease', { environment: env, generation: held.generation });
+    const after = await a.ok('list_environments', {});
+    expect(after.environments.find((e: { name: string }) => e.name === env)).toMatchObject({
+      queueLength: 0,
+      lease: null,
+    });
+  });
 });
 
 describe('rate limits over MCP', () => {

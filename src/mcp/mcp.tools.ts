@@ -277,7 +277,8 @@ export class McpTools {
    * (DESIGN §17): a ticket with maxWaitSeconds = waitSeconds (enqueueLease, checked, charged
    * and audited like the GraphQL call), read again whenever the environment records
    * something (and every 250 ms), until it is granted. A ticket not granted in time has
-   * expired (R39); the answer is then what acquireLease says at that moment.
+   * expired (R39); the answer is then what acquireLease says at that moment. A call cancelled
+   * while its ticket waits cancels the ticket.
    */
   private async acquire(
     principal: Principal,
@@ -316,6 +317,20 @@ export class McpTools {
       }
     } finally {
       wake.close();
+    }
+    if (signal.aborted) {
+      // The caller left (it cancelled the call, or its connection closed): a ticket still
+      // waiting is cancelled, so that the lease is never handed to nobody, and nothing more
+      // is acquired for it. One granted meanwhile is its lease, as if it had been answered.
+      if (ticket.status === LeaseTicketStatus.WAITING) {
+        ticket = await this.queue.cancel(principal, ticket.id);
+      }
+      if (ticket.status !== LeaseTicketStatus.GRANTED) {
+        throw new McpError(
+          'BAD_USER_INPUT',
+          `the call was cancelled while lease ticket ${ticket.id} waited; the ticket is ${ticket.status}`,
+        );
+      }
     }
     if (ticket.status === LeaseTicketStatus.GRANTED) {
       const lease = await this.queue.lease(ticket);
