@@ -132,6 +132,20 @@ const cases: Case[] = [
     'BAD_USER_INPUT',
   ],
   [
+    'a basedOnPlanId of another environment (it could never be current)',
+    'agent',
+    submit,
+    { input: { ...validSubmit(), basedOnPlanId: 'staging@1.1' } },
+    'BAD_USER_INPUT',
+  ],
+  [
+    'an empty content in a policy dry run, as in a submit',
+    'admin',
+    'query($c: String!) { dryRunPlanPolicies(environment: "prod", content: $c) { policy } }',
+    { c: '' },
+    'BAD_USER_INPUT',
+  ],
+  [
     'content over PLANFENCE_MAX_PLAN_BYTES',
     'agent',
     submit,

@@ -101,6 +101,14 @@ export class PlansService {
     if (artifact != null && contentType !== PlanContentType.TERRAFORM_PLAN_JSON) {
       throw new InputError('BAD_USER_INPUT', 'artifact is for TERRAFORM_PLAN_JSON plans only');
     }
+    const basedOn = input.basedOnPlanId != null ? PlanId.of(input.basedOnPlanId) : null;
+    if (basedOn && basedOn.environment !== input.environment) {
+      // R7: it could never be the environment's current plan; nothing would ever publish.
+      throw new InputError(
+        'BAD_USER_INPUT',
+        `basedOnPlanId ${input.basedOnPlanId} is a plan of ${basedOn.environment}, not of ${input.environment}`,
+      );
+    }
     const artifactHash = artifact != null ? this.artifactHash(artifact) : null;
     // R31: computed here from the content, never taken from the client.
     let parsed: ParsedTerraformPlan | null =

@@ -1,5 +1,5 @@
 import { ArgsType, Field, InputType, Int } from '@nestjs/graphql';
-import { IsEnum, IsOptional } from 'class-validator';
+import { IsEnum, IsOptional, Length } from 'class-validator';
 import { IsName } from '../../common/validation.js';
 import { PlanContentType } from '../activation.js';
 import { PolicyEffect } from '../plan-policy.model.js';
@@ -36,8 +36,9 @@ export class DryRunPlanPoliciesArgs {
   @Field(() => [PlanPolicyInput], { nullable: true })
   planPolicies?: PlanPolicyInput[] | null;
 
-  /** Limited by PLANFENCE_MAX_PLAN_BYTES like a submit's. */
+  /** Limited by PLANFENCE_MAX_PLAN_BYTES like a submit's; not empty, as a submit's. */
   @Field()
+  @Length(1, undefined, { message: 'content must not be empty' })
   content: string;
 
   @Field(() => PlanContentType, { defaultValue: PlanContentType.TEXT })
