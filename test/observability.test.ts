@@ -1,4 +1,7 @@
 /** Operators see the guard at work: /metrics and one JSON log line per request. */
+// The service loads its MCP runtime on the first /mcp request; under jest's VM modules that
+// lazy import links only if the test file has already loaded it (as mcp.test.ts does).
+import '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { startApp, type TestApp } from './support/app.js';
@@ -71,4 +74,38 @@ test('one JSON line per request, with principal, operation and outcome; never a 
   expect(everything).not.toContain('SECRET-STALE-CONTENT');
   expect(everything).not.toContain(agent);
   expect(everything).not.toContain(world.admin);
+});
+
+test('an MCP request the protocol refuses is logged with its JSON-RPC outcome, not OK; a tools/call without params is -32602', async () => {
+  const rpc = async (body: Record<string, unknown>) => {
+    const response = await fetch(`${app.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${agent}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', ...body }),
+    });
+    return (await response.json()) as { id: unknown; error?: { code: number; message: string } };
+  };
+  const from = lines.length;
+  const noParams = await rpc({ id: 7, method: 'tools/call' });
+  expect(noParams).toMatchObject({
+    id: 7,
+    error: {
+      code: -32602,
+      message: 'tools/call needs params { name: string, arguments?: object }',
+    },
+  });
+  expect((await rpc({ id: 8, method: 'tools/call', params: { name: 5 } })).error?.code).toBe(
+    -32602,
+  );
+  expect((await rpc({ id: 9, method: 'no/such/method' })).error?.code).toBe(-32601);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const outcomes = lines
+    .slice(from)
+    .filter((l) => l.msg === 'request' && l.path === '/mcp')
+    .map((l) => l.outcome);
+  expect(outcomes).toEqual(['INVALID_PARAMS', 'INVALID_PARAMS', 'METHOD_NOT_FOUND']);
 });

@@ -25,8 +25,41 @@ interface McpRuntime {
 }
 
 /** A JSON-RPC error answer outside any request (the transport's own shape). */
-function rpcError(code: number, message: string) {
-  return { jsonrpc: '2.0', error: { code, message }, id: null };
+function rpcError(code: number, message: string, id: unknown = null) {
+  return { jsonrpc: '2.0', error: { code, message }, id };
+}
+
+/** The request log's outcome for a JSON-RPC error the transport answers with. */
+const RPC_OUTCOMES: Record<number, string> = {
+  [-32700]: 'PARSE_ERROR',
+  [-32600]: 'INVALID_REQUEST',
+  [-32601]: 'METHOD_NOT_FOUND',
+  [-32602]: 'INVALID_PARAMS',
+  [-32603]: 'INTERNAL',
+};
+
+/**
+ * Why a `tools/call` request's params cannot be a call, or null. The protocol library would
+ * answer such a request with -32603 ("internal error") and its schema's whole report.
+ */
+function malformedToolCall(body: unknown): string | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const { method, params } = body as { method?: unknown; params?: unknown };
+  if (method !== 'tools/call') return null;
+  const call = (typeof params === 'object' && params !== null ? params : null) as {
+    name?: unknown;
+    arguments?: unknown;
+  } | null;
+  const args = call?.arguments;
+  if (
+    !call ||
+    Array.isArray(call) ||
+    typeof call.name !== 'string' ||
+    (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args)))
+  ) {
+    return 'tools/call needs params { name: string, arguments?: object }';
+  }
+  return null;
 }
 
 /**
@@ -158,6 +191,12 @@ export class McpController {
       await reply.code(403).send(rpcError(-32000, refused));
       return;
     }
+    const malformed = malformedToolCall(req.body);
+    if (malformed) {
+      logged.outcome = 'INVALID_PARAMS';
+      await reply.send(rpcError(-32602, malformed, (req.body as { id?: unknown }).id ?? null));
+      return;
+    }
     const { tools, serverFor, Transport } = await this.runtime();
     const server = serverFor(principal, tools, (code) => (logged.outcome = code));
     const transport = new Transport({
@@ -172,6 +211,31 @@ export class McpController {
       void transport.close();
       void server.close();
     });
+    // A JSON-RPC error (an unknown method, params the protocol refuses) is the request's
+    // outcome in the log, not OK: read from the start of the answer, however it is written.
+    const raw = reply.raw;
+    const sniff = (chunk: unknown) => {
+      if (logged.outcome !== undefined) return;
+      const head =
+        typeof chunk === 'string'
+          ? chunk.slice(0, 200)
+          : chunk instanceof Uint8Array
+            ? Buffer.from(chunk.subarray(0, 200)).toString()
+            : '';
+      if (!head) return;
+      const code = /"error":\{"code":(-?\d+)/.exec(head)?.[1];
+      logged.outcome = code === undefined ? 'OK' : (RPC_OUTCOMES[Number(code)] ?? `RPC_${code}`);
+    };
+    const write = raw.write.bind(raw) as (...args: unknown[]) => boolean;
+    const end = raw.end.bind(raw) as (...args: unknown[]) => typeof raw;
+    raw.write = ((...args: unknown[]) => {
+      sniff(args[0]);
+      return write(...args);
+    }) as typeof raw.write;
+    raw.end = ((...args: unknown[]) => {
+      if (typeof args[0] !== 'function') sniff(args[0]);
+      return end(...args);
+    }) as typeof raw.end;
     await server.connect(transport);
     await transport.handleRequest(req.raw, reply.raw, req.body);
   }
