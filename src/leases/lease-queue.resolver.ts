@@ -19,26 +19,17 @@ import { LeaseQueueService } from './lease-queue.service.js';
 import { LeaseTicket } from './lease-ticket.entity.js';
 import { Lease } from './lease.model.js';
 
+/**
+ * R26 for the operations addressed by ticket id: the id does not name the environment, so
+ * the ticket's own is checked once it is read (FORBIDDEN, audited, as for any operation
+ * outside the token's environments).
+ */
 @Resolver(() => LeaseTicket)
 export class LeaseQueueResolver {
   constructor(
     private readonly queue: LeaseQueueService,
     private readonly access: Access,
   ) {}
-
-  /**
-   * R26 for an operation addressed by ticket id: the id does not name the environment, so
-   * the ticket's own is checked once it is read (FORBIDDEN, audited, as for any operation
-   * outside the token's environments).
-   */
-  private async checkScope(
-    principal: Principal,
-    handler: string,
-    environment: string,
-    request: object,
-  ): Promise<void> {
-    await this.access.checkScope(principal, handler, { environment }, 'graphql', request);
-  }
 
   /** R37–R39: GRANTED at once when the environment is free and nobody waits, else WAITING. QUEUE_FULL {max}. */
   @Roles(Role.AGENT)
@@ -61,7 +52,14 @@ export class LeaseQueueResolver {
     @Context() request: object,
   ): Promise<LeaseTicket> {
     const ticket = await this.queue.find(id);
-    if (ticket) await this.checkScope(principal, 'cancelLeaseTicket', ticket.environment, request);
+    if (ticket)
+      await this.access.checkScope(
+        principal,
+        'cancelLeaseTicket',
+        { environment: ticket.environment },
+        'graphql',
+        request,
+      );
     return this.queue.cancel(principal, id);
   }
 
@@ -73,7 +71,14 @@ export class LeaseQueueResolver {
     @Context() request: object,
   ): Promise<LeaseTicket | null> {
     const ticket = await this.queue.find(id);
-    if (ticket) await this.checkScope(principal, 'leaseTicket', ticket.environment, request);
+    if (ticket)
+      await this.access.checkScope(
+        principal,
+        'leaseTicket',
+        { environment: ticket.environment },
+        'graphql',
+        request,
+      );
     return ticket;
   }
 
@@ -91,7 +96,14 @@ export class LeaseQueueResolver {
     @Context() call: { pubsub: SubscriptionPubSub },
   ): Promise<AsyncIterable<unknown>> {
     const ticket = await this.queue.find(id);
-    if (ticket) await this.checkScope(principal, 'leaseTicketChanged', ticket.environment, call);
+    if (ticket)
+      await this.access.checkScope(
+        principal,
+        'leaseTicketChanged',
+        { environment: ticket.environment },
+        'graphql',
+        call,
+      );
     return this.queue.changes(call.pubsub, id);
   }
 
