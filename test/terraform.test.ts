@@ -242,6 +242,47 @@ test('R32: every value Terraform marks sensitive reads "(sensitive)" in the summ
   }
 });
 
+// proves: R32
+test('R32: a sensitive variable echoed unmarked inside a longer string, or as a number, reads "(sensitive)" too', async () => {
+  const content = JSON.stringify({
+    format_version: '1.2',
+    terraform_version: '1.11.4',
+    variables: { token: { value: 'tok-51b7e2' }, pin: { value: 4711 } },
+    configuration: {
+      root_module: { variables: { token: { sensitive: true }, pin: { sensitive: true } } },
+    },
+    resource_changes: [
+      {
+        address: 'terraform_data.echo',
+        type: 'terraform_data',
+        name: 'echo',
+        mode: 'managed',
+        change: {
+          actions: ['create'],
+          before: null,
+          after: {
+            input: 'Bearer tok-51b7e2',
+            output: { header: 'Bearer tok-51b7e2', pin: 4711, tries: 3 },
+            other: 'plain',
+          },
+          before_sensitive: false,
+          after_sensitive: {},
+        },
+      },
+    ],
+  });
+  const plan = await submitTerraform(content);
+  const [echo] = plan.summary!.resourceChanges;
+  expect(JSON.parse(echo.after!)).toEqual({
+    input: '(sensitive)',
+    output: { header: '(sensitive)', pin: '(sensitive)', tries: 3 },
+    other: 'plain',
+  });
+  const summaryText = JSON.stringify(plan.summary);
+  expect(summaryText).not.toContain('tok-51b7e2');
+  expect(summaryText).not.toContain('4711');
+});
+
 test.each([
   ['a document that is not JSON', '{"format_version": "1.2",', /must be JSON/],
   ['a JSON array', '[]', /must be a JSON object/],

@@ -195,10 +195,11 @@ function checkDepth(content: string): void {
 }
 
 /**
- * The strings of the variables declared sensitive (their values and defaults). Terraform
- * does not carry every mark along (terraform_data's `output` echoes a sensitive `input`
- * unmarked in `before_sensitive`), so these values are masked wherever they appear in
- * `before`/`after`, besides the positions Terraform marks.
+ * The strings and numbers of the variables declared sensitive (their values and defaults),
+ * as text. Terraform does not carry every mark along (terraform_data's `output` echoes a
+ * sensitive `input` unmarked in `before_sensitive`, whole or inside a longer string), so a
+ * value of `before`/`after` that is one of these, or a string that contains one, is masked
+ * besides the positions Terraform marks.
  */
 function sensitiveValues(plan: Record<string, unknown>): Set<string> {
   const found = new Set<string>();
@@ -217,10 +218,11 @@ function sensitiveValues(plan: Record<string, unknown>): Set<string> {
   return found;
 }
 
-/** Adds every string inside `value` to `into`. */
+/** Adds every string and number inside `value` to `into`, as text. */
 function strings(value: unknown, into: Set<string>, depth = 0): void {
   if (depth > MAX_TERRAFORM_DEPTH) return;
   if (typeof value === 'string') into.add(value);
+  else if (typeof value === 'number') into.add(String(value));
   else if (Array.isArray(value)) for (const item of value) strings(item, into, depth + 1);
   else if (isObject(value)) for (const item of Object.values(value)) strings(item, into, depth + 1);
 }
@@ -275,6 +277,13 @@ function withMembers(
   return copy ?? value;
 }
 
+/** Whether `text` is, or contains, one of the sensitive values. */
+function revealsAny(text: string, secrets: Set<string>): boolean {
+  if (secrets.has(text)) return true;
+  for (const secret of secrets) if (text.includes(secret)) return true;
+  return false;
+}
+
 /**
  * Terraform's sensitivity marks mirror the value: `true` marks the whole value; an object or
  * array marks its members, position by position; anything else marks nothing. Copies only
@@ -282,7 +291,10 @@ function withMembers(
  */
 function mask(value: unknown, marks: unknown, secrets: Set<string>): unknown {
   if (marks === true) return SENSITIVE;
-  if (typeof value === 'string') return secrets.size && secrets.has(value) ? SENSITIVE : value;
+  if (typeof value === 'string')
+    return secrets.size && revealsAny(value, secrets) ? SENSITIVE : value;
+  if (typeof value === 'number')
+    return secrets.size && secrets.has(String(value)) ? SENSITIVE : value;
   if (typeof value !== 'object' || value === null) return value;
   const marked = typeof marks === 'object' && marks !== null;
   if (!marked && secrets.size === 0) return value;
