@@ -2,6 +2,9 @@ import { Inject, Injectable } from '@nestjs/common';
 import { Brackets, type EntityManager, type ObjectLiteral, type SelectQueryBuilder } from 'typeorm';
 import { AuditEvent } from '../audit/audit-event.entity.js';
 import { allowsEnvironment } from '../auth/scope.js';
+import { exists } from '../database/rows.js';
+import { Environment } from '../environments/environment.entity.js';
+import { EnvironmentError } from '../environments/environment.errors.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
@@ -128,6 +131,7 @@ export class SubscriptionFeeds {
         .addOrderBy('p.sequence', 'ASC');
     return this.feed<Plan, PlanCursor>(
       call,
+      environment,
       planPublishedTopic(environment),
       'planPublished',
       cursor && {
@@ -159,6 +163,7 @@ export class SubscriptionFeeds {
         .orderBy('a.id', 'ASC');
     return this.feed<AuditEvent, number>(
       call,
+      environment,
       auditRecordedTopic(environment),
       'auditEventRecorded',
       after
@@ -195,6 +200,7 @@ export class SubscriptionFeeds {
     const seen = new Map<string, [number, number, number]>();
     return this.feed<Deployment, number>(
       call,
+      environment,
       deploymentChangedTopic(environment),
       'deploymentChanged',
       sequence != null
@@ -240,6 +246,7 @@ export class SubscriptionFeeds {
    */
   private async feed<T, C>(
     call: SubscriptionCall,
+    environment: string,
     topic: string,
     field: string,
     replay: Replay<T, C> | null,
@@ -252,6 +259,10 @@ export class SubscriptionFeeds {
     let pages: AsyncIterable<T[]> | null = null;
     let endReplay = () => {};
     try {
+      // As the queries on an environment answer: an unknown one is NOT_FOUND, not a silent feed.
+      if (!(await this.db.read((m) => exists(m, Environment, { name: environment })))) {
+        throw EnvironmentError.notFound(environment);
+      }
       if (replay) {
         const count = await this.db.read((m) => replay.count(m, replay.from, this.replayLimit + 1));
         if (count > this.replayLimit) {

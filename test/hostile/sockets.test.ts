@@ -33,7 +33,8 @@ afterAll(async () => {
  * Subscribes `socket` to planPublished in `environment` under each of `ids`, and returns
  * once the service listens for all of them (a publication after this reaches them).
  */
-function listen(socket: RawSocket, environment: string, ...ids: string[]): Promise<void> {
+async function listen(socket: RawSocket, environment: string, ...ids: string[]): Promise<void> {
+  await ensureEnvironment(environment);
   return subscribed(
     app.url,
     'planPublished',
@@ -42,13 +43,17 @@ function listen(socket: RawSocket, environment: string, ...ids: string[]): Promi
   );
 }
 
-/** Publishes one plan in `environment` (created on first use), as `agent`. */
+/** Environments exist before anything subscribes to them or publishes in them. */
 const environments = new Set<string>();
+async function ensureEnvironment(environment: string): Promise<void> {
+  if (environments.has(environment)) return;
+  environments.add(environment);
+  await world.createEnvironment(environment, 'MONOTONIC', false);
+}
+
+/** Publishes one plan in `environment` (created on first use), as `agent`. */
 async function publish(agent: string, environment: string): Promise<string> {
-  if (!environments.has(environment)) {
-    environments.add(environment);
-    await world.createEnvironment(environment, 'MONOTONIC', false);
-  }
+  await ensureEnvironment(environment);
   const generation = await world.acquire(agent, environment, 600);
   return (await world.submitOk(agent, environment, generation, `plan for ${environment}`)).id;
 }
@@ -274,6 +279,20 @@ describe('one root field per subscription', () => {
     const refused = await socket.next((f) => f.type === 'error');
     expect(refused?.payload[0].extensions).toEqual({ code: 'BAD_USER_INPUT' });
     expect(refused?.payload[0].message).toMatch(/at most 200 fields/);
+  });
+
+  test('a subscription to an environment that does not exist is NOT_FOUND, as a query on it', async () => {
+    const viewer = await world.issue('nowhere-viewer', 'VIEWER');
+    const socket = await RawSocket.admitted(app, viewer);
+    for (const field of ['planPublished', 'auditEventRecorded', 'deploymentChanged'])
+      socket.subscribe(field, `subscription { ${field}(environment: "nowhere") { __typename } }`);
+    for (const field of ['planPublished', 'auditEventRecorded', 'deploymentChanged']) {
+      const refused = await socket.next((f) => f.id === field);
+      expect({ field, type: refused?.type, code: refused?.payload?.[0]?.extensions?.code }).toEqual(
+        { field, type: 'error', code: 'NOT_FOUND' },
+      );
+    }
+    expect(socket.isOpen).toBe(true);
   });
 
   test('an invalid subscription document is refused with BAD_USER_INPUT', async () => {
