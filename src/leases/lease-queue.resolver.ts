@@ -31,6 +31,21 @@ export class LeaseQueueResolver {
     private readonly access: Access,
   ) {}
 
+  /** The ticket (null for an unknown id), once its environment is one the token may act on. */
+  private async inScope(
+    principal: Principal,
+    handler: string,
+    id: string,
+    request: object,
+  ): Promise<LeaseTicket | null> {
+    const ticket = await this.queue.find(id);
+    if (ticket) {
+      const args = { environment: ticket.environment };
+      await this.access.checkScope(principal, handler, args, 'graphql', request);
+    }
+    return ticket;
+  }
+
   /** R37–R39: GRANTED at once when the environment is free and nobody waits, else WAITING. QUEUE_FULL {max}. */
   @Roles(Role.AGENT)
   @Mutation(() => LeaseTicket, {
@@ -51,15 +66,7 @@ export class LeaseQueueResolver {
     @Args() { id }: LeaseTicketArgs,
     @Context() request: object,
   ): Promise<LeaseTicket> {
-    const ticket = await this.queue.find(id);
-    if (ticket)
-      await this.access.checkScope(
-        principal,
-        'cancelLeaseTicket',
-        { environment: ticket.environment },
-        'graphql',
-        request,
-      );
+    await this.inScope(principal, 'cancelLeaseTicket', id, request);
     return this.queue.cancel(principal, id);
   }
 
@@ -70,16 +77,7 @@ export class LeaseQueueResolver {
     @Args() { id }: LeaseTicketArgs,
     @Context() request: object,
   ): Promise<LeaseTicket | null> {
-    const ticket = await this.queue.find(id);
-    if (ticket)
-      await this.access.checkScope(
-        principal,
-        'leaseTicket',
-        { environment: ticket.environment },
-        'graphql',
-        request,
-      );
-    return ticket;
+    return this.inScope(principal, 'leaseTicket', id, request);
   }
 
   @Query(() => [LeaseTicket], { description: 'WAITING tickets in grant order.' })
@@ -95,15 +93,7 @@ export class LeaseQueueResolver {
     @Args() { id }: LeaseTicketArgs,
     @Context() call: { pubsub: SubscriptionPubSub },
   ): Promise<AsyncIterable<unknown>> {
-    const ticket = await this.queue.find(id);
-    if (ticket)
-      await this.access.checkScope(
-        principal,
-        'leaseTicketChanged',
-        { environment: ticket.environment },
-        'graphql',
-        call,
-      );
+    await this.inScope(principal, 'leaseTicketChanged', id, call);
     return this.queue.changes(call.pubsub, id);
   }
 
