@@ -321,8 +321,9 @@ export function guardBeforeLoading(path: string, options: SqliteGuardOptions): v
  */
 export function guardedSqliteDriver(options: SqliteGuardOptions): unknown {
   return function GuardedSqlite(path: string, driverOptions: Sqlite.Options): SqliteConnection {
-    const early = takenEarly.get(resolve(path));
-    takenEarly.delete(resolve(path));
+    const key = resolve(path);
+    const early = takenEarly.get(key);
+    takenEarly.delete(key);
     const lock = early ?? guardSqliteFiles(sqliteFiles(path), options);
     let connection: SqliteConnection;
     try {

@@ -259,12 +259,13 @@ export class SubscriptionFeeds {
     let pages: AsyncIterable<T[]> | null = null;
     let endReplay = () => {};
     try {
-      // As the queries on an environment answer: an unknown one is NOT_FOUND, not a silent feed.
-      if (!(await this.db.read((m) => exists(m, Environment, { name: environment })))) {
-        throw EnvironmentError.notFound(environment);
-      }
+      const count = await this.db.read(async (m) => {
+        // As the queries on an environment answer: an unknown one is NOT_FOUND, not a silent feed.
+        if (!(await exists(m, Environment, { name: environment })))
+          throw EnvironmentError.notFound(environment);
+        return replay ? replay.count(m, replay.from, this.replayLimit + 1) : 0;
+      });
       if (replay) {
-        const count = await this.db.read((m) => replay.count(m, replay.from, this.replayLimit + 1));
         if (count > this.replayLimit) {
           throw new SubscriptionError(
             'CURSOR_TOO_OLD',

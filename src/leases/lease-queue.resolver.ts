@@ -15,6 +15,7 @@ import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { EnvironmentArgs } from '../environments/dto/environment.args.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
 import { EnqueueLeaseInput, LeaseTicketArgs } from './dto/lease-queue.inputs.js';
+import { QueueError } from './lease-queue.errors.js';
 import { LeaseQueueService } from './lease-queue.service.js';
 import { LeaseTicket } from './lease-ticket.entity.js';
 import { Lease } from './lease.model.js';
@@ -66,8 +67,9 @@ export class LeaseQueueResolver {
     @Args() { id }: LeaseTicketArgs,
     @Context() request: object,
   ): Promise<LeaseTicket> {
-    await this.inScope(principal, 'cancelLeaseTicket', id, request);
-    return this.queue.cancel(principal, id);
+    const ticket = await this.inScope(principal, 'cancelLeaseTicket', id, request);
+    if (!ticket) throw QueueError.ticketNotFound(id);
+    return this.queue.cancel(principal, ticket);
   }
 
   /** null for an unknown id; FORBIDDEN for a ticket of an environment outside the token's. */

@@ -78,12 +78,10 @@ export class LeaseQueueService implements OnModuleInit {
       .then((ticket) => this.asRead(ticket));
   }
 
-  /** R39: by its owner (the principal that enqueued it) or an ADMIN. */
-  async cancel(principal: Principal, id: string): Promise<LeaseTicket> {
-    const ticket = await this.db.read((m) => findOne(m, LeaseTicket, { id: Number(id) }));
-    if (!ticket) throw QueueError.ticketNotFound(id);
+  /** R39: by its owner (the principal that enqueued it) or an ADMIN; `ticket` as `find` read it. */
+  async cancel(principal: Principal, ticket: LeaseTicket): Promise<LeaseTicket> {
     if (principal.role !== Role.ADMIN && ticket.principal !== principal.name) {
-      throw new QueueError('FORBIDDEN', `lease ticket ${id} is not ${principal.name}'s`);
+      throw new QueueError('FORBIDDEN', `lease ticket ${ticket.id} is not ${principal.name}'s`);
     }
     const cancelled = await this.decisions.decide(
       { action: 'CANCEL_LEASE_TICKET', environment: ticket.environment, actor: principal.name },

@@ -323,7 +323,7 @@ export class McpTools {
       // waiting is cancelled, so that the lease is never handed to nobody, and nothing more
       // is acquired for it. One granted meanwhile is its lease, as if it had been answered.
       if (ticket.status === LeaseTicketStatus.WAITING) {
-        ticket = await this.queue.cancel(principal, String(ticket.id));
+        ticket = await this.queue.cancel(principal, ticket);
       }
       if (ticket.status !== LeaseTicketStatus.GRANTED) {
         throw new McpError(

@@ -46,13 +46,11 @@ interface AttemptRow {
 export interface ClaimTerms {
   /** This process's instance id. */
   me: string;
-  /** The request's time-out: a claim lasts this plus `marginMs`. */
-  timeoutMs: number;
   /**
-   * How much longer than its request a claim lasts (PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS): the
-   * outcome is still being recorded. Until then no other instance sends the delivery.
+   * How long a claim lasts: the request's time-out plus PLANFENCE_WEBHOOK_CLAIM_MARGIN_MS,
+   * while the outcome is still being recorded. Until then no other instance sends the delivery.
    */
-  marginMs: number;
+  claimMs: number;
   /** Deliveries whose request this process makes now (never claimed a second time meanwhile). */
   inFlight: number[];
 }
@@ -168,7 +166,7 @@ export class DeliveriesRepository {
          RETURNING id`,
         {
           me: terms.me,
-          until: now + terms.timeoutMs + terms.marginMs,
+          until: now + terms.claimMs,
           now,
           limit,
           perWebhook,
@@ -289,7 +287,7 @@ export class DeliveriesRepository {
                        AND status = 'PENDING')`,
         {
           me,
-          until: now + terms.timeoutMs + terms.marginMs,
+          until: now + terms.claimMs,
           webhookId: last.webhookId,
           environment: last.event.environment,
         },
@@ -441,7 +439,7 @@ export class DeliveriesRepository {
         now,
         me: terms.me,
         // A member's claim is renewed when the one before it is recorded (membersDelivered).
-        until: now + terms.timeoutMs + terms.marginMs,
+        until: now + terms.claimMs,
         inFlight: JSON.stringify(terms.inFlight),
       },
     );

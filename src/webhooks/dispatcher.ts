@@ -230,8 +230,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   private terms(): ClaimTerms {
     return {
       me: this.instanceId,
-      timeoutMs: this.config.timeoutMs,
-      marginMs: this.config.claimMarginMs,
+      claimMs: this.config.timeoutMs + this.config.claimMarginMs,
       inFlight: [...this.current.values()].map((current) => current.id),
     };
   }
