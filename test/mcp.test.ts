@@ -8,6 +8,7 @@ import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { BIN, connectMcp, type Door, type McpAgent, refusalOf } from './support/mcp.js';
+import { until } from './support/until.js';
 import { ok, World } from './support/world.js';
 
 const EXAMPLE = fileURLToPath(new URL('../dist/examples/mcp-agent.js', import.meta.url));
@@ -493,8 +494,7 @@ describe('POST /mcp', () => {
       (await world.auditEvents(env)).some(
         (e) => e.action === 'ENQUEUE_LEASE' && e.outcome === 'ACCEPTED',
       );
-    for (let i = 0; i < 1200 && !(await enqueued()); i++)
-      await new Promise((resolve) => setTimeout(resolve, 25));
+    await until('the ticket is enqueued', enqueued);
     expect(await enqueued()).toBe(true);
     const listed = await c.ok('list_environments', {});
     expect(listed.environments.find((e: { name: string }) => e.name === env)).toMatchObject({
@@ -529,13 +529,14 @@ describe('POST /mcp', () => {
     }).catch((error: unknown) => error);
     const events = async (action: string) =>
       (await world.auditEvents(env)).filter((e) => e.action === action && e.outcome === 'ACCEPTED');
-    for (let i = 0; i < 1200 && !(await events('ENQUEUE_LEASE')).length; i++)
-      await new Promise((resolve) => setTimeout(resolve, 25));
+    await until('the ticket is enqueued', async () => (await events('ENQUEUE_LEASE')).length > 0);
     expect(await events('ENQUEUE_LEASE')).toHaveLength(1);
     leaving.abort();
     expect((await waiting) as Error).toMatchObject({ name: 'AbortError' });
-    for (let i = 0; i < 1200 && !(await events('CANCEL_LEASE_TICKET')).length; i++)
-      await new Promise((resolve) => setTimeout(resolve, 25));
+    await until(
+      'the ticket is cancelled',
+      async () => (await events('CANCEL_LEASE_TICKET')).length > 0,
+    );
     expect(await events('CANCEL_LEASE_TICKET')).toMatchObject([{ actor: 'agent-b' }]);
     await a.ok('release_lease', { environment: env, generation: held.generation });
     const after = await a.ok('list_environments', {});
