@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { createLogger, logRequests, PinoNestLogger } from './common/logging.js';
+import { createLogger, logRequest, logRequests, PinoNestLogger } from './common/logging.js';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module.js';
@@ -21,6 +22,7 @@ import {
   largeRequestsGauges,
   readLargeBodiesInTurn,
 } from './limits/large-bodies.js';
+import { answerUnreadableMcpBodies } from './mcp/json-rpc.js';
 import { MetricsService } from './metrics/metrics.service.js';
 import { Database, select } from './database/database.js';
 
@@ -80,9 +82,18 @@ export async function createApp(
     // On close: idle keep-alive connections go at once, requests in flight are answered.
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // A path that cannot be decoded (`/%ff`) is logged like every other request: Fastify
+    // answers it before any hook runs.
+    frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) => {
+      reply.raw.once('finish', () =>
+        logRequest(logger, request, reply, config.limits.maxLogFieldChars),
+      );
+      void reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message });
+    },
   });
   const fastify = adapter.getInstance();
   logRequests(fastify, logger, config.limits.maxLogFieldChars);
+  answerUnreadableMcpBodies(fastify);
   securityHeaders(fastify, {
     contentSecurityPolicy: CONTENT_SECURITY_POLICY,
     // A same-origin WebSocket and fetch: nothing here needs cross-origin isolation headers.

@@ -102,10 +102,55 @@ test('an MCP request the protocol refuses is logged with its JSON-RPC outcome, n
     -32602,
   );
   expect((await rpc({ id: 9, method: 'no/such/method' })).error?.code).toBe(-32601);
+  // A body that is not JSON is a JSON-RPC parse error, not the HTTP layer's own shape; an
+  // empty batch is one Invalid Request (JSON-RPC 2.0 §6).
+  const raw = (body: string) =>
+    fetch(`${app.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${agent}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body,
+    }).then(async (response) => ({ status: response.status, body: await response.json() }));
+  expect(await raw('{"jsonrpc": "2.0", "id": 1, "method":')).toEqual({
+    status: 400,
+    body: {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32700, message: expect.stringMatching(/^Parse error: /) },
+    },
+  });
+  expect(await raw('[]')).toEqual({
+    status: 400,
+    body: {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32600, message: 'Invalid Request: an empty batch' },
+    },
+  });
   await new Promise((resolve) => setTimeout(resolve, 50));
   const outcomes = lines
     .slice(from)
     .filter((l) => l.msg === 'request' && l.path === '/mcp')
     .map((l) => l.outcome);
-  expect(outcomes).toEqual(['INVALID_PARAMS', 'INVALID_PARAMS', 'METHOD_NOT_FOUND']);
+  expect(outcomes).toEqual([
+    'INVALID_PARAMS',
+    'INVALID_PARAMS',
+    'METHOD_NOT_FOUND',
+    'PARSE_ERROR',
+    'INVALID_REQUEST',
+  ]);
+});
+
+test('a path that cannot be decoded is answered 400 and logged like any other request', async () => {
+  const from = lines.length;
+  const response = await fetch(`${app.url}/js/%ff`);
+  expect(response.status).toBe(400);
+  expect(await response.json()).toMatchObject({ statusCode: 400, error: 'Bad Request' });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  expect(lines.slice(from).filter((l) => l.msg === 'request')).toEqual([
+    expect.objectContaining({ method: 'GET', path: '/js/%ff', status: 400, outcome: 'HTTP_400' }),
+  ]);
 });

@@ -1,5 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type Logger, pino, stdTimeFunctions } from 'pino';
 import type { LogFormat } from '../config/config.js';
 
@@ -142,23 +142,33 @@ function operationOf(request: FastifyRequest): string | undefined {
  */
 export function logRequests(fastify: FastifyInstance, logger: Logger, maxFieldChars = 200): void {
   fastify.addHook('onResponse', (request, reply, done) => {
-    const logged = request as FastifyRequest & LoggedRequest;
-    logger.info(
-      {
-        requestId: request.id,
-        method: request.method,
-        path: truncate(request.routeOptions.url ?? request.url, maxFieldChars),
-        principal: truncate(logged.principal?.name, maxFieldChars),
-        operation: truncate(operationOf(request), maxFieldChars),
-        outcome: truncate(
-          logged.outcome ?? (reply.statusCode < 400 ? 'OK' : `HTTP_${reply.statusCode}`),
-          maxFieldChars,
-        ),
-        status: reply.statusCode,
-        durationMs: Math.round(reply.elapsedTime * 100) / 100,
-      },
-      'request',
-    );
+    logRequest(logger, request, reply, maxFieldChars);
     done();
   });
+}
+
+/** Writes a request's line (logRequests): also for answers given outside Fastify's hooks. */
+export function logRequest(
+  logger: Logger,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  maxFieldChars: number,
+): void {
+  const logged = request as FastifyRequest & LoggedRequest;
+  logger.info(
+    {
+      requestId: request.id,
+      method: request.method,
+      path: truncate(request.routeOptions.url ?? request.url, maxFieldChars),
+      principal: truncate(logged.principal?.name, maxFieldChars),
+      operation: truncate(operationOf(request), maxFieldChars),
+      outcome: truncate(
+        logged.outcome ?? (reply.statusCode < 400 ? 'OK' : `HTTP_${reply.statusCode}`),
+        maxFieldChars,
+      ),
+      status: reply.statusCode,
+      durationMs: Math.round(reply.elapsedTime * 100) / 100,
+    },
+    'request',
+  );
 }

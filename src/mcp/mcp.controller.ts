@@ -12,6 +12,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { authentications } from '../limits/limit-metrics.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { RPC_OUTCOMES, rpcError } from './json-rpc.js';
 import type { mcpServerFor } from './mcp.server.js';
 import type { McpTools } from './mcp.tools.js';
 
@@ -23,20 +24,6 @@ interface McpRuntime {
   serverFor: typeof mcpServerFor;
   Transport: typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js').StreamableHTTPServerTransport;
 }
-
-/** A JSON-RPC error answer outside any request (the transport's own shape). */
-function rpcError(code: number, message: string, id: unknown = null) {
-  return { jsonrpc: '2.0', error: { code, message }, id };
-}
-
-/** The request log's outcome for a JSON-RPC error the transport answers with. */
-const RPC_OUTCOMES: Record<number, string> = {
-  [-32700]: 'PARSE_ERROR',
-  [-32600]: 'INVALID_REQUEST',
-  [-32601]: 'METHOD_NOT_FOUND',
-  [-32602]: 'INVALID_PARAMS',
-  [-32603]: 'INTERNAL',
-};
 
 /**
  * Why a `tools/call` request's params cannot be a call, or null. The protocol library would
@@ -189,6 +176,12 @@ export class McpController {
     if (refused) {
       logged.outcome = 'FORBIDDEN';
       await reply.code(403).send(rpcError(-32000, refused));
+      return;
+    }
+    // JSON-RPC 2.0 §6: an empty batch is one Invalid Request (the transport would answer 202).
+    if (Array.isArray(req.body) && req.body.length === 0) {
+      logged.outcome = RPC_OUTCOMES[-32600];
+      await reply.code(400).send(rpcError(-32600, 'Invalid Request: an empty batch'));
       return;
     }
     const malformed = malformedToolCall(req.body);
