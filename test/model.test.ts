@@ -432,7 +432,8 @@ const commands = [
         'forged',
       ),
       key: fc.constantFrom('fresh', 'fresh', 'repeat', 'altered'),
-      basedOn: fc.constantFrom('none', 'none', 'current', 'stale'),
+      /** other: a plan of the other environment, which could never be this one's current plan. */
+      basedOn: fc.constantFrom('none', 'none', 'current', 'stale', 'other'),
       door,
     })
     .map(({ a, i, pick, key, basedOn, door }) =>
@@ -448,6 +449,7 @@ const commands = [
             const stale = runPlans(s).find(
               (p) => p.environment === s.names[i] && p.id !== env?.current?.id,
             );
+            const other = runPlans(s).find((p) => p.environment === s.names[1 - i]);
             input = {
               environment: s.names[i],
               generation: generationFor(s, a, s.names[i], pick),
@@ -458,7 +460,9 @@ const commands = [
                   ? (env?.current?.id ?? null)
                   : basedOn === 'stale'
                     ? (stale?.id ?? null)
-                    : null,
+                    : basedOn === 'other'
+                      ? (other?.id ?? null)
+                      : null,
             };
           }
           s.lastSubmit.set(a, input);
@@ -792,6 +796,7 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
       'submits STALE_GENERATION',
       'submits LEASE_NOT_HELD',
       'submits IDEMPOTENCY_KEY_REUSED',
+      'submits BAD_USER_INPUT',
       'approves OK:PUBLISHED',
       'approves OK:PROPOSED',
       'approves STALE_GENERATION',

@@ -438,6 +438,11 @@ export class ReferenceModel {
 
   /** R9 around R3–R5: the outcome code, and the plan id when accepted. */
   submit(principal: string, input: SubmitInput): Outcome {
+    // R7: a plan of another environment could never be this one's current plan; refused
+    // as bad input before anything else, nothing remembered under the key.
+    const based = input.basedOnPlanId;
+    if (based != null && based.slice(0, based.lastIndexOf('@')) !== input.environment)
+      return { code: 'BAD_USER_INPUT' };
     const fingerprint = JSON.stringify([
       'submitPlan',
       input.environment,
