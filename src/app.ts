@@ -125,6 +125,9 @@ export async function createApp(
     {
       logger: new PinoNestLogger(logger),
       abortOnError: false,
+      // JSON only: Nest would also parse form bodies, which run GraphQL as a browser form can
+      // send them (a request no client of this service makes).
+      bodyParser: false,
     },
   );
   app.useGlobalPipes(validationPipe);

@@ -414,24 +414,41 @@ test('a body that is not JSON is BAD_USER_INPUT', async () => {
 });
 
 test('a request without a query it can read says how to send one', async () => {
-  for (const init of [
+  for (const [init, status] of [
     // curl -d without -H 'content-type: application/json'
-    {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: '{"query":"{ __typename }"}',
-    },
-    { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' },
-    { method: 'GET' },
-  ]) {
+    [
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: '{"query":"{ __typename }"}',
+      },
+      415,
+    ],
+    // A form as a browser posts it: never run, whatever it asks.
+    [
+      {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: `Bearer ${agent}`,
+        },
+        body: 'query=%7B%20__typename%20%7D',
+      },
+      415,
+    ],
+    [{ method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }, 400],
+    [{ method: 'GET' }, 400],
+  ] as const) {
     const response = await fetch(`${app.url}/graphql`, init);
     const body = (await response.json()) as {
+      data?: unknown;
       errors: { message: string; extensions: { code: string } }[];
     };
     expect({ status: response.status, code: body.errors[0].extensions.code }).toEqual({
-      status: 400,
+      status,
       code: 'BAD_USER_INPUT',
     });
+    expect(body.data ?? null).toBeNull();
     expect(body.errors[0].message).toContain('content-type: application/json');
   }
 });

@@ -33,6 +33,10 @@ const TOO_DEEP = 'the query or its variables nest too deeply';
 const NO_QUERY =
   'no GraphQL query in the request: POST a JSON body {"query": "...", "variables": {...}} with content-type: application/json';
 
+/** A body of a type the service does not read (a form, say): JSON only. */
+const UNSUPPORTED_MEDIA_TYPE =
+  'this content-type is not accepted: POST a JSON body {"query": "...", "variables": {...}} with content-type: application/json';
+
 /** graphql-js's parser stopping at `parseOptions.maxTokens` ("more that", sic, in v16). */
 const TOO_MANY_TOKENS = /Document contains more th[a-z]+ (\d+) tokens/;
 
@@ -118,11 +122,18 @@ function format(error: GraphQLError): Formatted[] {
         ? 'request body too large'
         : original.code === 'MER_ERR_GQL_PERSISTED_QUERY_NOT_FOUND'
           ? NO_QUERY
-          : original.message;
+          : original.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+            ? UNSUPPORTED_MEDIA_TYPE
+            : original.message;
     return [
       {
         error: new GraphQLError(message, { extensions: { code: transport } }),
-        status: transport === 'PAYLOAD_TOO_LARGE' ? 413 : 400,
+        status:
+          transport === 'PAYLOAD_TOO_LARGE'
+            ? 413
+            : original.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+              ? 415
+              : 400,
       },
     ];
   }
