@@ -15,6 +15,8 @@ interface Started {
   lines: string[];
   /** The dashboard URL of the listening line. */
   dashboard: string;
+  /** What the process has written to stderr so far. */
+  stderr: () => string;
 }
 
 // Each test starts the built service; on a busy machine a start takes a while.
@@ -61,7 +63,7 @@ async function start(env: Record<string, string>, dir: string): Promise<Started>
       if (parts.some((line) => line.includes('OIDC'))) {
         const listening = lines.find((line) => line.includes('listening on')) ?? '';
         const dashboard = /dashboard (http:\/\/\S+\/)/.exec(listening)?.[1] ?? '';
-        resolve({ child, lines: [...lines], dashboard });
+        resolve({ child, lines: [...lines], dashboard, stderr: () => stderr });
       }
     });
     child.once('exit', (code) =>
@@ -71,11 +73,11 @@ async function start(env: Record<string, string>, dir: string): Promise<Started>
 }
 
 test(
-  'a default start says a few JSON lines with ISO times: one listening line naming the dashboard, one on OIDC',
+  'a default start says a few JSON lines with ISO times: one listening line naming the dashboard, one on OIDC, and nothing on stderr',
   async () => {
     const dir = scratchDir();
     try {
-      const { lines, dashboard } = await start({}, dir.path);
+      const { lines, dashboard, stderr } = await start({}, dir.path);
       const entries = lines.map((line) => JSON.parse(line) as { time: unknown; msg: string });
       for (const entry of entries)
         expect(entry.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
@@ -90,6 +92,8 @@ test(
       expect(page.status).toBe(200);
       expect(page.headers.get('content-type')).toContain('text/html');
       expect((await fetch(`${dashboard}health`)).status).toBe(200);
+      // No runtime warning (a deprecation, a framework's complaint) reaches an operator.
+      expect(stderr()).toBe('');
     } finally {
       dir.cleanup();
     }

@@ -18,17 +18,27 @@ export const RPC_OUTCOMES: Record<number, string> = {
 /** Fastify's codes for a JSON body it could not read. */
 const UNREADABLE_BODY = new Set(['FST_ERR_CTP_INVALID_JSON_BODY', 'FST_ERR_CTP_EMPTY_JSON_BODY']);
 
+/** Where a request to POST /mcp keeps why its body could not be read. */
+const UNREADABLE = Symbol('unreadable MCP body');
+type MarkedRequest = FastifyRequest & LoggedRequest & { [UNREADABLE]?: string };
+
 /**
  * A body that is not JSON, sent to POST /mcp, is answered as JSON-RPC says (-32700, parse
  * error, HTTP 400) instead of with the HTTP layer's own error shape, which an MCP client
- * cannot read. Every other error goes on to Fastify's handler unchanged.
+ * cannot read. Hooks, not an error handler: the error handlers stay Nest's and Fastify's.
  */
 export function answerUnreadableMcpBodies(fastify: FastifyInstance): void {
-  fastify.setErrorHandler((error: FastifyError, request: FastifyRequest, reply) => {
+  fastify.addHook('onError', (request: MarkedRequest, _reply, error: FastifyError, done) => {
     if (request.routeOptions.url === '/mcp' && UNREADABLE_BODY.has(error.code)) {
-      (request as FastifyRequest & LoggedRequest).outcome = RPC_OUTCOMES[-32700];
-      return reply.code(400).send(rpcError(-32700, `Parse error: ${error.message}`));
+      request[UNREADABLE] = error.message;
+      request.outcome = RPC_OUTCOMES[-32700];
     }
-    return reply.send(error);
+    done();
+  });
+  fastify.addHook('onSend', (request: MarkedRequest, reply, payload, done) => {
+    const unreadable = request[UNREADABLE];
+    if (unreadable === undefined) return done(null, payload);
+    reply.header('content-type', 'application/json; charset=utf-8');
+    done(null, JSON.stringify(rpcError(-32700, `Parse error: ${unreadable}`)));
   });
 }
