@@ -5,6 +5,7 @@ import '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { startApp, type TestApp } from './support/app.js';
+import { until } from './support/until.js';
 import { codeOf, World } from './support/world.js';
 
 const lines: Record<string, unknown>[] = [];
@@ -34,6 +35,16 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
+/** The request lines logged since `from` (on `path`), once there are `count` of them. */
+function requestLines(from: number, count: number, path?: string) {
+  return until(`${count} request lines`, () => {
+    const found = lines
+      .slice(from)
+      .filter((l) => l.msg === 'request' && (path === undefined || l.path === path));
+    return found.length >= count && found;
+  });
+}
+
 test('/metrics counts the stale rejection, the grants, and shows generation and fence', async () => {
   const response = await fetch(`${app.url}/metrics`);
   expect(response.status).toBe(200);
@@ -55,7 +66,10 @@ test('/metrics counts the stale rejection, the grants, and shows generation and 
 });
 
 test('one JSON line per request, with principal, operation and outcome; never a token or plan content', async () => {
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  // The last request of beforeAll: its line is written once its answer has gone.
+  await until('the stale submit is logged', () =>
+    lines.some((l) => l.operation === 'submitPlan' && l.outcome === 'STALE_GENERATION'),
+  );
   const requests = lines.filter((l) => l.msg === 'request');
   const stale = requests.find(
     (l) => l.operation === 'submitPlan' && l.outcome === 'STALE_GENERATION',
@@ -77,18 +91,21 @@ test('one JSON line per request, with principal, operation and outcome; never a 
 });
 
 test('an MCP request the protocol refuses is logged with its JSON-RPC outcome, not OK; a tools/call without params is -32602', async () => {
-  const rpc = async (body: Record<string, unknown>) => {
-    const response = await fetch(`${app.url}/mcp`, {
+  const raw = (body: string) =>
+    fetch(`${app.url}/mcp`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${agent}`,
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
       },
-      body: JSON.stringify({ jsonrpc: '2.0', ...body }),
-    });
-    return (await response.json()) as { id: unknown; error?: { code: number; message: string } };
-  };
+      body,
+    }).then(async (response) => ({ status: response.status, body: await response.json() }));
+  const rpc = async (body: Record<string, unknown>) =>
+    (await raw(JSON.stringify({ jsonrpc: '2.0', ...body }))).body as {
+      id: unknown;
+      error?: { code: number; message: string };
+    };
   const from = lines.length;
   const noParams = await rpc({ id: 7, method: 'tools/call' });
   expect(noParams).toMatchObject({
@@ -104,16 +121,6 @@ test('an MCP request the protocol refuses is logged with its JSON-RPC outcome, n
   expect((await rpc({ id: 9, method: 'no/such/method' })).error?.code).toBe(-32601);
   // A body that is not JSON is a JSON-RPC parse error, not the HTTP layer's own shape; an
   // empty batch is one Invalid Request (JSON-RPC 2.0 §6).
-  const raw = (body: string) =>
-    fetch(`${app.url}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${agent}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      },
-      body,
-    }).then(async (response) => ({ status: response.status, body: await response.json() }));
   expect(await raw('{"jsonrpc": "2.0", "id": 1, "method":')).toEqual({
     status: 400,
     body: {
@@ -130,11 +137,7 @@ test('an MCP request the protocol refuses is logged with its JSON-RPC outcome, n
       error: { code: -32600, message: 'Invalid Request: an empty batch' },
     },
   });
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  const outcomes = lines
-    .slice(from)
-    .filter((l) => l.msg === 'request' && l.path === '/mcp')
-    .map((l) => l.outcome);
+  const outcomes = (await requestLines(from, 5, '/mcp')).map((l) => l.outcome);
   expect(outcomes).toEqual([
     'INVALID_PARAMS',
     'INVALID_PARAMS',
@@ -149,8 +152,7 @@ test('a path that cannot be decoded is answered 400 and logged like any other re
   const response = await fetch(`${app.url}/js/%ff`);
   expect(response.status).toBe(400);
   expect(await response.json()).toMatchObject({ statusCode: 400, error: 'Bad Request' });
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  expect(lines.slice(from).filter((l) => l.msg === 'request')).toEqual([
+  expect(await requestLines(from, 1)).toEqual([
     expect.objectContaining({ method: 'GET', path: '/js/%ff', status: 400, outcome: 'HTTP_400' }),
   ]);
 });

@@ -117,23 +117,19 @@ function format(error: GraphQLError): Formatted[] {
   }
   const transport = transportCode(original);
   if (transport) {
+    const unsupported = original.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE';
     const message =
       transport === 'PAYLOAD_TOO_LARGE'
         ? 'request body too large'
         : original.code === 'MER_ERR_GQL_PERSISTED_QUERY_NOT_FOUND'
           ? NO_QUERY
-          : original.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+          : unsupported
             ? UNSUPPORTED_MEDIA_TYPE
             : original.message;
     return [
       {
         error: new GraphQLError(message, { extensions: { code: transport } }),
-        status:
-          transport === 'PAYLOAD_TOO_LARGE'
-            ? 413
-            : original.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-              ? 415
-              : 400,
+        status: transport === 'PAYLOAD_TOO_LARGE' ? 413 : unsupported ? 415 : 400,
       },
     ];
   }

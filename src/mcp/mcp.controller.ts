@@ -186,7 +186,7 @@ export class McpController {
     }
     const malformed = malformedToolCall(req.body);
     if (malformed) {
-      logged.outcome = 'INVALID_PARAMS';
+      logged.outcome = RPC_OUTCOMES[-32602];
       await reply.send(rpcError(-32602, malformed, (req.body as { id?: unknown }).id ?? null));
       return;
     }
