@@ -91,12 +91,12 @@ test('one JSON line per request, with principal, operation and outcome; never a 
 });
 
 test('an MCP request the protocol refuses is logged with its JSON-RPC outcome, not OK; a tools/call without params is -32602', async () => {
-  const raw = (body: string) =>
+  const raw = (body: string, contentType = 'application/json') =>
     fetch(`${app.url}/mcp`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${agent}`,
-        'content-type': 'application/json',
+        'content-type': contentType,
         accept: 'application/json, text/event-stream',
       },
       body,
@@ -137,13 +137,26 @@ test('an MCP request the protocol refuses is logged with its JSON-RPC outcome, n
       error: { code: -32600, message: 'Invalid Request: an empty batch' },
     },
   });
-  const outcomes = (await requestLines(from, 5, '/mcp')).map((l) => l.outcome);
+  // A form is refused before it is read, in the transport's terms (as the MCP SDK's own).
+  expect(await raw('method=tools%2Flist', 'application/x-www-form-urlencoded')).toEqual({
+    status: 415,
+    body: {
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: -32000,
+        message: 'Unsupported Media Type: Content-Type must be application/json',
+      },
+    },
+  });
+  const outcomes = (await requestLines(from, 6, '/mcp')).map((l) => l.outcome);
   expect(outcomes).toEqual([
     'INVALID_PARAMS',
     'INVALID_PARAMS',
     'METHOD_NOT_FOUND',
     'PARSE_ERROR',
     'INVALID_REQUEST',
+    'UNSUPPORTED_MEDIA_TYPE',
   ]);
 });
 
