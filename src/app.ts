@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { createLogger, logRequest, logRequests, PinoNestLogger } from './common/logging.js';
 import { NestFactory } from '@nestjs/core';
@@ -84,11 +84,14 @@ export async function createApp(
     return503OnClosing: true,
     // A path that cannot be decoded (`/%ff`) is logged like every other request: Fastify
     // answers it before any hook runs.
-    frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) => {
+    // The answer keeps Fastify's own shape, its code included (FST_ERR_BAD_URL).
+    frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       reply.raw.once('finish', () =>
         logRequest(logger, request, reply, config.limits.maxLogFieldChars),
       );
-      void reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message });
+      void reply
+        .code(400)
+        .send({ statusCode: 400, code: error.code, error: 'Bad Request', message: error.message });
     },
   });
   const fastify = adapter.getInstance();

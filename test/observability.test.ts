@@ -164,7 +164,12 @@ test('a path that cannot be decoded is answered 400 and logged like any other re
   const from = lines.length;
   const response = await fetch(`${app.url}/js/%ff`);
   expect(response.status).toBe(400);
-  expect(await response.json()).toMatchObject({ statusCode: 400, error: 'Bad Request' });
+  expect(await response.json()).toEqual({
+    statusCode: 400,
+    code: 'FST_ERR_BAD_URL',
+    error: 'Bad Request',
+    message: "'/js/%ff' is not a valid url component",
+  });
   expect(await requestLines(from, 1)).toEqual([
     expect.objectContaining({ method: 'GET', path: '/js/%ff', status: 400, outcome: 'HTTP_400' }),
   ]);
