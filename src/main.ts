@@ -1,3 +1,5 @@
+import { restoreIntl } from './common/defer-intl.js';
+import './common/defer-modules.js';
 import { Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig } from './config/config.js';
@@ -22,6 +24,7 @@ async function main(): Promise<void> {
     guardBeforeLoading(config.database.path, { initialize: config.storage.initialize });
   }
   const { createApp } = await import('./app.js');
+  restoreIntl();
   const app = await createApp(config);
   await app.listen(config.port, config.host);
   processHeapGrowth().settle();

@@ -192,3 +192,30 @@ test(
   },
   START_BOUND_MS,
 );
+
+test(
+  'what a start leaves unloaded until used is still there: each stand-in loads its real file',
+  () => {
+    // The service's entry defers files its libraries load but it never calls into (the
+    // drivers of databases it does not run on). Each must name a file and an export a
+    // library upgrade has kept, or a service on PostgreSQL would fail at its first connection.
+    const script = `
+      const { DEFERRED_MODULES } = await import(${JSON.stringify(distFile('src/common/defer-modules.js'))});
+      const { createRequire } = await import('node:module');
+      const require = createRequire(import.meta.url);
+      const found = DEFERRED_MODULES.map(({ file, names }) => {
+        const standIn = require(file);
+        return names.map((name) => typeof standIn[name]).join(',');
+      });
+      console.log(JSON.stringify({ count: DEFERRED_MODULES.length, found }));`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(run.stderr).toBe('');
+    const { count, found } = JSON.parse(run.stdout) as { count: number; found: string[] };
+    expect(count).toBeGreaterThanOrEqual(17);
+    expect(found).toEqual(Array(count).fill('function'));
+  },
+  START_BOUND_MS,
+);

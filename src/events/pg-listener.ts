@@ -6,7 +6,7 @@ import {
   type OnApplicationShutdown,
 } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
-import pg from 'pg';
+import type pg from 'pg';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 
@@ -105,7 +105,9 @@ export class PgListener implements OnApplicationBootstrap, OnApplicationShutdown
   /** Connects and LISTENs on every channel; throws when it cannot. */
   private async listen(): Promise<void> {
     if (this.stopped) return;
-    const client = new pg.Client({
+    // pg loads with the first connection: a service on SQLite never holds it.
+    const { default: Pg } = await import('pg');
+    const client = new Pg.Client({
       connectionString: (this.config.database as { url: string }).url,
     });
     const failedWhileConnecting = () => undefined;
