@@ -393,6 +393,9 @@ export function report(rows: Row[], machine: Machine): string {
       extra <= 250 && refused.length === 0,
     );
   }
+  // SQLite, the service's own floor and etcd side by side.
+  versus(publish, etcd, 0.8, 'SQLite publish ≥ 0.8× etcd on the same decision (c=10, FULL)');
+  versus(publish, floor0, 0.25, 'SQLite publish ≥ 25% of `{ __typename }` (c=10)');
   // PostgreSQL over a network: round trips per decision and the latency they add (scenario 13).
   if (pgPublish && pgFloor)
     versus(
