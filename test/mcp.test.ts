@@ -6,6 +6,7 @@ import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { LeaseQueueSweeper } from '../src/leases/lease-queue.sweeper.js';
 import { startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { BIN, connectMcp, type Door, type McpAgent, refusalOf } from './support/mcp.js';
 import { until } from './support/until.js';
@@ -544,6 +545,58 @@ describe('POST /mcp', () => {
       queueLength: 0,
       lease: null,
     });
+  });
+  // proves: R37
+  test('a ticket granted in the moment its agent leaves is released at once, not held until it expires', async () => {
+    const env = await freshEnvironment();
+    const a = await connect(tokens['agent-a'], 'http');
+    await a.ok('acquire_lease', { environment: env, ttlSeconds: 30 });
+    // Only what this test does decides here: the sweeper would hand the lease off by itself.
+    const sweeper = app.app.get(LeaseQueueSweeper);
+    await sweeper.stop();
+    try {
+      const leaving = new AbortController();
+      const waiting = fetch(`${app.url}/mcp`, {
+        method: 'POST',
+        signal: leaving.signal,
+        headers: {
+          authorization: `Bearer ${tokens['agent-b']}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name: 'acquire_lease', arguments: { environment: env, waitSeconds: 120 } },
+        }),
+      }).catch((error: unknown) => error);
+      const events = async (action: string) =>
+        (await world.auditEvents(env)).filter(
+          (e) => e.action === action && e.outcome === 'ACCEPTED',
+        );
+      await until('the ticket is enqueued', async () => (await events('ENQUEUE_LEASE')).length > 0);
+      // A's lease runs out; nothing has handed it off yet when B's connection closes, so the
+      // cancellation's own transaction hands it off first (R37): B's ticket is granted there.
+      world.advance(31);
+      leaving.abort();
+      expect((await waiting) as Error).toMatchObject({ name: 'AbortError' });
+      await until(
+        'the granted lease is released',
+        async () => (await events('RELEASE_LEASE')).length > 0,
+      );
+      expect(await events('RELEASE_LEASE')).toMatchObject([{ actor: 'agent-b', generation: 2 }]);
+      expect(await events('CANCEL_LEASE_TICKET')).toMatchObject([{ actor: 'agent-b' }]);
+      const after = await a.ok('list_environments', {});
+      expect(after.environments.find((e: { name: string }) => e.name === env)).toMatchObject({
+        queueLength: 0,
+        lease: null,
+      });
+      // The next agent gets it at once, with the generation after the one B never used.
+      expect(await a.ok('acquire_lease', { environment: env })).toMatchObject({ generation: 3 });
+    } finally {
+      sweeper.onApplicationBootstrap();
+    }
   });
 });
 

@@ -40,6 +40,7 @@ import { PlanArgs, SubmitPlanInput } from '../plans/dto/plan.inputs.js';
 import { type Plan, PlanStatus } from '../plans/plan.entity.js';
 import { PlansResolver } from '../plans/plans.resolver.js';
 import { PlansService } from '../plans/plans.service.js';
+import { FenceError } from '../fencing/fence.errors.js';
 import { LeaseWaitInput, WaitForDecisionInput } from './dto/tool.inputs.js';
 import { McpError } from './mcp.errors.js';
 import { McpGate, type Operation } from './mcp.gate.js';
@@ -278,8 +279,29 @@ export class McpTools {
    * and audited like the GraphQL call), read again whenever the environment records
    * something (and every 250 ms), until it is granted. A ticket not granted in time has
    * expired (R39); the answer is then what acquireLease says at that moment. A call cancelled
-   * while its ticket waits cancels the ticket.
+   * while its ticket waits cancels the ticket; one granted as the call was cancelled is released.
    */
+  /**
+   * Releases the lease a ticket was granted, while it is still that grant's. False when it
+   * is not (it expired, or was released already): the guard refused, nothing changed.
+   */
+  private async giveBack(
+    principal: Principal,
+    ticket: { environment: string; generation: number | null },
+  ): Promise<boolean> {
+    if (ticket.generation == null) return false;
+    try {
+      await this.leases.release(principal, {
+        environment: ticket.environment,
+        generation: ticket.generation,
+      });
+      return true;
+    } catch (error) {
+      if (error instanceof FenceError) return false;
+      throw error;
+    }
+  }
+
   private async acquire(
     principal: Principal,
     args: { environment: string; ttlSeconds: number; instance?: string; waitSeconds: number },
@@ -321,16 +343,21 @@ export class McpTools {
     if (signal.aborted) {
       // The caller left (it cancelled the call, or its connection closed): a ticket still
       // waiting is cancelled, so that the lease is never handed to nobody, and nothing more
-      // is acquired for it. One granted meanwhile is its lease, as if it had been answered.
+      // is acquired for it. One granted as the caller left (before its cancellation was
+      // decided) is a lease nobody will use: it is released, fenced by its generation, so
+      // that the next ticket goes on now instead of when it expires.
       if (ticket.status === LeaseTicketStatus.WAITING) {
         ticket = await this.queue.cancel(principal, ticket);
       }
-      if (ticket.status !== LeaseTicketStatus.GRANTED) {
-        throw new McpError(
-          'BAD_USER_INPUT',
-          `the call was cancelled while lease ticket ${ticket.id} waited; the ticket is ${ticket.status}`,
-        );
-      }
+      const released =
+        ticket.status === LeaseTicketStatus.GRANTED && (await this.giveBack(principal, ticket));
+      throw new McpError(
+        'BAD_USER_INPUT',
+        `the call was cancelled while lease ticket ${ticket.id} waited; the ticket is ${ticket.status}` +
+          (released
+            ? `; the lease it was granted (generation ${ticket.generation}) is released`
+            : ''),
+      );
     }
     if (ticket.status === LeaseTicketStatus.GRANTED) {
       const lease = await this.queue.lease(ticket);
