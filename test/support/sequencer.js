@@ -10,7 +10,7 @@
 import Sequencer from '@jest/test-sequencer';
 
 const TYPICAL_SECONDS = new Map([
-  ['postgres test/model.test.ts', 161],
+  ['postgres test/model.test.ts', 50],
   ['sqlite test/fault.test.ts', 84],
   ['sqlite test/operator/storage.test.ts', 78],
   ['sqlite test/cli.test.ts', 48],
