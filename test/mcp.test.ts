@@ -506,18 +506,14 @@ describe('POST /mcp', () => {
     expect(await waiting).toMatchObject({ environment: env, generation: 2, holder: 'agent-b' });
   });
 
-  // proves: R37
-  test('an agent that leaves while acquire_lease waits has its ticket cancelled: the lease is never handed to it', async () => {
-    const env = await freshEnvironment();
-    const a = await connect(tokens['agent-a'], 'http');
-    const held = await a.ok('acquire_lease', { environment: env, ttlSeconds: 600 });
-    // Agent B's call, over a connection that B then drops (its process ends, its network goes).
+  /** An `acquire_lease` call that waits in the queue, over a connection its agent can drop. */
+  const waitOverDroppedConnection = (token: string, environment: string, waitSeconds: number) => {
     const leaving = new AbortController();
     const waiting = fetch(`${app.url}/mcp`, {
       method: 'POST',
       signal: leaving.signal,
       headers: {
-        authorization: `Bearer ${tokens['agent-b']}`,
+        authorization: `Bearer ${token}`,
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
       },
@@ -525,11 +521,24 @@ describe('POST /mcp', () => {
         jsonrpc: '2.0',
         id: 1,
         method: 'tools/call',
-        params: { name: 'acquire_lease', arguments: { environment: env, waitSeconds: 60 } },
+        params: { name: 'acquire_lease', arguments: { environment, waitSeconds } },
       }),
     }).catch((error: unknown) => error);
-    const events = async (action: string) =>
-      (await world.auditEvents(env)).filter((e) => e.action === action && e.outcome === 'ACCEPTED');
+    return { leaving, waiting };
+  };
+  const acceptedEvents = async (environment: string, action: string) =>
+    (await world.auditEvents(environment)).filter(
+      (e) => e.action === action && e.outcome === 'ACCEPTED',
+    );
+
+  // proves: R37
+  test('an agent that leaves while acquire_lease waits has its ticket cancelled: the lease is never handed to it', async () => {
+    const env = await freshEnvironment();
+    const a = await connect(tokens['agent-a'], 'http');
+    const held = await a.ok('acquire_lease', { environment: env, ttlSeconds: 600 });
+    // Agent B's call, over a connection that B then drops (its process ends, its network goes).
+    const { leaving, waiting } = waitOverDroppedConnection(tokens['agent-b'], env, 60);
+    const events = (action: string) => acceptedEvents(env, action);
     await until('the ticket is enqueued', async () => (await events('ENQUEUE_LEASE')).length > 0);
     expect(await events('ENQUEUE_LEASE')).toHaveLength(1);
     leaving.abort();
@@ -555,26 +564,8 @@ describe('POST /mcp', () => {
     const sweeper = app.app.get(LeaseQueueSweeper);
     await sweeper.stop();
     try {
-      const leaving = new AbortController();
-      const waiting = fetch(`${app.url}/mcp`, {
-        method: 'POST',
-        signal: leaving.signal,
-        headers: {
-          authorization: `Bearer ${tokens['agent-b']}`,
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-        },
-        body: JSON.stringify({
-          jsonrpc: '2.0',
-          id: 1,
-          method: 'tools/call',
-          params: { name: 'acquire_lease', arguments: { environment: env, waitSeconds: 120 } },
-        }),
-      }).catch((error: unknown) => error);
-      const events = async (action: string) =>
-        (await world.auditEvents(env)).filter(
-          (e) => e.action === action && e.outcome === 'ACCEPTED',
-        );
+      const { leaving, waiting } = waitOverDroppedConnection(tokens['agent-b'], env, 120);
+      const events = (action: string) => acceptedEvents(env, action);
       await until('the ticket is enqueued', async () => (await events('ENQUEUE_LEASE')).length > 0);
       // A's lease runs out; nothing has handed it off yet when B's connection closes, so the
       // cancellation's own transaction hands it off first (R37): B's ticket is granted there.
