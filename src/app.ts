@@ -83,8 +83,8 @@ export async function createApp(
     forceCloseConnections: 'idle',
     return503OnClosing: true,
     // A path that cannot be decoded (`/%ff`) is logged like every other request: Fastify
-    // answers it before any hook runs.
-    // The answer keeps Fastify's own shape, its code included (FST_ERR_BAD_URL).
+    // answers it before any hook runs. The answer keeps Fastify's own shape, its code
+    // included (FST_ERR_BAD_URL).
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       reply.raw.once('finish', () =>
         logRequest(logger, request, reply, config.limits.maxLogFieldChars),

@@ -281,27 +281,6 @@ export class McpTools {
    * expired (R39); the answer is then what acquireLease says at that moment. A call cancelled
    * while its ticket waits cancels the ticket; one granted as the call was cancelled is released.
    */
-  /**
-   * Releases the lease a ticket was granted, while it is still that grant's. False when it
-   * is not (it expired, or was released already): the guard refused, nothing changed.
-   */
-  private async giveBack(
-    principal: Principal,
-    ticket: { environment: string; generation: number | null },
-  ): Promise<boolean> {
-    if (ticket.generation == null) return false;
-    try {
-      await this.leases.release(principal, {
-        environment: ticket.environment,
-        generation: ticket.generation,
-      });
-      return true;
-    } catch (error) {
-      if (error instanceof FenceError) return false;
-      throw error;
-    }
-  }
-
   private async acquire(
     principal: Principal,
     args: { environment: string; ttlSeconds: number; instance?: string; waitSeconds: number },
@@ -364,6 +343,27 @@ export class McpTools {
       if (lease) return lease;
     }
     return this.acquireOnce(principal, raw);
+  }
+
+  /**
+   * Releases the lease a ticket was granted, while it is still that grant's. False when it
+   * is not (it expired, or was released already): the guard refused, nothing changed.
+   */
+  private async giveBack(
+    principal: Principal,
+    ticket: { environment: string; generation: number | null },
+  ): Promise<boolean> {
+    if (ticket.generation == null) return false;
+    try {
+      await this.leases.release(principal, {
+        environment: ticket.environment,
+        generation: ticket.generation,
+      });
+      return true;
+    } catch (error) {
+      if (error instanceof FenceError) return false;
+      throw error;
+    }
   }
 
   /** wait_for_decision: reads the plan again whenever its environment records something, at its expiry, and at the time-out. */
