@@ -529,16 +529,17 @@ export function report(rows: Row[], machine: Machine): string {
   const smallRows = measured.filter((s) => !largeRows.includes(s));
   if (rest?.peakRssMb != null && largeRows.length && smallRows.length) {
     const mb = (rows: Summary[]) => rows.map((s) => s.peakRssMb!);
+    const largest = Math.max(...mb(largeRows));
     lines.push(
       `- Peak RSS: ${fixed(rest.peakRssMb, 0)} MiB with \`{ __typename }\` at c=1, about what a service holds at rest ` +
         `(the code it loaded, V8's young generation of two ${semiSpaceMb()} MiB semi-spaces, the pages of the node binary); ` +
         `every row of small requests stays at or under ${fixed(Math.max(...mb(smallRows)), 0)} MiB. The rows that keep ` +
-        `1 MiB plans in flight reach ${fixed(Math.min(...mb(largeRows)), 0)}–${fixed(Math.max(...mb(largeRows)), 0)} MiB: ` +
+        `1 MiB plans in flight reach ${fixed(Math.min(...mb(largeRows)), 0)}–${fixed(largest, 0)} MiB: ` +
         'what survives a full collection there is about what survives at rest; the rest is the plans in flight, the garbage ' +
         `V8 lets grow ${LARGE_BODY_HEAP_GROWTH_PERCENT}% past what survived while large requests arrive, the C heap's growth from SQLite's copies of 1 MiB ` +
         'values, and with policies the worker thread: a Node environment of its own with the CEL runtime loaded, about ' +
         '30 MiB whatever it evaluates (docs/operations.md#memory).' +
-        (Math.max(...mb(largeRows)) > PEAK_RSS_TARGET_MIB
+        (largest > PEAK_RSS_TARGET_MIB
           ? ' Below that needs a smaller young generation still ' +
             '(`--max-semi-space-size=4`: CPU for memory) or fewer large requests in flight at once.'
           : ''),
