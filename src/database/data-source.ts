@@ -23,6 +23,7 @@ import { TokenCheck1765700000000 } from '../../migrations/1765700000000-token-ch
 import { SubmitAtOnce1765800000000 } from '../../migrations/1765800000000-submit-at-once.js';
 import { SubmitByIndex1765900000000 } from '../../migrations/1765900000000-submit-by-index.js';
 import { SubmitAtOnceById1766000000000 } from '../../migrations/1766000000000-submit-at-once-by-id.js';
+import { TerraformState1766100000000 } from '../../migrations/1766100000000-terraform-state.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -58,6 +59,7 @@ export const migrations = [
   SubmitAtOnce1765800000000,
   SubmitByIndex1765900000000,
   SubmitAtOnceById1766000000000,
+  TerraformState1766100000000,
 ];
 
 /**

@@ -97,8 +97,10 @@ export class DeploymentsService implements OnModuleInit {
   }
 
   async finish(principal: Principal, input: FinishDeploymentInput): Promise<Deployment> {
-    const { idempotencyKey, ...call } = input;
-    const canonical = { ...call, detail: call.detail ?? null };
+    const { idempotencyKey, state: reported, ...call } = input;
+    const state = reported ? { lineage: reported.lineage, serial: reported.serial } : null;
+    // Only where given, so that a finish without a state keeps the fingerprint it always had (R9).
+    const canonical = { ...call, detail: call.detail ?? null, ...(state ? { state } : {}) };
     const deployment = await this.decisions.decideOnce(
       this.decision('FINISH_DEPLOYMENT', principal, input.deploymentId),
       idempotencyKey
@@ -110,6 +112,7 @@ export class DeploymentsService implements OnModuleInit {
           principal: principal.name,
           outcome: input.outcome,
           detail: canonical.detail,
+          state,
           now,
         }),
       remembered,

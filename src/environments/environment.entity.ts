@@ -105,6 +105,14 @@ export class Environment {
   @Column({ name: 'deployment_sequence', type: 'integer' })
   deploymentSequence: number;
 
+  /** R56: the lineage of the Terraform state an applier last reported (EnvironmentsResolver.terraformState). */
+  @Column({ name: 'state_lineage', type: 'varchar', length: 64, nullable: true })
+  stateLineage: string | null;
+
+  /** R56: that state's serial. */
+  @Column({ name: 'state_serial', type: 'integer', nullable: true })
+  stateSerial: number | null;
+
   /** Set (with frozenBy and frozenAt) while publication is frozen (R17). */
   @Column({ name: 'frozen_reason', type: 'varchar', length: 255, nullable: true })
   frozenReason: string | null;

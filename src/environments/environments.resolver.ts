@@ -1,4 +1,5 @@
 import { Args, Mutation, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
+import { TerraformState } from '../terraform/terraform-state.model.js';
 import { Principal } from '../auth/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { Lease } from '../leases/lease.model.js';
@@ -58,6 +59,16 @@ export class EnvironmentsResolver {
   })
   currentPlanOf(@Parent() env: Environment): Promise<Plan | null> {
     return this.service.plan(env.currentPlanId);
+  }
+
+  @ResolveField('terraformState', () => TerraformState, {
+    nullable: true,
+    description: 'The Terraform state last reported by an applier (DESIGN R56).',
+  })
+  terraformState(@Parent() env: Environment): TerraformState | null {
+    return env.stateLineage != null && env.stateSerial != null
+      ? { lineage: env.stateLineage, serial: env.stateSerial }
+      : null;
   }
 
   /** ADMIN only. R15, R16: audited as UPDATE_POLICY. NOT_FOUND, BAD_USER_INPUT. */

@@ -15,7 +15,8 @@ import { EnvironmentError } from '../environments/environment.errors.js';
 import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
 import { addEffect } from './effects.js';
-import { ACTIVE_DEPLOYMENT } from './sql.js';
+import { stateOlder } from './rejections.js';
+import { ACTIVE_DEPLOYMENT, stateNotOlder } from './sql.js';
 
 /**
  * The guard's deployment writes (docs/design.md §10, R18–R21). Every statement that writes a deployment row
@@ -89,6 +90,7 @@ export class DeploymentWrites {
        WHERE e.name = :environment AND e.current_plan_id = :planId
          AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = :planId
                          AND p.based_on_deployment_sequence <> e.deployment_sequence)
+         AND ${stateNotOlder(':planId', 'e')}
          AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.environment = :environment
                          AND d.${ACTIVE_DEPLOYMENT})
        RETURNING sequence`,
@@ -112,7 +114,82 @@ export class DeploymentWrites {
     });
     this.changed(m, deployment);
     this.announce(m, 'deployment.started', deployment, p.principal, p.now);
+    // R57: proposals made against the sequence that just moved can never be published.
+    await this.obsolete(
+      m,
+      p.environment,
+      `based_on_deployment_sequence IS NOT NULL AND based_on_deployment_sequence <> :sequence`,
+      { sequence },
+      `deployment ${deployment.id} started: the plan was made against an earlier deployment sequence`,
+      p.now,
+    );
     return deployment;
+  }
+
+  /**
+   * R57: the PROPOSED plans of `environment` that `where` (over `plans`) finds stale turn
+   * OBSOLETE in this transaction: they leave the review queue and their approvals are void
+   * with them. Each is audited as PLAN_OBSOLETE with `why`.
+   */
+  private async obsolete(
+    m: EntityManager,
+    environment: string,
+    where: string,
+    params: Record<string, unknown>,
+    why: string,
+    now: number,
+  ): Promise<void> {
+    const stale = await updateReturning<{ id: string }>(
+      m,
+      `UPDATE plans SET status = 'OBSOLETE'
+       WHERE environment = :environment AND status = 'PROPOSED' AND ${where}
+       RETURNING id`,
+      { ...params, environment },
+    );
+    for (const { id } of [...stale].sort((a, b) => (a.id < b.id ? -1 : 1))) {
+      addEffect(m, {
+        kind: 'audit',
+        at: now,
+        entry: {
+          environment,
+          actor: 'planfence',
+          action: 'PLAN_OBSOLETE',
+          planId: id,
+          outcome: AuditOutcome.ACCEPTED,
+          detail: `${id} is OBSOLETE: ${why}`,
+        },
+      });
+    }
+  }
+
+  /**
+   * R56: records the Terraform state an applier reported after deployment `id`: the
+   * environment's state moves forward within its lineage (a state of another lineage
+   * replaces it); the proposals computed from an older state of that lineage turn OBSOLETE
+   * (R57).
+   */
+  private async reportState(
+    m: EntityManager,
+    id: string,
+    state: { lineage: string; serial: number },
+    now: number,
+  ): Promise<void> {
+    const { environment } = DeploymentId.of(id);
+    await execute(
+      m,
+      `UPDATE environments SET state_lineage = :lineage, state_serial = :serial
+       WHERE name = :environment
+         AND (state_lineage IS NULL OR state_lineage <> :lineage OR state_serial <= :serial)`,
+      { ...state, environment },
+    );
+    await this.obsolete(
+      m,
+      environment,
+      `prior_state_lineage = :lineage AND prior_state_serial < :serial`,
+      state,
+      `deployment ${id} reported state serial ${state.serial}: the plan was computed from an older state`,
+      now,
+    );
   }
 
   /** R19: only the starter, only while IN_PROGRESS or UNKNOWN and unreconciled; it reads IN_PROGRESS again. */
@@ -151,6 +228,8 @@ export class DeploymentWrites {
       principal: string;
       outcome: DeploymentOutcome;
       detail: string | null;
+      /** R56: the Terraform state after the apply, as the applier read it. */
+      state?: { lineage: string; serial: number } | null;
       now: number;
     },
   ): Promise<Deployment> {
@@ -162,6 +241,7 @@ export class DeploymentWrites {
       p,
     );
     if (!finished) throw await this.whyReportRejected(m, p);
+    if (p.state) await this.reportState(m, p.id, p.state, p.now);
     const deployment = await this.ended(m, p.id, p.outcome);
     this.announce(m, 'deployment.finished', deployment, p.principal, p.now);
     return deployment;
@@ -244,12 +324,18 @@ export class DeploymentWrites {
       return new DeploymentError(
         'PRECONDITION_FAILED',
         `plan ${p.planId} is not the current plan of "${p.environment}"`,
-        { currentPlanId: env.currentPlanId },
+        { reason: 'CURRENT_PLAN', currentPlanId: env.currentPlanId },
       );
     }
-    const [plan] = await select<{ basedOn: number | string | null }>(
+    const [plan] = await select<{
+      basedOn: number | string | null;
+      lineage: string | null;
+      serial: number | string | null;
+    }>(
       m,
-      'SELECT based_on_deployment_sequence AS "basedOn" FROM plans WHERE id = :planId',
+      `SELECT based_on_deployment_sequence AS "basedOn", prior_state_lineage AS lineage,
+         prior_state_serial AS serial
+       FROM plans WHERE id = :planId`,
       p,
     );
     const basedOn = plan?.basedOn != null ? Number(plan.basedOn) : null;
@@ -257,7 +343,19 @@ export class DeploymentWrites {
       return new DeploymentError(
         'PRECONDITION_FAILED',
         `plan ${p.planId} was made against deployment sequence ${basedOn} of "${p.environment}", which has moved on to ${env.deploymentSequence}: plan again`,
-        { currentPlanId: env.currentPlanId, deploymentSequence: env.deploymentSequence },
+        {
+          reason: 'DEPLOYMENT_SEQUENCE',
+          currentPlanId: env.currentPlanId,
+          deploymentSequence: env.deploymentSequence,
+        },
+      );
+    }
+    const older = stateOlder(plan ?? null, env);
+    if (older) {
+      return new DeploymentError(
+        'PRECONDITION_FAILED',
+        `plan ${p.planId} ${older.message}`,
+        older.extensions,
       );
     }
     // The start statement's one clause left: a deployment of the environment is active.

@@ -20,7 +20,12 @@ import {
 } from './plan-status.js';
 import { readEnvironment, readPlan } from './reads.js';
 import { whyApprovalRejected, whySubmitRejected } from './rejections.js';
-import { POINTER_MOVES_FORWARD, RULE_SHORT_EVEN_WITH_REVIEWER, RULES_MET } from './sql.js';
+import {
+  POINTER_MOVES_FORWARD,
+  RULE_SHORT_EVEN_WITH_REVIEWER,
+  RULES_MET,
+  stateNotOlder,
+} from './sql.js';
 
 /** A plan's large fields are stored as given: its insert does not read them back. */
 const LARGE_FIELDS = Object.keys(PLAN_LARGE_FIELDS) as (keyof typeof PLAN_LARGE_FIELDS)[];
@@ -61,7 +66,12 @@ export class PlanWrites {
    */
   async admitPlan(m: EntityManager, p: Submit & { now: number }): Promise<Plan> {
     const before = await readEnvironment(m, p.environment);
-    const params = { ...p, policyVersion: p.policy.version };
+    const params = {
+      ...p,
+      policyVersion: p.policy.version,
+      priorLineage: p.priorState?.lineage ?? null,
+      priorSerial: p.priorState?.serial ?? null,
+    };
     if (p.policy.denial) {
       const current = await execute(
         m,
@@ -74,7 +84,10 @@ export class PlanWrites {
     }
     const publish = !before.requireApproval && p.policy.rules.length === 0;
     const casOnPointer = publish && p.basedOnPlanId != null;
-    const casOnSequence = publish && p.basedOnDeploymentSequence != null;
+    // R57: a plan made against a deployment sequence or a Terraform state that has already
+    // moved on is refused at submit, whether or not it would be published now.
+    const casOnSequence = p.basedOnDeploymentSequence != null;
+    const casOnState = p.priorState != null;
     const admitted = await execute(
       m,
       `UPDATE environments SET fence = :generation
@@ -86,6 +99,7 @@ export class PlanWrites {
                AND lease_principal = :principal AND lease_expires_at > :now))
          ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
+         ${casOnState ? 'AND (state_lineage IS NULL OR state_lineage <> :priorLineage OR state_serial <= :priorSerial)' : ''}
          ${publish ? 'AND frozen_at IS NULL' : ''}`,
       params,
     );
@@ -139,9 +153,20 @@ export class PlanWrites {
     return plan;
   }
 
-  /** Whether submitInOneStatement decides a submit with this policy decision (PostgreSQL). */
-  decidesInOneStatement(policy: PolicyDecision): boolean {
-    return !policy.denial && !policy.rules.length;
+  /**
+   * Whether submitInOneStatement decides this submit (PostgreSQL): one whose policies deny
+   * nothing and add no rules, and that is bound to no deployment sequence or Terraform state
+   * (R56, R57: those are decided by admitPlan's statements).
+   */
+  decidesInOneStatement(
+    p: Pick<Submit, 'policy' | 'basedOnDeploymentSequence' | 'priorState'>,
+  ): boolean {
+    return (
+      !p.policy.denial &&
+      !p.policy.rules.length &&
+      p.basedOnDeploymentSequence == null &&
+      p.priorState == null
+    );
   }
 
   /**
@@ -158,8 +183,7 @@ export class PlanWrites {
     m: EntityManager,
     p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
   ): Promise<{ now: number; auditId: number | null; finish: () => Promise<Plan> } | null> {
-    if (!this.decidesInOneStatement(p.policy))
-      throw new Error('a submit whose policies deny it or add rules is decided by admitPlan');
+    if (!this.decidesInOneStatement(p)) throw new Error('this submit is decided by admitPlan');
     const [{ decision }] = await select<{ decision: SubmitDecision }>(
       m,
       ...submitStatement('planfence_submit_plan', p),
@@ -208,8 +232,7 @@ export class PlanWrites {
     /** What the decision adds besides the plan (src/decisions/submit-at-once.ts), of the provisional plan. */
     record: (provisional: Plan) => object,
   ): Promise<Plan | null> {
-    if (!this.decidesInOneStatement(p.policy))
-      throw new Error('a submit whose policies deny it or add rules is decided by admitPlan');
+    if (!this.decidesInOneStatement(p)) throw new Error('this submit is decided by admitPlan');
     const provisional = Object.assign(new Plan(), submittedPlan({ ...p, now: 0 }, 0, true, null));
     const stored = selectLater<{ decision: SubmitDecision }>(
       m,
@@ -267,13 +290,15 @@ export class PlanWrites {
       basedOnDeploymentSequence: plan.basedOnDeploymentSequence,
       submitter: plan.submittedBy,
     };
-    // R7 and R33: the compare-and-swaps publication demands, on the pointer and on the
-    // deployment sequence the plan was made against.
+    // R7, R33 and R56: the compare-and-swaps publication demands, on the pointer, on the
+    // deployment sequence the plan was made against and on the Terraform state it was
+    // computed from.
     const cas = [
       plan.basedOnPlanId != null ? 'e.current_plan_id = :basedOnPlanId' : '1 = 1',
       plan.basedOnDeploymentSequence != null
         ? 'e.deployment_sequence = :basedOnDeploymentSequence'
         : '1 = 1',
+      plan.priorStateSerial != null ? stateNotOlder('p.id', 'e') : '1 = 1',
     ].join(' AND ');
     // Sent together (one round trip on PostgreSQL), run in this order: none of their texts
     // depends on another's answer.
@@ -317,6 +342,7 @@ export class PlanWrites {
        WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
          ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${plan.basedOnDeploymentSequence != null ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
+         ${plan.priorStateSerial != null ? `AND ${stateNotOlder(':id', 'environments')}` : ''}
          ${breakGlass ? '' : `AND frozen_at IS NULL AND ${RULES_MET}`}
          AND EXISTS (SELECT 1 FROM approvals a WHERE a.plan_id = :id AND a.approver = :reviewer
                      ${breakGlass ? 'AND a.break_glass_reason IS NOT NULL' : ''})
@@ -408,6 +434,8 @@ type Submit = {
   artifact: string | null;
   artifactHash: string | null;
   basedOnDeploymentSequence: number | null;
+  /** R56: the Terraform state the plan file was computed from. */
+  priorState: { lineage: string; serial: number } | null;
   sourceRevision: string | null;
   policy: PolicyDecision;
 };
@@ -449,6 +477,8 @@ function submittedPlan(
     artifact: p.artifact,
     artifactHash: p.artifactHash,
     basedOnDeploymentSequence: p.basedOnDeploymentSequence,
+    priorStateLineage: p.priorState?.lineage ?? null,
+    priorStateSerial: p.priorState?.serial ?? null,
     sourceRevision: p.sourceRevision,
     submittedBy: p.principal,
     submittedAt: at,

@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import type { ErrorDetails } from '../common/errors.js';
 import { select } from '../database/database.js';
 import { findOne } from '../database/rows.js';
 import { type Environment, FencingMode } from '../environments/environment.entity.js';
@@ -101,8 +102,12 @@ export function stale(generation: number, fence: number, what: string): FenceErr
   );
 }
 
+/** R7: the pointer is no longer the plan the caller based its plan on. */
 export function preconditionFailed(message: string, env: Environment): FenceError {
-  return new FenceError('PRECONDITION_FAILED', message, { currentPlanId: env.currentPlanId });
+  return new FenceError('PRECONDITION_FAILED', message, {
+    reason: 'CURRENT_PLAN',
+    currentPlanId: env.currentPlanId,
+  });
 }
 
 /** R33: a deployment started after the plan was made; it describes a state that is gone. */
@@ -110,8 +115,48 @@ export function sequenceMoved(what: string, basedOn: number, env: Environment): 
   return new FenceError(
     'PRECONDITION_FAILED',
     `${what} was made against deployment sequence ${basedOn} of "${env.name}", which has moved on to ${env.deploymentSequence}: plan again`,
-    { currentPlanId: env.currentPlanId, deploymentSequence: env.deploymentSequence },
+    {
+      reason: 'DEPLOYMENT_SEQUENCE',
+      currentPlanId: env.currentPlanId,
+      deploymentSequence: env.deploymentSequence,
+    },
   );
+}
+
+/**
+ * R56: why a plan computed from Terraform state `prior` may not be published or applied in
+ * `env` (its state of the same lineage was reported at a higher serial), or null when it may.
+ * The message follows the plan's name.
+ */
+export function stateOlder(
+  prior: { lineage: string | null; serial: number | string | null } | null,
+  env: Pick<Environment, 'name' | 'currentPlanId' | 'stateLineage' | 'stateSerial'>,
+): { message: string; extensions: ErrorDetails } | null {
+  if (prior?.lineage == null || prior.serial == null || env.stateSerial == null) return null;
+  const serial = Number(prior.serial);
+  if (prior.lineage !== env.stateLineage || serial >= env.stateSerial) return null;
+  return {
+    message: `was computed from Terraform state serial ${serial}, but "${env.name}" has since been applied to serial ${env.stateSerial} (lineage ${prior.lineage}): plan again from the current state`,
+    extensions: {
+      reason: 'STATE_SERIAL',
+      currentPlanId: env.currentPlanId,
+      priorStateSerial: serial,
+      stateSerial: env.stateSerial,
+      lineage: prior.lineage,
+    },
+  };
+}
+
+/** R56 as a FenceError of `what` (the plan), or null. */
+function stateMoved(
+  what: string,
+  prior: { lineage: string | null; serial: number | null } | null,
+  env: Environment,
+): FenceError | null {
+  const older = stateOlder(prior, env);
+  return older
+    ? new FenceError('PRECONDITION_FAILED', `${what} ${older.message}`, older.extensions)
+    : null;
 }
 
 export async function whySubmitRejected(
@@ -122,6 +167,7 @@ export async function whySubmitRejected(
     generation: number;
     basedOnPlanId: string | null;
     basedOnDeploymentSequence: number | null;
+    priorState: { lineage: string; serial: number } | null;
     policyVersion: number;
     now: number;
   },
@@ -145,8 +191,10 @@ export async function whySubmitRejected(
   if (casOnPointer && env.currentPlanId !== p.basedOnPlanId) {
     return preconditionFailed(`the current plan is no longer ${p.basedOnPlanId}`, env);
   }
-  // The one clause of the admission statement left: the deployment sequence the plan was made against.
-  return sequenceMoved(`the plan`, p.basedOnDeploymentSequence!, env);
+  if (p.basedOnDeploymentSequence != null && p.basedOnDeploymentSequence !== env.deploymentSequence)
+    return sequenceMoved(`the plan`, p.basedOnDeploymentSequence, env);
+  // The one clause of the admission statement left: the Terraform state the plan was computed from.
+  return stateMoved('the plan', p.priorState, env)!;
 }
 
 export function frozen(env: Environment): FenceError {
@@ -177,6 +225,7 @@ export async function whyApprovalRejected(
       'PRECONDITION_FAILED',
       `plan ${plan.id} has content sha256 ${plan.contentHash}, not the reviewed ${p.contentHash}: read the plan again (planfence plan show ${plan.id}) and approve its hash`,
       {
+        reason: 'CONTENT_HASH',
         currentPlanId: env.currentPlanId,
         expectedContentHash: plan.contentHash,
         reviewedContentHash: p.contentHash,
@@ -215,6 +264,15 @@ export async function whyApprovalRejected(
       env,
     );
   }
-  // The one clause left: the deployment sequence the plan was made against.
-  return sequenceMoved(`plan ${plan.id}`, plan.basedOnDeploymentSequence!, env);
+  if (
+    plan.basedOnDeploymentSequence != null &&
+    plan.basedOnDeploymentSequence !== env.deploymentSequence
+  )
+    return sequenceMoved(`plan ${plan.id}`, plan.basedOnDeploymentSequence, env);
+  // The one clause left: the Terraform state the plan was computed from.
+  return stateMoved(
+    `plan ${plan.id}`,
+    { lineage: plan.priorStateLineage, serial: plan.priorStateSerial },
+    env,
+  )!;
 }

@@ -71,3 +71,13 @@ export const RULE_SHORT_EVEN_WITH_REVIEWER = `(EXISTS (SELECT 1 FROM approval_ru
   AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count)
   OR EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
   AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count))`;
+
+/**
+ * R56: plan `plan`'s prior state is not older than the state environment `env` last
+ * reported: another lineage, or no state on either side, is never older. Written so that a
+ * NULL on either side reads "not older".
+ */
+export function stateNotOlder(plan: string, env: string): string {
+  return `NOT EXISTS (SELECT 1 FROM plans sp WHERE sp.id = ${plan}
+    AND sp.prior_state_lineage = ${env}.state_lineage AND sp.prior_state_serial < ${env}.state_serial)`;
+}

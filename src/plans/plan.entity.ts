@@ -103,7 +103,8 @@ export class Plan {
 
   @Field(() => String, {
     nullable: true,
-    description: 'Base64 of the binary plan file (terraform plan -out), when one was submitted.',
+    description:
+      'Base64 of the binary plan file (terraform plan -out), when one was submitted. DEPLOYER and ADMIN only (DESIGN R54).',
   })
   @Column({ type: 'text', nullable: true })
   artifact: string | null;
@@ -121,6 +122,14 @@ export class Plan {
   })
   @Column({ name: 'based_on_deployment_sequence', type: 'integer', nullable: true })
   basedOnDeploymentSequence: number | null;
+
+  /** R56: the lineage of the state the plan file was computed from (read through PlansResolver.priorState). */
+  @Column({ name: 'prior_state_lineage', type: 'varchar', length: 64, nullable: true })
+  priorStateLineage: string | null;
+
+  /** R56: the serial of that state. */
+  @Column({ name: 'prior_state_serial', type: 'integer', nullable: true })
+  priorStateSerial: number | null;
 
   @Field(() => String, {
     nullable: true,
@@ -203,6 +212,8 @@ export const PLAN_FIELDS_BUT_CONTENT = [
   'contentType',
   'artifactHash',
   'basedOnDeploymentSequence',
+  'priorStateLineage',
+  'priorStateSerial',
   'sourceRevision',
   'submittedBy',
   'submittedAt',

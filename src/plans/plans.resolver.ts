@@ -26,6 +26,9 @@ import { Approval } from './approval.model.js';
 import { Plan, PlanStatus } from './plan.entity.js';
 import { PlansService } from './plans.service.js';
 import { PlanSummary } from '../terraform/plan-summary.model.js';
+import { TerraformState } from '../terraform/terraform-state.model.js';
+import { AuthError } from '../auth/auth.errors.js';
+import { reviewUrl } from './review-url.js';
 
 @Resolver(() => Plan)
 export class PlansResolver {
@@ -104,6 +107,51 @@ export class PlansResolver {
     // A plan rebuilt from an event reads its summary by id (a promise of the stored JSON).
     const stored = await (plan.summary as string | null | Promise<string | null>);
     return stored ? (JSON.parse(stored) as PlanSummary) : null;
+  }
+
+  /**
+   * R54: the binary plan file holds every sensitive value in clear: DEPLOYER and ADMIN only;
+   * any other role asking for it → FORBIDDEN.
+   */
+  @ResolveField('artifact', () => String, {
+    nullable: true,
+    description:
+      'Base64 of the binary plan file (terraform plan -out), when one was submitted. DEPLOYER and ADMIN only (DESIGN R54).',
+  })
+  async artifact(
+    @Parent() plan: Plan,
+    @Context() call: { req?: { principal?: Principal } },
+  ): Promise<string | null> {
+    const role = call.req?.principal?.role;
+    if (role !== Role.DEPLOYER && role !== Role.ADMIN) {
+      throw new AuthError(
+        'FORBIDDEN',
+        `the plan file holds the plan's sensitive values: role ${role ?? 'none'} may not read artifact (DEPLOYER and ADMIN may)`,
+      );
+    }
+    // A plan rebuilt from an event reads it by id (a promise of the stored text).
+    return await (plan.artifact as string | null | Promise<string | null>);
+  }
+
+  @ResolveField('priorState', () => TerraformState, {
+    nullable: true,
+    description:
+      'The state the plan file was computed from, read from its tfstate entry (DESIGN R56).',
+  })
+  priorState(@Parent() plan: Plan): TerraformState | null {
+    return plan.priorStateLineage != null && plan.priorStateSerial != null
+      ? { lineage: plan.priorStateLineage, serial: plan.priorStateSerial }
+      : null;
+  }
+
+  @ResolveField('reviewUrl', () => String, {
+    description: 'The console page where a person reviews this plan.',
+  })
+  reviewUrl(
+    @Parent() plan: Plan,
+    @Context() call: { req?: { headers?: Record<string, string | string[] | undefined> } },
+  ): string {
+    return reviewUrl(this.service.baseUrl(call.req?.headers), plan.id);
   }
 
   @ResolveField('approvals', () => [Approval])

@@ -30,6 +30,7 @@ import type {
 } from './dto/plan.inputs.js';
 import { Plan, PlanContentType, PlanStatus } from './plan.entity.js';
 import { type ParsedTerraformPlan, parseTerraformPlan } from '../terraform/terraform-plan.js';
+import { readPriorState } from '../terraform/plan-file.js';
 import { LARGE_PLAN_BYTES, LARGE_PLANS_AT_ONCE } from './large-plans.js';
 import { findOne } from '../database/rows.js';
 import { PlanId } from '../common/ids.js';
@@ -110,6 +111,9 @@ export class PlansService {
       );
     }
     const artifactHash = artifact != null ? this.artifactHash(artifact) : null;
+    // R56: the state the plan file was computed from, read from its tfstate entry.
+    const priorState =
+      artifact != null ? await readPriorState(Buffer.from(artifact, 'base64')) : null;
     // R31: computed here from the content, never taken from the client.
     let parsed: ParsedTerraformPlan | null =
       contentType === PlanContentType.TERRAFORM_PLAN_JSON
@@ -163,6 +167,7 @@ export class PlansService {
         artifact,
         artifactHash,
         basedOnDeploymentSequence,
+        priorState,
         sourceRevision,
         principal: principal.name,
         contentHash: sha256(input.content),
@@ -180,7 +185,7 @@ export class PlansService {
       try {
         // PostgreSQL decides the common submit in one statement (the same rules), sent with
         // the rows it adds and the COMMIT (one round trip).
-        return await (this.db.dialect === 'postgres' && this.writes.decidesInOneStatement(policy)
+        return await (this.db.dialect === 'postgres' && this.writes.decidesInOneStatement(submit)
           ? this.decisions.decidePlanAtOnce(
               decision,
               call,
@@ -195,6 +200,19 @@ export class PlansService {
         this.policies.forget(input.environment);
       }
     }
+  }
+
+  /**
+   * The service's address as its clients reach it: PLANFENCE_PUBLIC_URL, else http:// and the
+   * request's Host (when it is a plain host[:port]), else http://localhost.
+   */
+  baseUrl(headers: Record<string, string | string[] | undefined> | undefined): string {
+    if (this.config.mcp.publicUrl) return this.config.mcp.publicUrl;
+    const host = headers?.host;
+    return typeof host === 'string' &&
+      /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/.test(host)
+      ? `http://${host}`
+      : 'http://localhost';
   }
 
   /** sha256 of the artifact's bytes; BAD_USER_INPUT unless it is base64 within PLANFENCE_MAX_ARTIFACT_BYTES. */

@@ -1,6 +1,16 @@
 import { ArgsType, Field, ID, InputType, Int } from '@nestjs/graphql';
 import { applyDecorators } from '@nestjs/common';
-import { IsEnum, IsInt, IsOptional, Length, Matches, Max, Min } from 'class-validator';
+import { Type } from 'class-transformer';
+import {
+  IsEnum,
+  IsInt,
+  IsOptional,
+  Length,
+  Matches,
+  Max,
+  Min,
+  ValidateNested,
+} from 'class-validator';
 import {
   IsName,
   IsOptionalShortText,
@@ -8,6 +18,7 @@ import {
   IsPlanId,
   IsShortText,
 } from '../../common/validation.js';
+import { TerraformStateInput } from '../../terraform/terraform-state.model.js';
 import { DeploymentOutcome } from '../deployment.entity.js';
 
 export const DEPLOYMENT_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}#[1-9][0-9]{0,9}$/;
@@ -75,6 +86,15 @@ export class FinishDeploymentInput {
   @Field(() => String, { nullable: true })
   @IsOptionalShortText()
   idempotencyKey?: string | null;
+
+  @Field(() => TerraformStateInput, {
+    nullable: true,
+    description: 'The Terraform state after the apply (DESIGN R56), as the applier read it.',
+  })
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => TerraformStateInput)
+  state?: TerraformStateInput | null;
 }
 
 @InputType()
