@@ -1,8 +1,10 @@
 /**
- * DESIGN R33: a plan made against the environment's deployment sequence n is published
- * (approval, or a submit that publishes) and deployed only while the sequence is still n.
- * Once any deployment started after it, the state it was computed from is gone:
- * PRECONDITION_FAILED {deploymentSequence}, and the agent plans again.
+ * DESIGN R33, R57: a plan made against the environment's deployment sequence n is stored,
+ * published (approval, or a submit that publishes) and deployed only while the sequence is
+ * still n. Once any deployment started after it, the state it was computed from is gone: a
+ * submit is refused PRECONDITION_FAILED {reason: DEPLOYMENT_SEQUENCE, deploymentSequence}
+ * with nothing stored, a proposal turns OBSOLETE in the transaction that started the
+ * deployment, and the agent plans again.
  */
 import { startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
@@ -50,6 +52,15 @@ async function deploymentSequence(environment: string): Promise<number> {
   return ok(result).environment.deploymentSequence;
 }
 
+/** The ids of the plans in the reviewer's queue. */
+async function reviewQueue(): Promise<string[]> {
+  const result = await world.gql<{ reviewQueue: { id: string }[] }>(
+    tokens.reviewer,
+    '{ reviewQueue(first: 500) { id } }',
+  );
+  return ok(result).reviewQueue.map((plan) => plan.id);
+}
+
 /** Publishes an unbound plan and runs one deployment of it to the end. */
 async function deployOnce(environment: string): Promise<void> {
   const [plan] = await d.publish(environment, tokens.agent);
@@ -75,7 +86,10 @@ test('a submit that publishes is refused once a deployment started after its pla
   const next = await world.acquire(tokens.agent, 'auto', 600);
   const refused = await submitAgainst('auto', next, 0);
   expect(codeOf(refused)).toBe('PRECONDITION_FAILED');
-  expect(refused.errors![0].extensions).toMatchObject({ deploymentSequence: 1 });
+  expect(refused.errors![0].extensions).toMatchObject({
+    reason: 'DEPLOYMENT_SEQUENCE',
+    deploymentSequence: 1,
+  });
   expect(refused.errors![0].message).toMatch(/plan again/);
   expect((await world.plans('auto')).map((plan) => plan.id)).not.toContain(`auto@${next}.1`);
 
@@ -91,29 +105,50 @@ test('a submit that publishes is refused once a deployment started after its pla
   );
 });
 
-// proves: R33
-test('where approval is needed, the plan is stored, and its approval is refused once a deployment started', async () => {
+// proves: R57
+test('where approval is needed, a proposal turns OBSOLETE the moment a deployment starts, and a submit already behind is refused with nothing stored', async () => {
   await world.createEnvironment('reviewed', 'MONOTONIC', true);
   const generation = await world.acquire(tokens.agent, 'reviewed', 600);
-  const proposed = ok(await submitAgainst('reviewed', generation, 0)).submitPlan;
-  expect(proposed.status).toBe('PROPOSED');
-  // A deployment of the plan that is current starts before the review ends.
   const other = await world.submitOk(tokens.agent, 'reviewed', generation, 'hotfix');
   ok(await world.approve(tokens.reviewer, other.id));
-  await d.startOk(tokens.deployer, 'reviewed', other.id);
+  // Made against sequence 0, after the current plan: publishable until a deployment starts.
+  const proposed = ok(await submitAgainst('reviewed', generation, 0)).submitPlan;
+  expect(proposed.status).toBe('PROPOSED');
+  expect(await reviewQueue()).toContain(proposed.id);
 
-  // The proposal reads OBSOLETE (older than the current plan): a newer one shows R33 alone.
-  const stale = ok(await submitAgainst('reviewed', generation, 0)).submitPlan;
-  const refused = await world.approve(tokens.reviewer, stale.id);
-  expect(codeOf(refused)).toBe('PRECONDITION_FAILED');
-  expect(refused.errors![0].extensions).toMatchObject({ deploymentSequence: 1 });
-  expect((await world.plan(stale.id))!.status).toBe('PROPOSED');
-
+  // A deployment of the plan that is current starts before the review ends.
+  const started = await d.startOk(tokens.deployer, 'reviewed', other.id);
+  expect((await world.plan(proposed.id))!.status).toBe('OBSOLETE');
+  expect(await reviewQueue()).not.toContain(proposed.id);
+  expect(await world.auditEvents('reviewed')).toContainEqual(
+    expect.objectContaining({ action: 'PLAN_OBSOLETE', planId: proposed.id, outcome: 'ACCEPTED' }),
+  );
+  const refused = await world.approve(tokens.reviewer, proposed.id);
+  expect(codeOf(refused)).toBe('INVALID_PLAN_STATE');
+  expect(refused.errors![0].extensions).toMatchObject({ status: 'OBSOLETE' });
   // Not even an ADMIN's break-glass approval publishes a plan made against a state that is gone.
-  const breakGlass = await world.approve(world.admin, stale.id, { breakGlassReason: 'outage' });
-  expect(codeOf(breakGlass)).toBe('PRECONDITION_FAILED');
+  const breakGlass = await world.approve(world.admin, proposed.id, { breakGlassReason: 'outage' });
+  expect(codeOf(breakGlass)).toBe('INVALID_PLAN_STATE');
 
-  const fresh = ok(await submitAgainst('reviewed', generation, 1)).submitPlan;
+  // A submit made against the old sequence is refused at once; nothing is stored, and the
+  // refusal is audited.
+  const before = (await world.plans('reviewed')).length;
+  const late = await submitAgainst('reviewed', generation, 0);
+  expect(codeOf(late)).toBe('PRECONDITION_FAILED');
+  expect(late.errors![0].extensions).toMatchObject({
+    reason: 'DEPLOYMENT_SEQUENCE',
+    deploymentSequence: started.sequence,
+  });
+  expect(await world.plans('reviewed')).toHaveLength(before);
+  expect(await world.auditEvents('reviewed')).toContainEqual(
+    expect.objectContaining({
+      action: 'SUBMIT_PLAN',
+      outcome: 'REJECTED',
+      code: 'PRECONDITION_FAILED',
+    }),
+  );
+
+  const fresh = ok(await submitAgainst('reviewed', generation, started.sequence)).submitPlan;
   expect(ok(await world.approve(tokens.reviewer, fresh.id)).approvePlan.status).toBe('PUBLISHED');
 });
 
@@ -129,6 +164,7 @@ test('a published plan is deployed only while the sequence is the one it was mad
   const again = await d.start(tokens.deployer, 'retry', plan.id);
   expect(codeOf(again)).toBe('PRECONDITION_FAILED');
   expect(again.errors![0].extensions).toMatchObject({
+    reason: 'DEPLOYMENT_SEQUENCE',
     currentPlanId: plan.id,
     deploymentSequence: 1,
   });

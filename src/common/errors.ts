@@ -60,12 +60,22 @@ export function extensionsOf(error: DomainError): Extensions {
     case 'INVALID_PLAN_STATE':
       return { code, status: details.status };
     case 'PRECONDITION_FAILED':
+      // reason (DESIGN §6): CURRENT_PLAN, DEPLOYMENT_SEQUENCE, STATE_SERIAL or CONTENT_HASH.
       // deploymentSequence: R33, a plan made against a deployment sequence that has moved on.
       return {
         code,
+        reason: details.reason ?? null,
         currentPlanId: details.currentPlanId ?? null,
         ...('deploymentSequence' in details
           ? { deploymentSequence: details.deploymentSequence }
+          : {}),
+        // R56: a plan computed from a Terraform state older than the one last reported.
+        ...('stateSerial' in details
+          ? {
+              priorStateSerial: details.priorStateSerial ?? null,
+              stateSerial: details.stateSerial,
+              lineage: details.lineage ?? null,
+            }
           : {}),
         // An approval whose --hash is not the plan's: the hash the plan has, and the one given.
         ...('expectedContentHash' in details
