@@ -1,18 +1,27 @@
 /**
- * DESIGN §14 (R28–R30): AI agents over MCP, with the SDK's own client, over both doors —
- * the service's POST /mcp (Streamable HTTP, stateless) and `planfence mcp` (stdio).
+ * DESIGN §14 (R28–R30) and §21 (R48, R49): AI agents over MCP, with the SDK's own client,
+ * over both doors — the service's POST /mcp (Streamable HTTP, stateless) and `planfence mcp`
+ * (stdio).
  */
-import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { execFile } from 'node:child_process';
+import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { execFile, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Browser } from 'playwright-core';
 import { LeaseQueueSweeper } from '../src/leases/lease-queue.sweeper.js';
-import { startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { scratchDir, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { launchChromium } from './support/browser.js';
 import { BIN, connectMcp, type Door, type McpAgent, refusalOf } from './support/mcp.js';
 import { until } from './support/until.js';
 import { ok, World } from './support/world.js';
 
 const EXAMPLE = fileURLToPath(new URL('../dist/examples/mcp-agent.js', import.meta.url));
+
+const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
+const withTerraform = hasTerraform ? describe : describe.skip;
 
 let app: TestApp;
 let world: World;
@@ -71,6 +80,10 @@ async function freshEnvironment(
 const DOORS: Door[] = TEST_DATABASE === 'sqlite' ? ['http', 'stdio'] : ['http'];
 const onSqlite = TEST_DATABASE === 'sqlite' ? describe : describe.skip;
 
+/** Every text of a tool result, in order. */
+const textOf = (result: CallToolResult) =>
+  result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+
 describe.each<Door>(DOORS)('over %s', (door) => {
   test('initialize: the server names itself and tells the model how to behave', async () => {
     const agent = await connect(tokens['agent-a'], door);
@@ -122,8 +135,51 @@ describe.each<Door>(DOORS)('over %s', (door) => {
       expect(of(name).annotations).toMatchObject({ destructiveHint: true, openWorldHint: false });
     for (const tool of tools) {
       expect(tool.inputSchema.type).toBe('object');
+      // Only the declared arguments (an unknown one is refused).
+      expect(tool.inputSchema.additionalProperties).toBe(false);
       expect(tool.outputSchema?.type).toBe('object');
     }
+  });
+
+  // proves: R29 (an argument no tool declares, such as `approve`, means nothing and is refused)
+  test('an unknown argument is refused by the protocol (-32602) naming it, for every tool, before the tool runs', async () => {
+    const env = await freshEnvironment();
+    const agent = await connect(tokens['agent-a'], door);
+    const deployer = await connect(tokens.deployer, door);
+    const calls: [McpAgent, string, Record<string, unknown>][] = [
+      [agent, 'list_environments', {}],
+      [agent, 'get_plan', { environment: env }],
+      [agent, 'wait_for_decision', { planId: `${env}@1.1`, timeoutSeconds: 1 }],
+      [agent, 'acquire_lease', { environment: env }],
+      [agent, 'renew_lease', { environment: env, generation: 1 }],
+      [agent, 'release_lease', { environment: env, generation: 1 }],
+      [agent, 'submit_plan', { environment: env, generation: 1, content: 'x' }],
+      [deployer, 'start_deployment', { planId: `${env}@1.1` }],
+      [deployer, 'heartbeat_deployment', { deploymentId: `${env}#1` }],
+      [deployer, 'finish_deployment', { deploymentId: `${env}#1`, outcome: 'SUCCEEDED' }],
+    ];
+    expect(calls.map(([, name]) => name).sort()).toEqual(
+      [...AGENT_TOOLS, ...DEPLOYER_TOOLS, ...READS].sort(),
+    );
+    for (const [who, name, args] of calls) {
+      const result = await who.call(name, { ...args, approve: true });
+      expect({ name, isError: result.isError, structured: result.structuredContent }).toEqual({
+        name,
+        isError: true,
+        structured: undefined,
+      });
+      expect(textOf(result)).toMatch(/^MCP error -32602: .*unknown argument "approve"$/);
+    }
+    const two = await agent.call('submit_plan', {
+      environment: env,
+      generation: 1,
+      content: 'x',
+      approved: true,
+      reviewer: 'agent-a',
+    });
+    expect(textOf(two)).toContain('unknown arguments "approved", "reviewer"');
+    // No tool ran: no lease was taken, no plan stored, nothing audited but the creation.
+    expect((await world.auditEvents(env)).map((e) => e.action)).toEqual(['CREATE_ENVIRONMENT']);
   });
 
   test('every tool on its happy path; the output matches its schema', async () => {
@@ -158,19 +214,29 @@ describe.each<Door>(DOORS)('over %s', (door) => {
       expiresAt: new Date((await app.clock.now()) + 120_000).toISOString(),
     });
 
-    const submitted = await agent.ok('submit_plan', {
+    const submitResult = await agent.call('submit_plan', {
       environment: env,
       generation: 1,
       content: 'scale web to 4',
       title: 'resize web',
     });
-    expect(submitted.plan).toMatchObject({
+    const submitted = submitResult.structuredContent as { plan: Record<string, unknown> };
+    // R49: the plan's console page, under the address this client reaches the service at.
+    const reviewUrl = `${app.url}/?plan=${encodeURIComponent(`${env}@1.1`)}`;
+    expect(submitted.plan).toEqual({
       id: `${env}@1.1`,
       status: 'PROPOSED',
+      contentHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      summary: null,
       pendingApprovalRules: [{ group: null, count: 1 }],
       policyResults: [],
+      reviewUrl,
     });
-    expect(submitted.plan.contentHash).toMatch(/^[0-9a-f]{64}$/);
+    // The text says what to do next: have a person review it there, and wait for the decision.
+    expect(textOf(submitResult)).toContain(
+      `Plan ${env}@1.1 awaits review: a person approves or rejects it at ${reviewUrl}`,
+    );
+    expect(textOf(submitResult)).toContain('wait_for_decision');
 
     const read = await agent.ok('get_plan', { planId: `${env}@1.1` });
     expect(read.plan).toMatchObject({
@@ -244,7 +310,7 @@ describe.each<Door>(DOORS)('over %s', (door) => {
     });
   });
 
-  // proves: R28, R30
+  // proves: R28, R30, R48 (the SDK's callTool checks the refusal against the output schema)
   test('the paused agent: A submits after B published and gets STALE_GENERATION with what to do next', async () => {
     const env = await freshEnvironment();
     const a = await connect(tokens['agent-a'], door);
@@ -626,6 +692,169 @@ describe('rate limits over MCP', () => {
     } finally {
       await agent.close();
     }
+  });
+});
+
+/** Runs terraform in `dir` (offline: only the built-in terraform_data, the local backend). */
+function terraform(dir: string, ...args: string[]) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+    execFile(
+      'terraform',
+      [`-chdir=${dir}`, ...args],
+      { env: { ...process.env, TF_IN_AUTOMATION: '1' }, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    ),
+  );
+}
+
+withTerraform('submit_plan with a Terraform plan (real terraform)', () => {
+  const dir = scratchDir();
+  /** `terraform show -json` of the plan, and the plan file itself. */
+  let shown: string;
+  let planFile: Buffer;
+
+  beforeAll(async () => {
+    writeFileSync(
+      join(dir.path, 'main.tf'),
+      `resource "terraform_data" "app" { input = "app-1" }
+resource "terraform_data" "db" { input = "db-1" }
+`,
+    );
+    expect(await terraform(dir.path, 'init', '-input=false', '-no-color')).toMatchObject({
+      code: 0,
+    });
+    expect(
+      await terraform(dir.path, 'plan', '-input=false', '-no-color', '-out=two.tfplan'),
+    ).toMatchObject({ code: 0 });
+    const show = await terraform(dir.path, 'show', '-json', 'two.tfplan');
+    expect(show.code).toBe(0);
+    shown = show.stdout;
+    planFile = readFileSync(join(dir.path, 'two.tfplan'));
+  }, 120_000);
+  afterAll(() => dir.cleanup());
+
+  // proves: R28, R49
+  test.each<Door>(DOORS)(
+    'over %s: the plan and its file are submitted; the result has the counts and the reviewUrl; a reviewer approves over GraphQL; the submit is audited via mcp',
+    async (door) => {
+      const env = await freshEnvironment('MONOTONIC', 'tf');
+      const agent = await connect(tokens['agent-a'], door);
+      const { generation } = await agent.ok('acquire_lease', { environment: env, ttlSeconds: 300 });
+      const call = {
+        environment: env,
+        generation,
+        title: 'app and db',
+        contentType: 'TERRAFORM_PLAN_JSON',
+        content: shown,
+        artifact: planFile.toString('base64'),
+        sourceRevision: 'c0ffee',
+      };
+      // The SDK's callTool checks the output against the tool's output schema.
+      const result = await agent.call('submit_plan', call);
+      expect(result.isError).toBeFalsy();
+      const { plan } = result.structuredContent as {
+        plan: { id: string; contentHash: string; reviewUrl: string };
+      };
+      const id = `${env}@${generation}.1`;
+      expect(plan).toEqual({
+        id,
+        status: 'PROPOSED',
+        contentHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+        // The counts only: the resources themselves are get_plan's.
+        summary: { add: 2, change: 0, destroy: 0, replace: 0, read: 0, noop: 0 },
+        pendingApprovalRules: [{ group: null, count: 1 }],
+        policyResults: [],
+        reviewUrl: `${app.url}/?plan=${encodeURIComponent(id)}`,
+      });
+      expect(textOf(result)).toContain(
+        `awaits review: a person approves or rejects it at ${plan.reviewUrl}`,
+      );
+
+      // Without a key: the same call again is the same plan (R9); another source revision is
+      // another call, with a key of its own, not a reused one.
+      expect(await agent.ok('submit_plan', call)).toEqual({ plan });
+      expect((await agent.ok('submit_plan', { ...call, sourceRevision: 'decaf' })).plan.id).toBe(
+        `${env}@${generation}.2`,
+      );
+
+      // A reviewer approves the plan the agent submitted, pinned to its hash, over GraphQL.
+      expect(
+        ok(await world.approve(tokens.reviewer, id, { contentHash: plan.contentHash })).approvePlan
+          .status,
+      ).toBe('PUBLISHED');
+      const read = ok(
+        await world.gql<{ plan: Record<string, unknown> }>(
+          tokens.reviewer,
+          'query($id: ID!) { plan(id: $id) { status contentType sourceRevision artifactHash reviewUrl summary { add destroy } } }',
+          { id },
+        ),
+      ).plan;
+      expect(read).toEqual({
+        status: 'PUBLISHED',
+        contentType: 'TERRAFORM_PLAN_JSON',
+        sourceRevision: 'c0ffee',
+        artifactHash: createHash('sha256').update(planFile).digest('hex'),
+        reviewUrl: plan.reviewUrl,
+        summary: { add: 2, destroy: 0 },
+      });
+      const events = ok(
+        await world.gql<{
+          auditEvents: { action: string; outcome: string; planId: string | null; via: string }[];
+        }>(
+          world.admin,
+          'query($e: String!) { auditEvents(environment: $e, first: 50) { action outcome planId via } }',
+          { e: env },
+        ),
+      ).auditEvents.filter((e) => e.planId === id);
+      expect(events).toEqual(
+        expect.arrayContaining([
+          { action: 'SUBMIT_PLAN', outcome: 'ACCEPTED', planId: id, via: 'mcp' },
+          { action: 'APPROVE_PLAN', outcome: 'ACCEPTED', planId: id, via: 'graphql' },
+        ]),
+      );
+    },
+  );
+});
+
+onSqlite('the console opens a plan from its reviewUrl', () => {
+  let browser: Browser;
+  const dialogs: string[] = [];
+  beforeAll(async () => {
+    ({ browser } = await launchChromium());
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  // proves: R49
+  test('a reviewer follows the reviewUrl submit_plan returned, signs in, sees that plan and approves it', async () => {
+    const env = await freshEnvironment();
+    const agent = await connect(tokens['agent-a'], 'http');
+    const { generation } = await agent.ok('acquire_lease', { environment: env, ttlSeconds: 300 });
+    const { plan } = await agent.ok('submit_plan', {
+      environment: env,
+      generation,
+      content: 'replicas: 6\n',
+      title: 'six replicas',
+    });
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
+    await page.goto(plan.reviewUrl);
+    await page.fill('#token', tokens.reviewer);
+    await page.click('button[type=submit]');
+    // Nothing else is clicked: the page opens the plan its address names.
+    await page.locator('#plan-view').waitFor({ state: 'visible' });
+    expect(await page.locator('#plan-id').textContent()).toBe(plan.id);
+    expect(await page.locator('#plan-title').textContent()).toBe('six replicas');
+    expect(await page.locator('#plan-status').textContent()).toBe('PROPOSED');
+    await page.click('#approve');
+    await page.locator('#plan-notice', { hasText: `Published ${plan.id}.` }).waitFor();
+    expect((await agent.ok('get_plan', { planId: plan.id })).plan.status).toBe('PUBLISHED');
+    expect(dialogs).toEqual([]);
   });
 });
 

@@ -1,7 +1,8 @@
 // planfence dashboard and reviewer's console: plain ES modules, no dependencies but the
 // served `diff` library, no inline script. Signs in, subscribes before it loads (so that
 // no event during the load is missed), draws every environment and, for REVIEWER/ADMIN,
-// the review queue; activity events refresh what they touch.
+// the review queue; activity events refresh what they touch. A review link (`/?plan=<id>`,
+// the reviewUrl an agent is given) opens that plan once the console has started.
 
 import { gql, forgetToken, setToken, token } from './api.js';
 import { $ } from './dom.js';
@@ -10,7 +11,7 @@ import { canAct, setMe } from './role.js';
 import { connect, disconnect, listening } from './subscription.js';
 import { currentGeneration, loadAll, markDirty, nextGeneration, showAll, tickLeases } from './environments.js';
 import { refreshQueue } from './queue.js';
-import { failed, refreshView, viewedEnvironment, wirePlanView } from './plan-view.js';
+import { failed, openPlan, refreshView, viewedEnvironment, wirePlanView } from './plan-view.js';
 import { tickHeartbeats } from './deployment-panel.js';
 
 function showLogin(message = '') {
@@ -25,7 +26,22 @@ onUnauthenticated((message) => {
   showLogin(message);
 });
 
-/** The role adapts the page: the queue for REVIEWER/ADMIN; the plan on screen is read again. */
+/** The plan the page's address names (`?plan=<id>`, a plan's reviewUrl), until it is opened. */
+let linkedPlan = new URLSearchParams(location.search).get('plan');
+
+/** Opens the linked plan, once: a reconnect later leaves the page as the reviewer left it. */
+async function openLinkedPlan() {
+  const id = linkedPlan;
+  linkedPlan = null;
+  if (!id) return;
+  await openPlan(id);
+  if ($('plan-view').hidden) showError(new Error(`there is no plan ${id}`));
+}
+
+/**
+ * The role adapts the page: the queue for REVIEWER/ADMIN; the plan on screen is read again,
+ * or, on the first start, the plan the address names is opened.
+ */
 async function consoleStart() {
   const me = (await gql('{ whoami { name role groups } }')).whoami;
   setMe(me);
@@ -34,6 +50,7 @@ async function consoleStart() {
   $('queue').hidden = !canAct();
   if (canAct()) await refreshQueue();
   await refreshView();
+  await openLinkedPlan();
 }
 
 // Every audit event: its environment's card, and shortly after the queue and the plan on screen.

@@ -93,7 +93,8 @@ export class McpController {
 
   /**
    * The service's address as the client sees it: PLANFENCE_PUBLIC_URL, else this request's
-   * Host when it is an allowed one (a foreign Host is never echoed into a challenge).
+   * Host when it is an allowed one (a foreign Host is never echoed into a challenge). The
+   * 401 challenge, the metadata document and each plan's reviewUrl (R49) are under it.
    */
   private base(req: FastifyRequest): string {
     if (this.config.mcp.publicUrl) return this.config.mcp.publicUrl;
@@ -191,7 +192,10 @@ export class McpController {
       return;
     }
     const { tools, serverFor, Transport } = await this.runtime();
-    const server = serverFor(principal, tools, (code) => (logged.outcome = code));
+    const server = serverFor(principal, tools, {
+      base: this.base(req),
+      refused: (code) => (logged.outcome = code),
+    });
     const transport = new Transport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,

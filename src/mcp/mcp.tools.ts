@@ -40,10 +40,13 @@ import { PlanArgs, SubmitPlanInput } from '../plans/dto/plan.inputs.js';
 import { type Plan, PlanStatus } from '../plans/plan.entity.js';
 import { PlansResolver } from '../plans/plans.resolver.js';
 import { PlansService } from '../plans/plans.service.js';
+import { reviewUrl } from '../plans/review-url.js';
 import { FenceError } from '../fencing/fence.errors.js';
 import { LeaseWaitInput, WaitForDecisionInput } from './dto/tool.inputs.js';
 import { McpError } from './mcp.errors.js';
 import { McpGate, type Operation } from './mcp.gate.js';
+import type { McpCall } from './mcp.server.js';
+import { afterSubmit } from './next-steps.js';
 import { refusal } from './refusals.js';
 
 /** get_plan returns at most this much of a plan's content (`contentTruncated` says when cut). */
@@ -80,6 +83,77 @@ const planStatus = z.enum([
   'EXPIRED',
 ]);
 
+/** A Terraform plan's counts of resource changes by action (DESIGN §15); its resources stay with get_plan. */
+const planCounts = z.object({
+  add: z.number().int(),
+  change: z.number().int(),
+  destroy: z.number().int(),
+  replace: z.number().int(),
+  read: z.number().int(),
+  noop: z.number().int(),
+});
+type PlanCounts = z.infer<typeof planCounts>;
+
+/** An unknown argument's name as the refusal quotes it: JSON-escaped, and cut if long. */
+function quoted(name: string): string {
+  return JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
+}
+
+/**
+ * The text of an argument no tool declares: `unknown argument "approve"`. The SDK answers
+ * the call with its -32602 (invalid params), as for an argument of the wrong type.
+ */
+const unknownArguments = (issue: { code?: string; keys?: string[] }): string | undefined => {
+  if (issue.code !== 'unrecognized_keys' || !issue.keys?.length) return undefined;
+  const named = issue.keys.slice(0, 5).map(quoted).join(', ');
+  const more = issue.keys.length > 5 ? ` and ${issue.keys.length - 5} more` : '';
+  return `unknown argument${issue.keys.length > 1 ? 's' : ''} ${named}${more}`;
+};
+
+/**
+ * A tool's arguments: exactly those it declares. Any other is refused before the tool runs
+ * (a model that invents `approve: true` learns at once that it means nothing), and
+ * `tools/list` says so (`additionalProperties: false`).
+ */
+function strictArguments(shape: z.ZodRawShape) {
+  return z.strictObject(shape, { error: unknownArguments });
+}
+
+/** The refusal's half of every output schema: `{code, ...extensions}` (R30). */
+const REFUSAL_SCHEMA = {
+  type: 'object',
+  description: "a refusal (isError): its code and that code's extensions, as GraphQL gives them",
+  properties: { code: { type: 'string' } },
+  required: ['code'],
+};
+
+/**
+ * R48: a tool's output schema describes both of its outcomes, its output and a refusal, so
+ * that a client that checks `structuredContent` against it (the SDK's `callTool`) accepts a
+ * refusal too. The JSON Schema `tools/list` gives is `anyOf` [the output, the refusal]; the
+ * zod check (the SDK checks each output with it before sending) reads a value with a string
+ * `code` as a refusal, anything else as the output.
+ */
+function outcomes(shape: z.ZodRawShape) {
+  const output = z.object(shape);
+  const outputSchema: Record<string, unknown> = z.toJSONSchema(output, {
+    target: 'draft-7',
+    io: 'output',
+  });
+  // A part of the listed schema, not a document of its own.
+  delete outputSchema.$schema;
+  return z
+    .looseObject({})
+    .superRefine((value, ctx) => {
+      if (typeof value.code === 'string') return;
+      const checked = output.safeParse(value);
+      if (!checked.success)
+        for (const { message, path } of checked.error.issues)
+          ctx.addIssue({ code: 'custom', message, path });
+    })
+    .meta({ anyOf: [outputSchema, REFUSAL_SCHEMA] });
+}
+
 const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
 const DEPLOY: ToolAnnotations = {
   readOnlyHint: false,
@@ -100,10 +174,28 @@ interface ToolSpec {
   /** The resolver method this tool stands for: its `@Roles` decide who sees and may call it. */
   standsFor: Handler;
   annotations: ToolAnnotations;
+  /** Its arguments: exactly these (strictArguments). */
   inputSchema: z.ZodRawShape;
+  /** Its output; the schema it lists describes a refusal too (outcomes, R48). */
   outputSchema: z.ZodRawShape;
-  /** Takes the arguments its input schema produced (method syntax: each tool narrows them). */
-  run(principal: Principal, args: object, signal: AbortSignal): Promise<Record<string, unknown>>;
+  /**
+   * Takes the arguments its input schema produced (method syntax: each tool narrows them);
+   * `base` is the service's address as this client reaches it.
+   */
+  run(
+    principal: Principal,
+    args: object,
+    signal: AbortSignal,
+    base: string,
+  ): Promise<Record<string, unknown>>;
+  /** What the agent should do next after this output, when the output alone does not say. */
+  next?(output: Record<string, unknown>): string | null;
+}
+
+/** A tool's schemas as registerTool takes them, made once. */
+interface ToolSchemas {
+  input: ReturnType<typeof strictArguments>;
+  output: ReturnType<typeof outcomes>;
 }
 
 /** The first `max` bytes of `text` in UTF-8, never cutting a character in two. */
@@ -187,6 +279,7 @@ class EnvironmentSignal {
 @Injectable()
 export class McpTools {
   readonly specs: ToolSpec[];
+  private readonly schemas = new Map<ToolSpec, ToolSchemas>();
 
   constructor(
     private readonly gate: McpGate,
@@ -199,6 +292,11 @@ export class McpTools {
     private readonly clock: Clock,
   ) {
     this.specs = this.define();
+    for (const spec of this.specs)
+      this.schemas.set(spec, {
+        input: strictArguments(spec.inputSchema),
+        output: outcomes(spec.outputSchema),
+      });
   }
 
   /** R29: the tools `principal` may call (none for ADMIN: agents run with least privilege). */
@@ -207,29 +305,33 @@ export class McpTools {
     return this.specs.filter((spec) => this.gate.mayCall(principal, spec.standsFor));
   }
 
-  /** Registers on `server` the tools `principal` may call; each result is its output, or a refusal (R30). */
-  register(
-    server: McpServer,
-    principal: Principal,
-    /** Hears the code of each refusal (the request's log line). */
-    refused: (code: string) => void = () => undefined,
-  ): void {
+  /**
+   * Registers on `server` the tools `principal` may call; each result is its output (with
+   * the next step, where the tool has one), or a refusal (R30).
+   */
+  register(server: McpServer, principal: Principal, call: McpCall): void {
+    const refused = call.refused ?? (() => undefined);
     for (const spec of this.visibleTo(principal)) {
+      const schemas = this.schemas.get(spec)!;
       server.registerTool(
         spec.name,
         {
           title: spec.title,
           description: spec.description,
-          inputSchema: spec.inputSchema,
-          outputSchema: spec.outputSchema,
+          inputSchema: schemas.input,
+          outputSchema: schemas.output,
           annotations: { title: spec.title, ...spec.annotations },
         },
         async (args: Record<string, unknown>, extra): Promise<CallToolResult> => {
           try {
-            const output = await spec.run(principal, args, extra.signal);
+            const output = await spec.run(principal, args, extra.signal, call.base);
+            const next = spec.next?.(output);
             return {
               structuredContent: output,
-              content: [{ type: 'text', text: JSON.stringify(output) }],
+              content: [
+                { type: 'text', text: JSON.stringify(output) },
+                ...(next ? [{ type: 'text' as const, text: next }] : []),
+              ],
             };
           } catch (error) {
             const result = refusal(error);
@@ -404,15 +506,34 @@ export class McpTools {
     );
   }
 
-  /** A key from what makes two submits the same (R9 then replays the first outcome). */
+  /**
+   * A key from what makes two submits the same (R9 then replays the first outcome): the
+   * principal, environment, generation, content and title, and the content type, artifact
+   * and source revision where given (so a TEXT submit without them keeps the key it always
+   * had). A call that differs in any of these is another call, with another key.
+   */
   static derivedKey(
     principal: string,
     environment: string,
     generation: number,
     content: string,
     title: string | null,
+    more: {
+      contentType?: string;
+      artifact?: string | null;
+      sourceRevision?: string | null;
+    } = {},
   ): string {
-    return `mcp-${sha256(JSON.stringify([principal, environment, generation, sha256(content), title]))}`;
+    const given = {
+      ...(more.contentType != null && more.contentType !== 'TEXT'
+        ? { contentType: more.contentType }
+        : {}),
+      ...(more.artifact != null ? { artifact: sha256(more.artifact) } : {}),
+      ...(more.sourceRevision != null ? { sourceRevision: more.sourceRevision } : {}),
+    };
+    const call: unknown[] = [principal, environment, generation, sha256(content), title];
+    if (Object.keys(given).length > 0) call.push(given);
+    return `mcp-${sha256(JSON.stringify(call))}`;
   }
 
   private define(): ToolSpec[] {
@@ -627,7 +748,7 @@ export class McpTools {
         name: 'submit_plan',
         title: 'Submit a plan',
         description:
-          'Proposes a plan made under your generation. A human reviews and publishes it elsewhere; no tool approves. Refused with STALE_GENERATION when a newer generation has written. Repeating the same call returns the same plan.',
+          'Proposes a plan made under your generation: text, or a Terraform plan (contentType TERRAFORM_PLAN_JSON: the output of terraform show -json, with the binary plan file as artifact). A human reviews and publishes it at its reviewUrl; no tool approves. Refused with STALE_GENERATION when a newer generation has written. Repeating the same call returns the same plan. Arguments other than these are refused.',
         standsFor: method(PlansResolver, 'submitPlan'),
         annotations: {
           readOnlyHint: false,
@@ -638,14 +759,34 @@ export class McpTools {
         inputSchema: {
           environment: z.string(),
           generation: z.number().int().describe('the generation acquire_lease returned'),
-          content: z.string().describe('the plan'),
+          content: z
+            .string()
+            .describe('the plan: text, or the JSON of terraform show -json PLANFILE'),
           title: z.string().optional(),
           contentType: z.enum(['TEXT', 'TERRAFORM_PLAN_JSON']).default('TEXT'),
+          artifact: z
+            .string()
+            .optional()
+            .describe(
+              'TERRAFORM_PLAN_JSON only: base64 of the binary plan file (terraform plan -out) the content was shown from',
+            ),
+          sourceRevision: z
+            .string()
+            .optional()
+            .describe(
+              'the revision of the source the plan was made from (a commit), 1..255 characters',
+            ),
           basedOnPlanId: z
             .string()
             .optional()
             .describe('publish only while this is still the published plan'),
-          basedOnDeploymentSequence: z.number().int().optional(),
+          basedOnDeploymentSequence: z
+            .number()
+            .int()
+            .optional()
+            .describe(
+              "publish and deploy only while the environment's deploymentSequence is still this",
+            ),
           idempotencyKey: z
             .string()
             .optional()
@@ -656,8 +797,14 @@ export class McpTools {
             id: z.string(),
             status: planStatus,
             contentHash: z.string(),
+            summary: planCounts
+              .nullable()
+              .describe('TERRAFORM_PLAN_JSON: resource changes counted by action; null for TEXT'),
             pendingApprovalRules: z.array(approvalRule),
             policyResults: z.array(policyResult),
+            reviewUrl: z
+              .string()
+              .describe("the plan's page in the console, where a person reviews it"),
           }),
         },
         run: (
@@ -668,10 +815,14 @@ export class McpTools {
             content: string;
             title?: string;
             contentType?: 'TEXT' | 'TERRAFORM_PLAN_JSON';
+            artifact?: string;
+            sourceRevision?: string;
             basedOnPlanId?: string;
             basedOnDeploymentSequence?: number;
             idempotencyKey?: string;
           },
+          _signal,
+          base,
         ) => {
           const input = {
             environment: args.environment,
@@ -679,6 +830,8 @@ export class McpTools {
             content: args.content,
             title: args.title ?? null,
             contentType: args.contentType ?? 'TEXT',
+            artifact: args.artifact ?? null,
+            sourceRevision: args.sourceRevision ?? null,
             basedOnPlanId: args.basedOnPlanId ?? null,
             basedOnDeploymentSequence: args.basedOnDeploymentSequence ?? null,
             idempotencyKey:
@@ -689,6 +842,11 @@ export class McpTools {
                 args.generation,
                 args.content,
                 args.title ?? null,
+                {
+                  contentType: args.contentType,
+                  artifact: args.artifact,
+                  sourceRevision: args.sourceRevision,
+                },
               ),
           };
           return this.pass(
@@ -704,13 +862,16 @@ export class McpTools {
                   id: plan.id,
                   status: await this.plans.status(plan),
                   contentHash: plan.contentHash,
+                  summary: countsOf(await summaryOf(plan)),
                   pendingApprovalRules: await this.plans.pendingApprovalRules(plan),
                   policyResults: plan.policyResults ?? [],
+                  reviewUrl: reviewUrl(base, plan.id),
                 },
               };
             },
           );
         },
+        next: (output) => afterSubmit((output as { plan: SubmittedPlan }).plan),
       },
       {
         name: 'wait_for_decision',
@@ -838,6 +999,27 @@ export class McpTools {
       },
     ];
   }
+}
+
+/** What afterSubmit reads of submit_plan's output. */
+interface SubmittedPlan {
+  id: string;
+  status: string;
+  reviewUrl: string;
+}
+
+/** The counts of a stored Terraform summary (its resources and version left out), or null. */
+function countsOf(summary: Record<string, unknown> | null): PlanCounts | null {
+  if (!summary) return null;
+  const count = (key: keyof PlanCounts) => Number(summary[key] ?? 0);
+  return {
+    add: count('add'),
+    change: count('change'),
+    destroy: count('destroy'),
+    replace: count('replace'),
+    read: count('read'),
+    noop: count('noop'),
+  };
 }
 
 async function summaryOf(plan: Plan): Promise<Record<string, unknown> | null> {

@@ -66,3 +66,19 @@ export function nextStep(code: string, extensions: Extensions = {}): string {
     NEXT_STEP[code]?.(extensions) ?? 'The call was refused: read the current state before acting.'
   );
 }
+
+/**
+ * What the agent should do after submit_plan accepted its plan. A plan that awaits review
+ * names the page where a person decides it (R49): the agent may show it to one; it cannot
+ * approve it itself (R29).
+ */
+export function afterSubmit(plan: { id: string; status: string; reviewUrl: string }): string {
+  switch (plan.status) {
+    case 'PROPOSED':
+      return `Plan ${plan.id} awaits review: a person approves or rejects it at ${plan.reviewUrl} (give them this link; no tool approves). Call wait_for_decision with planId ${plan.id} to learn the decision.`;
+    case 'PUBLISHED':
+      return `Plan ${plan.id} is published (this environment needs no review; its page: ${plan.reviewUrl}).`;
+    default:
+      return `Plan ${plan.id} is ${plan.status}: read the current plan with get_plan before acting.`;
+  }
+}

@@ -3,7 +3,6 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
 // The SDK's stdio transport imports node:process, and reading that module's exports opens
 // this process's stdin. Nothing here reads it: unreferenced, it does not hold a jest worker
@@ -20,7 +19,7 @@ export type Door = 'http' | 'stdio';
 export interface McpAgent {
   client: Client;
   tools(): Promise<string[]>;
-  /** Calls a tool; the SDK checks `structuredContent` against the tool's output schema. */
+  /** Calls a tool; the SDK checks `structuredContent` (an output or a refusal) against the tool's output schema. */
   call(name: string, args?: Record<string, unknown>): Promise<CallToolResult>;
   /** The structuredContent of a call that must succeed. */
   ok<T = any>(name: string, args?: Record<string, unknown>): Promise<T>;
@@ -45,31 +44,17 @@ export async function connectMcp(url: string, token: string, door: Door): Promis
       }),
     );
   }
-  const ajv = new AjvJsonSchemaValidator();
+  // listTools also gives the client each tool's output schema, which callTool checks.
   const listing = (await client.listTools()).tools;
-  const validators = new Map(
-    listing.map((tool) => [tool.name, tool.outputSchema && ajv.getValidator(tool.outputSchema)]),
-  );
   const tools = () => Promise.resolve(listing.map((t) => t.name).sort());
   /**
-   * tools/call through the client's request(): the SDK 1.x Client.callTool also checks a
-   * refusal's structuredContent against the output schema (typescript-sdk#1943), so the
-   * successful results are checked here, with the SDK's own validator.
+   * tools/call through the SDK's own callTool, which checks `structuredContent` against the
+   * tool's output schema: an output and a refusal alike (R48).
    */
-  const call = async (name: string, args: Record<string, unknown> = {}) => {
-    const result = await client.request(
-      { method: 'tools/call', params: { name, arguments: args } },
-      CallToolResultSchema,
-      { timeout: 150_000 },
-    );
-    const validate = validators.get(name);
-    if (!result.isError && validate) {
-      const verdict = validate(result.structuredContent);
-      if (!verdict.valid)
-        throw new Error(`${name}: output does not match its schema: ${verdict.errorMessage}`);
-    }
-    return result;
-  };
+  const call = (name: string, args: Record<string, unknown> = {}) =>
+    client.callTool({ name, arguments: args }, CallToolResultSchema, {
+      timeout: 150_000,
+    }) as Promise<CallToolResult>;
   return {
     client,
     tools,
