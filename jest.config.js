@@ -69,6 +69,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'client-errors',
         'deployments-client',
         'terraform-cli',
+        'sensitive',
         'console',
         'console-layout',
         'console-terraform',

@@ -1,14 +1,17 @@
 /**
- * DESIGN §15 (R31, R32): Terraform plans are understood. The service validates the JSON of
- * `terraform show -json PLANFILE`, computes the summary itself and stores it with the plan,
- * immutable; values Terraform marks sensitive read "(sensitive)" in the summary; the plan
- * file travels with the plan, with its hash.
+ * DESIGN §15 (R31, R32, R54, R56): Terraform plans are understood. The service validates the
+ * JSON of `terraform show -json PLANFILE`, computes the summary itself and stores it with the
+ * plan, immutable; values Terraform marks sensitive read "(sensitive)" in the summary and in
+ * the stored content; the plan file travels with the plan, with its hash, readable by
+ * DEPLOYER and ADMIN only, and its prior state is read from it.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RetentionService } from '../src/retention/retention.service.js';
+import { maskTerraformPlanJson } from '../src/terraform/terraform-plan.js';
 import { startApp, type TestApp } from './support/app.js';
+import { LINEAGE, planFile, planFileBase64, state } from './support/plan-file.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
 
 const FIXTURES = join(process.cwd(), 'test/fixtures/terraform');
@@ -16,7 +19,10 @@ const fixture = (name: string) => readFileSync(join(FIXTURES, `${name}.json`), '
 
 const SUMMARY =
   'summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }';
-const FIELDS = `id status content contentType contentHash artifact artifactHash basedOnDeploymentSequence sourceRevision ${SUMMARY}`;
+/** What an AGENT may read of a plan: all but the plan file (R54). */
+const FIELDS = `id status content contentType contentHash artifactHash basedOnDeploymentSequence sourceRevision priorState { lineage serial } ${SUMMARY}`;
+/** What a DEPLOYER or an ADMIN reads. */
+const ALL_FIELDS = `${FIELDS} artifact`;
 
 interface ResourceChange {
   address: string;
@@ -31,9 +37,10 @@ interface TerraformPlan {
   content: string;
   contentType: 'TEXT' | 'TERRAFORM_PLAN_JSON';
   contentHash: string;
-  artifact: string | null;
+  artifact?: string | null;
   artifactHash: string | null;
   basedOnDeploymentSequence: number | null;
+  priorState: { lineage: string; serial: number } | null;
   sourceRevision: string | null;
   summary: {
     add: number;
@@ -76,11 +83,14 @@ async function submitTerraform(content: string, extra: Record<string, unknown> =
 async function read(id: string): Promise<TerraformPlan> {
   const result = await world.gql<{ plan: TerraformPlan }>(
     world.admin,
-    `query($id: ID!) { plan(id: $id) { ${FIELDS} } }`,
+    `query($id: ID!) { plan(id: $id) { ${ALL_FIELDS} } }`,
     { id },
   );
   return ok(result).plan;
 }
+
+/** The document as the service keeps it: the JSON of its parse, sensitive values masked (R54). */
+const parsed = (content: string): unknown => JSON.parse(maskTerraformPlanJson(content));
 
 const counts = (plan: TerraformPlan) => {
   const { add, change, destroy, replace, read, noop } = plan.summary!;
@@ -91,22 +101,73 @@ const listed = (plan: TerraformPlan) =>
 
 test('a submit answers with the plan as stored: its content, summary and artifact read back the same', async () => {
   const content = fixture('create');
-  const artifact = Buffer.from('a binary plan file \u00e9\u{1F680}').toString('base64');
+  const artifact = planFileBase64(7);
   const submitted = await submitTerraform(content, { artifact });
-  expect(submitted).toMatchObject({ content, artifact });
+  expect(parsed(submitted.content)).toEqual(parsed(content));
+  expect(submitted.contentHash).toBe(createHash('sha256').update(submitted.content).digest('hex'));
+  expect(submitted.priorState).toEqual({ lineage: LINEAGE, serial: 7 });
   expect(submitted.summary).not.toBeNull();
-  expect(await read(submitted.id)).toEqual(submitted);
+  expect(await read(submitted.id)).toEqual({ ...submitted, artifact });
 
   const text = 'line one\nunicode \u00e9\u{1F680}\n';
   const plain = ok(await submit({ content: text })).submitPlan;
-  expect(plain).toMatchObject({ content: text, summary: null, artifact: null });
-  expect(await read(plain.id)).toEqual(plain);
+  expect(plain).toMatchObject({ content: text, summary: null, priorState: null });
+  expect(await read(plain.id)).toEqual({ ...plain, artifact: null });
 });
 
 test('a plan is TEXT by default and has no summary', async () => {
   const plan = ok(await submit({ content: 'opaque text' })).submitPlan;
-  expect(plan).toMatchObject({ contentType: 'TEXT', summary: null, artifact: null });
+  expect(plan).toMatchObject({ contentType: 'TEXT', summary: null });
 });
+
+// proves: R54
+test('R54: the plan file is read by DEPLOYER and ADMIN only; AGENT, REVIEWER and VIEWER are refused FORBIDDEN', async () => {
+  const artifact = planFileBase64(2);
+  const plan = await submitTerraform(fixture('update'), { artifact });
+  const query = 'query($id: ID!) { plan(id: $id) { id artifact artifactHash } }';
+  for (const role of ['AGENT', 'REVIEWER', 'VIEWER'] as const) {
+    const token = await world.issue(`reader-${role.toLowerCase()}`, role);
+    const refused = await world.gql<{ plan: { artifact: string | null } }>(token, query, {
+      id: plan.id,
+    });
+    expect(codeOf(refused)).toBe('FORBIDDEN');
+    expect(refused.data?.plan?.artifact ?? null).toBeNull();
+    // The rest of the plan reads as usual, the hash of the file included.
+    const hashOnly = await world.gql<{ plan: { artifactHash: string } }>(
+      token,
+      'query($id: ID!) { plan(id: $id) { artifactHash } }',
+      { id: plan.id },
+    );
+    expect(ok(hashOnly).plan.artifactHash).toBe(plan.artifactHash);
+  }
+  const deployer = await world.issue('reader-deployer', 'DEPLOYER');
+  const read = await world.gql<{ plan: { artifact: string } }>(deployer, query, { id: plan.id });
+  expect(ok(read).plan.artifact).toBe(artifact);
+});
+
+// proves: R56
+test.each([
+  ['that is not a zip archive', Buffer.from('a binary plan file').toString('base64'), /zip/],
+  ['without a tfstate entry', planFile(null).toString('base64'), /tfstate/],
+  [
+    'whose tfstate has no lineage',
+    planFile({ data: state({ lineage: undefined }) }).toString('base64'),
+    /lineage/,
+  ],
+])(
+  'R56: a plan file %s is refused with BAD_USER_INPUT; nothing is stored',
+  async (_, artifact, message) => {
+    const before = (await world.plans('infra')).length;
+    const refused = await submit({
+      content: fixture('update'),
+      contentType: 'TERRAFORM_PLAN_JSON',
+      artifact,
+    });
+    expect(codeOf(refused)).toBe('BAD_USER_INPUT');
+    expect(refused.errors![0].message).toMatch(message);
+    expect(await world.plans('infra')).toHaveLength(before);
+  },
+);
 
 test.each([
   [
@@ -166,10 +227,11 @@ test.each([
     expect(counts(submitted)).toEqual(expected);
     expect(listed(submitted)).toEqual(changes);
     expect(submitted.summary!.terraformVersion).toBe('1.11.4');
-    // Stored: read back later, the same summary; the content is the document as submitted.
+    // Stored: read back later, the same summary; the content is the document as submitted
+    // (it has no sensitive values to mask).
     const stored = await read(submitted.id);
     expect(stored.summary).toEqual(submitted.summary);
-    expect(stored.content).toBe(content);
+    expect(parsed(stored.content)).toEqual(parsed(content));
   },
 );
 
@@ -239,6 +301,9 @@ test('R32: every value Terraform marks sensitive reads "(sensitive)" in the summ
   ]) {
     expect(content).toContain(secretValue);
     expect(summaryText).not.toContain(secretValue);
+    // R54: nor in the content the service keeps and hands out.
+    expect(plan.content).not.toContain(secretValue);
+    expect((await read(plan.id)).content).not.toContain(secretValue);
   }
 });
 
@@ -353,19 +418,19 @@ test('the same document as TEXT is stored as it is, with no summary', async () =
 
 // proves: R31
 test('the artifact travels with the plan: its base64 as submitted and the sha256 of its bytes', async () => {
-  const bytes = Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0xff, 0x10, 0x80]);
-  const artifact = bytes.toString('base64');
+  const artifact = planFileBase64(1);
+  const bytes = Buffer.from(artifact, 'base64');
   const plan = await submitTerraform(fixture('update'), {
     artifact,
     sourceRevision: 'a1b2c3d',
     basedOnDeploymentSequence: 0,
   });
   expect(plan).toMatchObject({
-    artifact,
     artifactHash: createHash('sha256').update(bytes).digest('hex'),
     sourceRevision: 'a1b2c3d',
     basedOnDeploymentSequence: 0,
   });
+  expect(plan.artifact).toBeUndefined();
   expect(await read(plan.id)).toMatchObject({ artifact, artifactHash: plan.artifactHash });
 });
 
@@ -410,24 +475,33 @@ test.each([
 );
 
 test('exactly PLANFENCE_MAX_ARTIFACT_BYTES is accepted', async () => {
-  const plan = await submitTerraform(fixture('noop'), {
-    artifact: Buffer.alloc(1024, 7).toString('base64'),
-  });
-  expect(plan.artifactHash).toBe(createHash('sha256').update(Buffer.alloc(1024, 7)).digest('hex'));
+  const bytes = planFileOfSize(1024);
+  const plan = await submitTerraform(fixture('noop'), { artifact: bytes.toString('base64') });
+  expect(plan.artifactHash).toBe(createHash('sha256').update(bytes).digest('hex'));
 });
+
+/** A plan file of exactly `size` bytes: its tfplan entry stored (not deflated), of the length that makes it so. */
+function planFileOfSize(size: number): Buffer {
+  const build = (filler: number) =>
+    planFile({ data: state() }, { name: 'filler', data: Buffer.alloc(filler, 7), method: 0 });
+  const bytes = build(size - build(0).length);
+  expect(bytes.length).toBe(size);
+  return bytes;
+}
 
 // proves: R31
 test('R31: a retried submit replays the first plan; another artifact under the same key is refused', async () => {
   const idempotencyKey = freshKey();
   const content = fixture('delete');
-  const first = await submitTerraform(content, { idempotencyKey, artifact: 'QUJD' });
-  const again = await submitTerraform(content, { idempotencyKey, artifact: 'QUJD' });
+  const artifact = planFileBase64(4);
+  const first = await submitTerraform(content, { idempotencyKey, artifact });
+  const again = await submitTerraform(content, { idempotencyKey, artifact });
   expect(again.id).toBe(first.id);
   const other = await submit({
     content,
     contentType: 'TERRAFORM_PLAN_JSON',
     idempotencyKey,
-    artifact: 'QUJE',
+    artifact: planFileBase64(5),
   });
   expect(codeOf(other)).toBe('IDEMPOTENCY_KEY_REUSED');
   const asText = await submit({ content, idempotencyKey, artifact: undefined });
@@ -453,7 +527,7 @@ test('retention purges the artifact with the content; the summary and the hashes
             idempotencyKey: freshKey(),
             content: fixture('replace'),
             contentType: 'TERRAFORM_PLAN_JSON',
-            artifact: 'QUJD',
+            artifact: planFileBase64(1),
           },
         },
       ),
@@ -463,7 +537,7 @@ test('retention purges the artifact with the content; the summary and the hashes
     const purged = ok(
       await w.gql<{ plan: TerraformPlan }>(
         w.admin,
-        `query($id: ID!) { plan(id: $id) { ${FIELDS} } }`,
+        `query($id: ID!) { plan(id: $id) { ${ALL_FIELDS} } }`,
         {
           id: plan.id,
         },

@@ -185,7 +185,7 @@ export class DeploymentWrites {
     await this.obsolete(
       m,
       environment,
-      `prior_state_lineage = :lineage AND prior_state_serial < :serial`,
+      `(prior_state_lineage = '' OR (prior_state_lineage = :lineage AND prior_state_serial < :serial))`,
       state,
       `deployment ${id} reported state serial ${state.serial}: the plan was computed from an older state`,
       now,

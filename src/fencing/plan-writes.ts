@@ -25,6 +25,7 @@ import {
   RULE_SHORT_EVEN_WITH_REVIEWER,
   RULES_MET,
   stateNotOlder,
+  SUBMITTED_STATE_NOT_OLDER,
 } from './sql.js';
 
 /** A plan's large fields are stored as given: its insert does not read them back. */
@@ -99,7 +100,7 @@ export class PlanWrites {
                AND lease_principal = :principal AND lease_expires_at > :now))
          ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
-         ${casOnState ? 'AND (state_lineage IS NULL OR state_lineage <> :priorLineage OR state_serial <= :priorSerial)' : ''}
+         ${casOnState ? `AND ${SUBMITTED_STATE_NOT_OLDER}` : ''}
          ${publish ? 'AND frozen_at IS NULL' : ''}`,
       params,
     );

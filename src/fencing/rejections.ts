@@ -134,15 +134,18 @@ export function stateOlder(
 ): { message: string; extensions: ErrorDetails } | null {
   if (prior?.lineage == null || prior.serial == null || env.stateSerial == null) return null;
   const serial = Number(prior.serial);
-  if (prior.lineage !== env.stateLineage || serial >= env.stateSerial) return null;
+  const noState = prior.lineage === '';
+  if (!noState && (prior.lineage !== env.stateLineage || serial >= env.stateSerial)) return null;
   return {
-    message: `was computed from Terraform state serial ${serial}, but "${env.name}" has since been applied to serial ${env.stateSerial} (lineage ${prior.lineage}): plan again from the current state`,
+    message: noState
+      ? `was computed from no Terraform state, but "${env.name}" has since been applied to serial ${env.stateSerial} (lineage ${env.stateLineage}): plan again from the current state`
+      : `was computed from Terraform state serial ${serial}, but "${env.name}" has since been applied to serial ${env.stateSerial} (lineage ${prior.lineage}): plan again from the current state`,
     extensions: {
       reason: 'STATE_SERIAL',
       currentPlanId: env.currentPlanId,
       priorStateSerial: serial,
       stateSerial: env.stateSerial,
-      lineage: prior.lineage,
+      lineage: env.stateLineage,
     },
   };
 }

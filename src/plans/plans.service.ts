@@ -120,6 +120,11 @@ export class PlansService {
         ? parseTerraformPlan(input.content)
         : null;
     const summary = parsed ? JSON.stringify(parsed.summary) : null;
+    // R54: a Terraform plan is kept, and so handed out through every door, with its sensitive
+    // values masked; the plan file alone holds them (DEPLOYER and ADMIN read it). Masked at
+    // submit rather than on every read: nothing that stores, logs, audits or announces the
+    // content can reach a value that is not there.
+    const content = parsed ? parsed.masked : input.content;
     const basedOnDeploymentSequence = input.basedOnDeploymentSequence ?? null;
     const sourceRevision = input.sourceRevision ?? null;
     const canonical = {
@@ -139,7 +144,7 @@ export class PlansService {
         environment: input.environment,
         generation: input.generation,
         title: canonical.title,
-        content: input.content,
+        content,
         contentType,
         submitter: principal.name,
         via: currentVia(),
@@ -159,7 +164,7 @@ export class PlansService {
       const submit = {
         environment: canonical.environment,
         generation: canonical.generation,
-        content: canonical.content,
+        content,
         title: canonical.title,
         basedOnPlanId: canonical.basedOnPlanId,
         contentType,
@@ -170,7 +175,7 @@ export class PlansService {
         priorState,
         sourceRevision,
         principal: principal.name,
-        contentHash: sha256(input.content),
+        contentHash: sha256(content),
         policy,
       };
       const work = (m: EntityManager, now: number) => this.writes.admitPlan(m, { ...submit, now });

@@ -73,7 +73,11 @@ export class Deployments {
     token: string,
     deploymentId: string,
     outcome: 'SUCCEEDED' | 'FAILED',
-    extra: { detail?: string; idempotencyKey?: string } = {},
+    extra: {
+      detail?: string;
+      idempotencyKey?: string;
+      state?: { lineage: string; serial: number };
+    } = {},
   ) {
     return this.world.gql<{ finishDeployment: Deployment }>(
       token,
