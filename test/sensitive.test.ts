@@ -178,6 +178,7 @@ output "password" {
     dir.cleanup();
   });
 
+  // proves: R54
   test('GraphQL: content and summary read masked for every role; the plan file only for DEPLOYER and ADMIN', async () => {
     const query = `query($id: ID!) { plan(id: $id) { id content contentHash
       summary { change resourceChanges { address before after sensitiveChanges } } } }`;
@@ -201,6 +202,7 @@ output "password" {
     }
   });
 
+  // proves: R54
   test('a rotated sensitive value is a changed row, its values masked', async () => {
     const read = await world.gql<{
       plan: { summary: { resourceChanges: { address: string; sensitiveChanges: string[] }[] } };
@@ -219,6 +221,7 @@ output "password" {
     expect(changes['terraform_data.api']).toContain('input');
   });
 
+  // proves: R54
   test('MCP get_plan, over HTTP, hands the agent the masked document', async () => {
     const agent = await connectMcp(app.url, tokens.AGENT, 'http');
     try {
@@ -231,6 +234,7 @@ output "password" {
     }
   });
 
+  // proves: R54
   test('planfence plan show, as text and as JSON, for every role', async () => {
     for (const role of ['AGENT', 'REVIEWER', 'VIEWER', 'DEPLOYER', 'ADMIN']) {
       for (const args of [
@@ -244,6 +248,7 @@ output "password" {
     }
   });
 
+  // proves: R54
   test("the console's page of the plan, with the rotated values as changed rows", async () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
     try {
@@ -263,6 +268,7 @@ output "password" {
     }
   });
 
+  // proves: R54
   test('webhook bodies, audit rows and log lines', async () => {
     ok(await world.approve(tokens.REVIEWER, planId));
     await until('plan.submitted and plan.published delivered', () =>
