@@ -7,8 +7,8 @@ import { TerraformPlanError } from './terraform.errors.js';
  */
 const MAX_TERRAFORM_DEPTH = 64;
 
-/** What replaces a value Terraform marks sensitive (DESIGN R32). */
-const SENSITIVE = '(sensitive)';
+/** What replaces a value Terraform marks sensitive (DESIGN R32, R54). */
+export const SENSITIVE = '(sensitive)';
 
 export interface TerraformResourceChange {
   address: string;
@@ -17,6 +17,12 @@ export interface TerraformResourceChange {
   /** JSON, sensitive values masked; null where Terraform has no value. */
   before: string | null;
   after: string | null;
+  /**
+   * The top-level attributes whose masked values before and after read the same while the
+   * values themselves differ: a changed sensitive value (R54), sorted. Summaries stored
+   * before the field existed lack it (read it as []).
+   */
+  sensitiveChanges: string[];
 }
 
 export interface TerraformPlanSummary {
@@ -51,12 +57,19 @@ export interface TerraformPlanDocument {
 }
 
 export interface ParsedTerraformPlan {
+  /** The document with every sensitive value masked (R54): what `masked` is the JSON of. */
   document: TerraformPlanDocument;
+  /**
+   * The whole document as compact JSON with every sensitive value replaced by "(sensitive)"
+   * (R54): what the service stores and hands out as the plan's content. Deterministic and
+   * idempotent: `parseTerraformPlan(masked).masked === masked`.
+   */
+  masked: string;
   summary: TerraformPlanSummary;
   /**
    * The masked `before`/`after` of each entry of `summary.resourceChanges`, as values: what
    * `JSON.parse` of those strings gives, without parsing them again. They share every
-   * unmasked part with `document`; nothing here is stored.
+   * unchanged part with `document`; nothing here is stored.
    */
   maskedValues: { before: unknown; after: unknown }[];
 }
@@ -78,11 +91,12 @@ const ACTIONS: Record<string, Counted | null> = {
 };
 
 /**
- * Validates a Terraform (or OpenTofu) plan in the JSON of `terraform show -json PLANFILE`
- * and computes its summary: the counts per kind of action and the changed resources, with
- * every value Terraform marks sensitive (`before_sensitive`/`after_sensitive`), and every
- * value of a variable declared sensitive wherever it appears, replaced by "(sensitive)". Pure: the same content always gives the same result. A document that is
- * not such a plan → TerraformPlanError (BAD_USER_INPUT) naming what is wrong.
+ * Validates a Terraform (or OpenTofu) plan in the JSON of `terraform show -json PLANFILE`,
+ * masks it (R54, see maskDocument) and computes its summary: the counts per kind of action
+ * and the changed resources, their values taken from the masked document, each with the
+ * attributes whose sensitive value changes (`sensitiveChanges`, computed from the values as
+ * submitted). Pure: the same content always gives the same result. A document that is not
+ * such a plan → TerraformPlanError (BAD_USER_INPUT) naming what is wrong.
  */
 export function parseTerraformPlan(content: string): ParsedTerraformPlan {
   checkDepth(content);
@@ -125,8 +139,7 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
     resourceChanges: [],
     terraformVersion: terraformVersion ?? null,
   };
-  const secrets = sensitiveValues(parsed);
-  const maskedValues: ParsedTerraformPlan['maskedValues'] = [];
+  const listed: number[] = [];
   changes.forEach((entry: unknown, index) => {
     const at = `resource_changes[${index}]`;
     if (!isObject(entry)) throw new TerraformPlanError(`${at} must be an object`);
@@ -149,19 +162,37 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
     }
     const counted = ACTIONS[key];
     if (counted) summary[counted] += 1;
-    if (counted === 'noop') return;
-    const before = maskedValue(change.before, change.before_sensitive, secrets);
-    const after = maskedValue(change.after, change.after_sensitive, secrets);
+    if (counted !== 'noop') listed.push(index);
+  });
+
+  const document = maskDocument(parsed) as TerraformPlanDocument & Record<string, unknown>;
+  const maskedChanges = document.resource_changes as Record<string, unknown>[];
+  const maskedValues: ParsedTerraformPlan['maskedValues'] = [];
+  for (const index of listed) {
+    const entry = changes[index] as Record<string, unknown>;
+    const change = entry.change as Record<string, unknown>;
+    const maskedChange = maskedChanges[index].change as Record<string, unknown>;
+    const before = maskedChange.before ?? null;
+    const after = maskedChange.after ?? null;
     summary.resourceChanges.push({
       address: entry.address as string,
       type: entry.type as string,
-      actions,
+      actions: change.actions as string[],
       before: before === null ? null : JSON.stringify(before),
       after: after === null ? null : JSON.stringify(after),
+      sensitiveChanges: sensitiveChanges(change.before, change.after, before, after),
     });
     maskedValues.push({ before: jsonValue(before), after: jsonValue(after) });
-  });
-  return { document: parsed as TerraformPlanDocument, summary, maskedValues };
+  }
+  return { document, masked: JSON.stringify(document), summary, maskedValues };
+}
+
+/**
+ * The JSON of `terraform show -json PLANFILE` with every sensitive value replaced by
+ * "(sensitive)" (R54): `parseTerraformPlan(content).masked`. Throws as parseTerraformPlan does.
+ */
+export function maskTerraformPlanJson(content: string): string {
+  return parseTerraformPlan(content).masked;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -195,27 +226,221 @@ function checkDepth(content: string): void {
 }
 
 /**
- * The strings and numbers of the variables declared sensitive (their values and defaults),
- * as text. Terraform does not carry every mark along (terraform_data's `output` echoes a
- * sensitive `input` unmarked in `before_sensitive`, whole or inside a longer string), so a
- * value of `before`/`after` that is one of these, or a string that contains one, is masked
- * besides the positions Terraform marks.
+ * The top-level attributes of a resource whose masked values before and after read the same
+ * but whose values differ: each one a sensitive value that changes. Only where both sides
+ * are objects (an update or a replacement); sorted.
  */
-function sensitiveValues(plan: Record<string, unknown>): Set<string> {
+function sensitiveChanges(
+  rawBefore: unknown,
+  rawAfter: unknown,
+  before: unknown,
+  after: unknown,
+): string[] {
+  if (!isObject(rawBefore) || !isObject(rawAfter) || !isObject(before) || !isObject(after)) {
+    return [];
+  }
+  const changed: string[] = [];
+  for (const key of Object.keys(after)) {
+    if (!Object.hasOwn(before, key)) continue;
+    if (JSON.stringify(before[key]) !== JSON.stringify(after[key])) continue;
+    if (JSON.stringify(rawBefore[key]) !== JSON.stringify(rawAfter[key])) changed.push(key);
+  }
+  return changed.sort();
+}
+
+// ---------------------------------------------------------------------------------------
+// Masking the whole document (R54)
+
+/**
+ * The plan with every sensitive value replaced by "(sensitive)", in two passes.
+ *
+ * 1. The values Terraform marks: `before`/`after` of `resource_changes`, `resource_drift`
+ *    and `deferred_changes` per `before_sensitive`/`after_sensitive`; `output_changes` per
+ *    theirs, whole for an output declared or recorded sensitive; the `values` of each
+ *    resource of `planned_values` and `prior_state` per its `sensitive_values`, and their
+ *    outputs marked `sensitive`; the `variables` declared sensitive (their values, their
+ *    defaults in `configuration`, in child modules the `constant_value` a module call
+ *    passes them); the `constant_value` of an output declared sensitive. Every string and
+ *    number so replaced is remembered as a secret.
+ * 2. Terraform does not carry every mark along (terraform_data's `output` echoes a sensitive
+ *    `input` unmarked, whole or inside a longer string): every string or number anywhere in
+ *    the document's values that is, or contains, a secret is replaced too. Identifiers are
+ *    not values and stay: format and Terraform versions, addresses, modes, types, names,
+ *    indexes, providers, actions, action reasons, attribute paths (`replace_paths`,
+ *    `relevant_attributes`), references, the sensitivity and unknown-value marks
+ *    themselves, the timestamp. Terraform refuses sensitive values in `count`/`for_each`,
+ *    so an address holds none.
+ *
+ * Copies only what changes; deterministic. Idempotent: in a masked document every marked
+ * position already reads "(sensitive)", which is never a secret, so nothing more changes.
+ */
+function maskDocument(plan: Record<string, unknown>): Record<string, unknown> {
   const found = new Set<string>();
+  const marked = markedPass(plan, found);
+  found.delete('');
+  found.delete(SENSITIVE);
+  if (found.size === 0) return marked;
+  const secrets = new Secrets(found);
+  return DOCUMENT(marked, secrets) as Record<string, unknown>;
+}
+
+/** `value` with `key` replaced by `change(value[key])`, copied only if it changes. */
+function withKey(value: unknown, key: string, change: (member: unknown) => unknown): unknown {
+  if (!isObject(value) || !Object.hasOwn(value, key)) return value;
+  return withMembers(value, (member, at) => (at === key ? change(member) : member));
+}
+
+/** `value` (an object whose members are named, e.g. outputs by name) with each member changed. */
+function eachNamed(value: unknown, change: (member: unknown, name: string) => unknown): unknown {
+  return isObject(value) ? withMembers(value, (m, k) => change(m, k as string)) : value;
+}
+
+/** `value` (an array) with each item changed. */
+function eachItem(value: unknown, change: (item: unknown) => unknown): unknown {
+  return Array.isArray(value) ? withMembers(value, (item) => change(item)) : value;
+}
+
+/** Pass 1: the values Terraform marks sensitive, or declares so, replaced; their strings into `found`. */
+function markedPass(plan: Record<string, unknown>, found: Set<string>): Record<string, unknown> {
   const configuration = isObject(plan.configuration) ? plan.configuration : {};
-  const declared = isObject(configuration.root_module) ? configuration.root_module.variables : null;
-  const given = isObject(plan.variables) ? plan.variables : {};
-  if (isObject(declared)) {
-    for (const [name, variable] of Object.entries(declared)) {
-      if (!isObject(variable) || variable.sensitive !== true) continue;
-      strings(variable.default, found);
-      const value = Object.hasOwn(given, name) ? given[name] : null;
-      if (isObject(value)) strings(value.value, found);
+  const rootModule = isObject(configuration.root_module) ? configuration.root_module : {};
+  const sensitiveVariables = declaredSensitive(rootModule.variables);
+  const sensitiveOutputs = declaredSensitive(rootModule.outputs);
+  for (const state of [
+    plan.planned_values,
+    isObject(plan.prior_state) ? plan.prior_state.values : null,
+  ]) {
+    if (!isObject(state) || !isObject(state.outputs)) continue;
+    for (const [name, output] of Object.entries(state.outputs)) {
+      if (isObject(output) && output.sensitive === true) sensitiveOutputs.add(name);
     }
   }
-  found.delete('');
-  return found;
+  const whole = (value: unknown) => replaceWhole(value, found);
+  const change = (value: unknown) => markChange(value, found);
+  const entry = (value: unknown) => withKey(value, 'change', change);
+  const state = (value: unknown) => markStateValues(value, found);
+
+  return withMembers(plan, (member, key) => {
+    switch (key) {
+      case 'variables':
+        return eachNamed(member, (variable, name) =>
+          sensitiveVariables.has(name) ? withKey(variable, 'value', whole) : variable,
+        );
+      case 'configuration':
+        return withKey(member, 'root_module', (module) => markConfigModule(module, found));
+      case 'resource_changes':
+      case 'resource_drift':
+        return eachItem(member, entry);
+      case 'deferred_changes':
+        return eachItem(member, (deferred) => withKey(deferred, 'resource_change', entry));
+      case 'output_changes':
+        return eachNamed(member, (output, name) =>
+          sensitiveOutputs.has(name)
+            ? withKey(withKey(output, 'before', whole), 'after', whole)
+            : change(output),
+        );
+      case 'planned_values':
+        return state(member);
+      case 'prior_state':
+        return withKey(member, 'values', state);
+      default:
+        return member;
+    }
+  }) as Record<string, unknown>;
+}
+
+/** The names of the members of `declarations` (variables or outputs by name) marked `sensitive: true`. */
+function declaredSensitive(declarations: unknown): Set<string> {
+  const names = new Set<string>();
+  if (isObject(declarations)) {
+    for (const [name, declaration] of Object.entries(declarations)) {
+      if (isObject(declaration) && declaration.sensitive === true) names.add(name);
+    }
+  }
+  return names;
+}
+
+/** "(sensitive)" for a value (its strings into `found`); null and absent values stay. */
+function replaceWhole(value: unknown, found: Set<string>): unknown {
+  if (value === null || value === undefined) return value;
+  strings(value, found);
+  return SENSITIVE;
+}
+
+/** A change object (`before`, `after` and their marks) with what the marks mark replaced. */
+function markChange(change: unknown, found: Set<string>): unknown {
+  if (!isObject(change)) return change;
+  const marks = { before: change.before_sensitive, after: change.after_sensitive };
+  return withMembers(change, (value, key) =>
+    (key === 'before' || key === 'after') && value !== null
+      ? markValue(value, marks[key], found)
+      : value,
+  );
+}
+
+/** `values` of `planned_values` or `prior_state.values`: outputs, then resources module by module. */
+function markStateValues(values: unknown, found: Set<string>): unknown {
+  const outputs = (value: unknown) =>
+    eachNamed(value, (output) =>
+      isObject(output) && output.sensitive === true
+        ? withKey(output, 'value', (v) => replaceWhole(v, found))
+        : output,
+    );
+  const resource = (value: unknown) =>
+    isObject(value)
+      ? withKey(value, 'values', (v) => markValue(v, value.sensitive_values, found))
+      : value;
+  const module = (value: unknown): unknown =>
+    withKey(
+      withKey(value, 'resources', (r) => eachItem(r, resource)),
+      'child_modules',
+      (c) => eachItem(c, module),
+    );
+  return withKey(withKey(values, 'outputs', outputs), 'root_module', module);
+}
+
+/**
+ * A module of `configuration`: the defaults of its sensitive variables, the constant value
+ * of its sensitive outputs, and in each module call the constant values passed to the called
+ * module's sensitive variables; then the called modules themselves.
+ */
+function markConfigModule(module: unknown, found: Set<string>): unknown {
+  if (!isObject(module)) return module;
+  const whole = (value: unknown) => replaceWhole(value, found);
+  return withMembers(module, (member, key) => {
+    switch (key) {
+      case 'variables':
+        return eachNamed(member, (variable) =>
+          isObject(variable) && variable.sensitive === true
+            ? withKey(variable, 'default', whole)
+            : variable,
+        );
+      case 'outputs':
+        return eachNamed(member, (output) =>
+          isObject(output) && output.sensitive === true
+            ? withKey(output, 'expression', (e) => withKey(e, 'constant_value', whole))
+            : output,
+        );
+      case 'module_calls':
+        return eachNamed(member, (call) => {
+          if (!isObject(call)) return call;
+          const called = isObject(call.module) ? call.module : {};
+          const sensitive = declaredSensitive(called.variables);
+          const passed = eachNamed(call.expressions, (expression, name) =>
+            sensitive.has(name) ? withKey(expression, 'constant_value', whole) : expression,
+          );
+          return withMembers(call, (value, at) =>
+            at === 'expressions'
+              ? passed
+              : at === 'module'
+                ? markConfigModule(value, found)
+                : value,
+          );
+        });
+      default:
+        return member;
+    }
+  });
 }
 
 /** Adds every string and number inside `value` to `into`, as text. */
@@ -227,11 +452,218 @@ function strings(value: unknown, into: Set<string>, depth = 0): void {
   else if (isObject(value)) for (const item of Object.values(value)) strings(item, into, depth + 1);
 }
 
-/** `value` with what `marks` marks sensitive, and every sensitive string, replaced; null for no value. */
-function maskedValue(value: unknown, marks: unknown, secrets: Set<string>): unknown {
-  if (value === undefined || value === null) return null;
-  return mask(value, marks, secrets);
+/**
+ * Terraform's sensitivity marks mirror the value: `true` marks the whole value; an object or
+ * array marks its members, position by position; anything else marks nothing. What a mark
+ * replaces goes into `found`. Copies only what changes.
+ */
+function markValue(value: unknown, marks: unknown, found: Set<string>): unknown {
+  if (marks === true) {
+    strings(value, found);
+    return SENSITIVE;
+  }
+  if (typeof value !== 'object' || value === null) return value;
+  if (typeof marks !== 'object' || marks === null) return value;
+  const itemMarks: unknown[] | null = Array.isArray(marks) ? marks : null;
+  const keyMarks = isObject(marks) ? marks : null;
+  return withMembers(value, (item, key) => {
+    const mark: unknown =
+      typeof key === 'number'
+        ? itemMarks?.[key]
+        : keyMarks && Object.hasOwn(keyMarks, key)
+          ? keyMarks[key]
+          : undefined;
+    return mark === undefined || mark === false ? item : markValue(item, mark, found);
+  });
 }
+
+/** The sensitive values found in pass 1, for pass 2: is a text one of them, or does it contain one? */
+class Secrets {
+  private readonly exact: Set<string>;
+  private readonly list: string[];
+
+  constructor(found: Set<string>) {
+    this.exact = found;
+    // Longest first: a long secret is the likelier one to be found inside a string.
+    this.list = [...found].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
+  }
+
+  reveals(text: string): boolean {
+    if (this.exact.has(text)) return true;
+    for (const secret of this.list) {
+      if (secret.length > text.length) continue;
+      if (text.includes(secret)) return true;
+    }
+    return false;
+  }
+}
+
+/** Pass 2 over a value: every string or number that is, or contains, a secret replaced. */
+function sweep(value: unknown, secrets: Secrets): unknown {
+  if (typeof value === 'string') return secrets.reveals(value) ? SENSITIVE : value;
+  if (typeof value === 'number') return secrets.reveals(String(value)) ? SENSITIVE : value;
+  if (typeof value !== 'object' || value === null) return value;
+  return withMembers(value, (member) => sweep(member, secrets));
+}
+
+/**
+ * How pass 2 walks one part of the document: 'value' sweeps it all, 'keep' leaves it (an
+ * identifier, or marks), a function walks it as that part.
+ */
+type WalkFn = (value: unknown, secrets: Secrets) => unknown;
+type Walk = 'value' | 'keep' | WalkFn;
+
+function walk(how: Walk, value: unknown, secrets: Secrets): unknown {
+  if (how === 'keep') return value;
+  if (how === 'value') return sweep(value, secrets);
+  return how(value, secrets);
+}
+
+/** An object whose named members are walked as `fields` says, any other member as a value. */
+function fields(spec: Record<string, Walk>): WalkFn {
+  return (value, secrets) =>
+    isObject(value)
+      ? withMembers(value, (member, key) =>
+          walk(Object.hasOwn(spec, key) ? spec[key as string] : 'value', member, secrets),
+        )
+      : sweep(value, secrets);
+}
+
+/** An array whose items are each walked as `item`. */
+function items(item: Walk): WalkFn {
+  return (value, secrets) =>
+    Array.isArray(value)
+      ? withMembers(value, (member) => walk(item, member, secrets))
+      : sweep(value, secrets);
+}
+
+/** An object of members by name (outputs, variables, module calls) each walked as `member`. */
+function named(member: Walk): WalkFn {
+  return (value, secrets) =>
+    isObject(value) ? withMembers(value, (m) => walk(member, m, secrets)) : sweep(value, secrets);
+}
+
+/** Lazily: for the parts that contain themselves (modules). */
+function later(get: () => Walk): WalkFn {
+  return (value, secrets) => walk(get(), value, secrets);
+}
+
+const keep = (...names: string[]): Record<string, Walk> =>
+  Object.fromEntries(names.map((name): [string, Walk] => [name, 'keep']));
+
+/**
+ * Expressions of `configuration`: `constant_value` is a value; `references` (a list of
+ * addresses) is kept; nested blocks are arrays of expressions.
+ */
+const EXPRESSIONS: WalkFn = (value, secrets) => {
+  if (Array.isArray(value)) return withMembers(value, (item) => EXPRESSIONS(item, secrets));
+  if (!isObject(value)) return sweep(value, secrets);
+  return withMembers(value, (member, key) =>
+    key === 'constant_value'
+      ? sweep(member, secrets)
+      : key === 'references' && Array.isArray(member) && member.every((r) => typeof r === 'string')
+        ? member
+        : EXPRESSIONS(member, secrets),
+  );
+};
+
+const CHANGE = fields({
+  ...keep('actions', 'replace_paths', 'before_sensitive', 'after_sensitive', 'after_unknown'),
+});
+
+const IDENTITY = keep(
+  'address',
+  'previous_address',
+  'module_address',
+  'mode',
+  'type',
+  'name',
+  'index',
+  'provider_name',
+  'deposed',
+  'action_reason',
+);
+
+const RESOURCE_CHANGE = fields({ ...IDENTITY, change: CHANGE });
+
+const STATE_MODULE: Walk = fields({
+  address: 'keep',
+  resources: items(
+    fields({ ...IDENTITY, ...keep('schema_version', 'sensitive_values', 'depends_on') }),
+  ),
+  child_modules: items(later(() => STATE_MODULE)),
+});
+
+const STATE_VALUES = fields({
+  outputs: named(fields(keep('sensitive', 'type'))),
+  root_module: STATE_MODULE,
+});
+
+const CONFIG_MODULE: Walk = fields({
+  outputs: named(fields({ ...keep('sensitive', 'depends_on'), expression: EXPRESSIONS })),
+  resources: items(
+    fields({
+      ...keep(
+        'address',
+        'mode',
+        'type',
+        'name',
+        'provider_config_key',
+        'schema_version',
+        'depends_on',
+      ),
+      expressions: EXPRESSIONS,
+      count_expression: EXPRESSIONS,
+      for_each_expression: EXPRESSIONS,
+      provisioners: items(fields({ type: 'keep', expressions: EXPRESSIONS })),
+    }),
+  ),
+  module_calls: named(
+    fields({
+      ...keep('source', 'version_constraint', 'depends_on'),
+      expressions: EXPRESSIONS,
+      count_expression: EXPRESSIONS,
+      for_each_expression: EXPRESSIONS,
+      module: later(() => CONFIG_MODULE),
+    }),
+  ),
+  variables: named(fields(keep('sensitive', 'nullable'))),
+});
+
+const CHECK_ADDRESSES: Walk = fields({
+  ...keep('address', 'status'),
+  instances: items(fields(keep('address', 'status'))),
+});
+
+/** Pass 2 over the whole document. */
+const DOCUMENT = fields({
+  ...keep(
+    'format_version',
+    'terraform_version',
+    'timestamp',
+    'applyable',
+    'complete',
+    'errored',
+    'relevant_attributes',
+  ),
+  variables: 'value',
+  planned_values: STATE_VALUES,
+  prior_state: fields({ ...keep('format_version', 'terraform_version'), values: STATE_VALUES }),
+  resource_changes: items(RESOURCE_CHANGE),
+  resource_drift: items(RESOURCE_CHANGE),
+  deferred_changes: items(fields({ reason: 'keep', resource_change: RESOURCE_CHANGE })),
+  output_changes: named(CHANGE),
+  configuration: fields({
+    provider_config: named(
+      fields({
+        ...keep('name', 'full_name', 'alias', 'module_address', 'version_constraint'),
+        expressions: EXPRESSIONS,
+      }),
+    ),
+    root_module: CONFIG_MODULE,
+  }),
+  checks: items(CHECK_ADDRESSES),
+});
 
 /**
  * `value` as `JSON.parse(JSON.stringify(value))` gives it back, for a value that came from
@@ -275,40 +707,4 @@ function withMembers(
     });
   }
   return copy ?? value;
-}
-
-/** Whether `text` is, or contains, one of the sensitive values. */
-function revealsAny(text: string, secrets: Set<string>): boolean {
-  if (secrets.has(text)) return true;
-  for (const secret of secrets) if (text.includes(secret)) return true;
-  return false;
-}
-
-/**
- * Terraform's sensitivity marks mirror the value: `true` marks the whole value; an object or
- * array marks its members, position by position; anything else marks nothing. Copies only
- * what changes: an unmarked value without sensitive strings is returned as it is.
- */
-function mask(value: unknown, marks: unknown, secrets: Set<string>): unknown {
-  if (marks === true) return SENSITIVE;
-  if (typeof value === 'string')
-    return secrets.size && revealsAny(value, secrets) ? SENSITIVE : value;
-  if (typeof value === 'number')
-    return secrets.size && secrets.has(String(value)) ? SENSITIVE : value;
-  if (typeof value !== 'object' || value === null) return value;
-  const marked = typeof marks === 'object' && marks !== null;
-  if (!marked && secrets.size === 0) return value;
-  const itemMarks = Array.isArray(marks) ? marks : null;
-  const keyMarks = isObject(marks) ? marks : null;
-  return withMembers(value, (item, key) =>
-    mask(
-      item,
-      typeof key === 'number'
-        ? itemMarks?.[key]
-        : keyMarks && Object.hasOwn(keyMarks, key)
-          ? keyMarks[key]
-          : undefined,
-      secrets,
-    ),
-  );
 }
