@@ -25,7 +25,7 @@ export const MAX_COMPRESSION_RATIO = 64;
 /** Most entries an archive may declare. A plan file holds a handful (plus one per configuration file). */
 export const MAX_PLAN_FILE_ENTRIES = 10_000;
 /** Longest lineage accepted. Terraform's are UUIDs (36 characters). */
-export const MAX_LINEAGE_LENGTH = 256;
+export const MAX_LINEAGE_LENGTH = 64;
 
 /** Compression methods of the zip format that yauzl inflates: stored, deflated. */
 const STORED = 0;
@@ -36,15 +36,15 @@ const DEFLATED = 8;
  * never executes anything: the archive is read from `planFile` in memory, and only the
  * `tfstate` entry is inflated, bounded by `maxEntryBytes` (default 16 MiB).
  *
- * Returns null when the archive has no `tfstate` entry, or when its state has an empty
- * lineage: that is what Terraform writes for a workspace that has no state yet. Terraform
- * 1.11's plan of a fresh workspace (local backend, no terraform.tfstate) holds
- * `{"version":4,"terraform_version":"1.11.4","serial":0,"lineage":"","outputs":{},"resources":[],...}`:
- * the lineage is given by the first apply, which writes serial 1. Such a plan is bound to no
- * state (nothing to be older than).
+ * A state with an empty lineage is what Terraform writes for a workspace that has no state
+ * yet: Terraform 1.11's plan of a fresh workspace (local backend, no terraform.tfstate)
+ * holds `{"version":4,"terraform_version":"1.11.4","serial":0,"lineage":"","outputs":{},"resources":[],...}`;
+ * the lineage is given by the first apply, which writes serial 1. It is returned as it is
+ * (lineage ""): such a plan is older than any state reported since (R56).
  *
  * Refused with TerraformPlanError (BAD_USER_INPUT), whose message names what is wrong:
- * not a zip archive (or a malformed one: yauzl's reason is quoted); more than
+ * not a zip archive (or a malformed one: yauzl's reason is quoted); no `tfstate` entry
+ * (every plan file Terraform writes has one); more than
  * MAX_PLAN_FILE_ENTRIES entries; two `tfstate` entries; a `tfstate` entry that is
  * encrypted or compressed with another method than stored or deflated; one that declares
  * more than `maxEntryBytes`, or more than MAX_COMPRESSION_RATIO times its compressed size
@@ -63,17 +63,16 @@ const DEFLATED = 8;
 export async function readPriorState(
   planFile: Buffer,
   limits: { maxEntryBytes?: number } = {},
-): Promise<TerraformStateRef | null> {
+): Promise<TerraformStateRef> {
   const maxEntryBytes = limits.maxEntryBytes ?? DEFAULT_MAX_STATE_BYTES;
   if (!Number.isSafeInteger(maxEntryBytes) || maxEntryBytes < 1) {
     throw new RangeError(`maxEntryBytes must be a positive integer, not ${maxEntryBytes}`);
   }
-  const bytes = await readStateEntry(planFile, maxEntryBytes);
-  return bytes === null ? null : parseStateRef(bytes);
+  return parseStateRef(await readStateEntry(planFile, maxEntryBytes));
 }
 
-/** The inflated bytes of the `tfstate` entry, or null when there is none. */
-async function readStateEntry(planFile: Buffer, maxEntryBytes: number): Promise<Buffer | null> {
+/** The inflated bytes of the `tfstate` entry. */
+async function readStateEntry(planFile: Buffer, maxEntryBytes: number): Promise<Buffer> {
   let zip: yauzl.ZipFile;
   try {
     zip = await yauzl.fromBufferPromise(planFile, {
@@ -105,7 +104,11 @@ async function readStateEntry(planFile: Buffer, maxEntryBytes: number): Promise<
     if (error instanceof TerraformPlanError) throw error;
     throw new TerraformPlanError(`the plan file is not a valid zip archive: ${messageOf(error)}`);
   }
-  if (state === null) return null;
+  if (state === null) {
+    throw new TerraformPlanError(
+      `the plan file has no ${PRIOR_STATE_ENTRY} entry: it is not a plan file terraform plan -out=FILE wrote`,
+    );
+  }
 
   checkDeclaredSizes(state, maxEntryBytes);
   return inflate(zip, state);
@@ -162,8 +165,8 @@ async function inflate(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Buffer> 
   return bytes;
 }
 
-/** lineage and serial of a Terraform state document; null for an empty lineage. */
-function parseStateRef(bytes: Buffer): TerraformStateRef | null {
+/** lineage and serial of a Terraform state document (an empty lineage: no state yet). */
+function parseStateRef(bytes: Buffer): TerraformStateRef {
   const name = `the ${PRIOR_STATE_ENTRY} entry of the plan file`;
   let state: unknown;
   try {
@@ -186,7 +189,7 @@ function parseStateRef(bytes: Buffer): TerraformStateRef | null {
   if (typeof serial !== 'number' || !Number.isSafeInteger(serial) || serial < 0) {
     throw new TerraformPlanError(`${name} has no non-negative integer serial`);
   }
-  return lineage === '' ? null : { lineage, serial };
+  return { lineage, serial };
 }
 
 function messageOf(error: unknown): string {
