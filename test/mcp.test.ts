@@ -141,7 +141,8 @@ describe.each<Door>(DOORS)('over %s', (door) => {
     }
   });
 
-  // proves: R29 (an argument no tool declares, such as `approve`, means nothing and is refused)
+  // An argument no tool declares, such as `approve`, means nothing and is refused.
+  // proves: R29
   test('an unknown argument is refused by the protocol (-32602) naming it, for every tool, before the tool runs', async () => {
     const env = await freshEnvironment();
     const agent = await connect(tokens['agent-a'], door);
@@ -310,7 +311,8 @@ describe.each<Door>(DOORS)('over %s', (door) => {
     });
   });
 
-  // proves: R28, R30, R48 (the SDK's callTool checks the refusal against the output schema)
+  // The SDK's callTool checks the refusal against the output schema.
+  // proves: R28, R30, R48
   test('the paused agent: A submits after B published and gets STALE_GENERATION with what to do next', async () => {
     const env = await freshEnvironment();
     const a = await connect(tokens['agent-a'], door);
@@ -735,7 +737,7 @@ resource "terraform_data" "db" { input = "db-1" }
   afterAll(() => dir.cleanup());
 
   // proves: R28, R49
-  test.each<Door>(DOORS)(
+  test.each(DOORS)(
     'over %s: the plan and its file are submitted; the result has the counts and the reviewUrl; a reviewer approves over GraphQL; the submit is audited via mcp',
     async (door) => {
       const env = await freshEnvironment('MONOTONIC', 'tf');
