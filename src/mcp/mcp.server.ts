@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Principal } from '../auth/principal.entity.js';
-import type { McpTools } from './mcp.tools.js';
+import type { McpCall, McpTools } from './mcp.tools.js';
 
 export const SERVER_INFO = { name: 'planfence', version: '0.1.0' };
 
@@ -14,13 +14,6 @@ another agent has moved on: your plan is obsolete; read the current plan (get_pl
 and plan again. Never retry a fenced submit with the old generation.`;
 
 /** What one request to the MCP endpoint brings to its server besides the principal. */
-export interface McpCall {
-  /** The service's address as this client reaches it (reviewUrl, R49). */
-  base: string;
-  /** Hears the code of each refusal (the request's log line). */
-  refused?: (code: string) => void;
-}
-
 /** One MCP server for one principal: the tools its role may call (R29), nothing else. */
 export function mcpServerFor(principal: Principal, tools: McpTools, call: McpCall): McpServer {
   const server = new McpServer(SERVER_INFO, {

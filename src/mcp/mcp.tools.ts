@@ -45,7 +45,6 @@ import { FenceError } from '../fencing/fence.errors.js';
 import { LeaseWaitInput, WaitForDecisionInput } from './dto/tool.inputs.js';
 import { McpError } from './mcp.errors.js';
 import { McpGate, type Operation } from './mcp.gate.js';
-import type { McpCall } from './mcp.server.js';
 import { afterSubmit } from './next-steps.js';
 import { refusal } from './refusals.js';
 
@@ -276,6 +275,14 @@ class EnvironmentSignal {
  * The MCP tools (DESIGN §14). Each one stands for a GraphQL operation and calls the same
  * service method its resolver calls, through McpGate (R28); none decides anything itself.
  */
+/** What one MCP request brings to the tools it runs. */
+export interface McpCall {
+  /** The service's address as this client reaches it (reviewUrl, R49). */
+  base: string;
+  /** Hears the code of each refusal (the request's log line). */
+  refused?: (code: string) => void;
+}
+
 @Injectable()
 export class McpTools {
   readonly specs: ToolSpec[];

@@ -130,7 +130,7 @@ export class PlansResolver {
       );
     }
     // A plan rebuilt from an event reads it by id (a promise of the stored text).
-    return await (plan.artifact as string | null | Promise<string | null>);
+    return plan.artifact;
   }
 
   @ResolveField('priorState', () => TerraformState, {
