@@ -118,10 +118,10 @@ export class PlansResolver {
     description:
       'Base64 of the binary plan file (terraform plan -out), when one was submitted. DEPLOYER and ADMIN only (DESIGN R54).',
   })
-  async artifact(
+  artifact(
     @Parent() plan: Plan,
     @Context() call: { req?: { principal?: Principal } },
-  ): Promise<string | null> {
+  ): string | null {
     const role = call.req?.principal?.role;
     if (role !== Role.DEPLOYER && role !== Role.ADMIN) {
       throw new AuthError(
