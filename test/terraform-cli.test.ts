@@ -2,9 +2,9 @@
  * Terraform end to end with the real `terraform` (skipped where it is not on PATH): a working
  * directory with only built-in resources (terraform_data) and the local backend, planned,
  * submitted with the `planfence` binary (dist/src/cli/main.js, built by `npm test`), approved
- * and applied with `planfence deploy apply --terraform`. A plan built before that apply is
- * refused by R33 before terraform runs; without R33, terraform's own "Saved plan is stale"
- * ends the deployment FAILED.
+ * and applied with `planfence deploy apply --terraform`. The applier applies only the reviewed
+ * plan (R55: a plan file swapped under a reviewed content is refused, nothing destroyed) and
+ * reports the state it left (R56); a plan made from an older state is refused (R56, R57).
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { PlanfenceClient } from '../src/client/client.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
-import { World } from './support/world.js';
+import { ok, World } from './support/world.js';
 
 const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
@@ -37,6 +37,9 @@ function run(file: string, args: string[], env: Record<string, string> = {}): Pr
   });
 }
 
+/** How often `needle` occurs in `text`. */
+const occurrences = (text: string, needle: string) => text.split(needle).length - 1;
+
 withTerraform('planfence and terraform', () => {
   let app: TestApp;
   let world: World;
@@ -47,15 +50,14 @@ withTerraform('planfence and terraform', () => {
   const planfence = (token: string, ...args: string[]) =>
     run(process.execPath, [BIN, ...args], { PLANFENCE_URL: app.url, PLANFENCE_TOKEN: token });
   const tf = (...args: string[]) => run('terraform', [`-chdir=${dir.path}`, ...args]);
-  const plan = async (file: string, rev: string) =>
+  const plan = async (file: string, rev: string, ...extra: string[]) =>
     expect(
-      await tf('plan', '-input=false', '-no-color', `-var=rev=${rev}`, `-out=${file}`),
-    ).toMatchObject({
-      code: 0,
-    });
-  /** What the local state says terraform_data.app holds. */
+      await tf('plan', '-input=false', '-no-color', `-var=rev=${rev}`, `-out=${file}`, ...extra),
+    ).toMatchObject({ code: 0 });
+  const stateFile = () => readFileSync(join(dir.path, 'terraform.tfstate'), 'utf8');
+  /** What the local state says terraform_data.app holds (null: no such resource). */
   const applied = (): string | null => {
-    const state = JSON.parse(readFileSync(join(dir.path, 'terraform.tfstate'), 'utf8')) as {
+    const state = JSON.parse(stateFile()) as {
       resources: { name: string; instances: { attributes: { input: { value: string } } }[] }[];
     };
     // terraform_data keeps its input as a dynamic value: {type, value}.
@@ -63,8 +65,40 @@ withTerraform('planfence and terraform', () => {
       state.resources.find((r) => r.name === 'app')?.instances[0].attributes.input.value ?? null
     );
   };
+  const serial = () => (JSON.parse(stateFile()) as { serial: number; lineage: string }).serial;
+  const lineage = () => (JSON.parse(stateFile()) as { lineage: string }).lineage;
   const approve = async (planId: string) =>
     planfence(tokens.reviewer, 'plan', 'approve', planId, '--json');
+  const submit = async (file: string, ...extra: string[]) =>
+    planfence(
+      tokens.agent,
+      'plan',
+      'submit',
+      'infra',
+      '--terraform',
+      file,
+      '--chdir',
+      dir.path,
+      '--json',
+      ...extra,
+    );
+  const apply = (...extra: string[]) =>
+    planfence(
+      tokens.deployer,
+      'deploy',
+      'apply',
+      'infra',
+      '--terraform',
+      '--chdir',
+      dir.path,
+      ...extra,
+    );
+  const reportedState = async () =>
+    ok(
+      await world.gql<{
+        environment: { terraformState: { lineage: string; serial: number } | null };
+      }>(world.admin, '{ environment(name: "infra") { terraformState { lineage serial } } }'),
+    ).environment.terraformState;
 
   beforeAll(async () => {
     app = await startApp();
@@ -87,36 +121,16 @@ resource "terraform_data" "app" { input = "app-\${var.rev}" }
     dir.cleanup();
   });
 
-  test('plan → submit → approve → deploy apply changes the state; a plan built before that apply is refused by R33; without R33 terraform refuses the stale plan file', async () => {
-    // The state the plans are made against: deployment sequence 0, as the agent reads it.
-    const shown = await planfence(tokens.agent, 'env', 'show', 'infra', '--json');
-    const sequence = String(JSON.parse(shown.stdout).deploymentSequence);
-    expect(sequence).toBe('0');
-    // Two plans of the same state: the first will be applied, the second is then stale.
+  // proves: R56
+  test('plan → submit (no deployment sequence) → approve → deploy apply: SUCCEEDED, terraform output printed once, the state after it reported', async () => {
     await plan('one.tfplan', '1');
-    await plan('two.tfplan', '2');
-
-    const submitted = await planfence(
-      tokens.agent,
-      'plan',
-      'submit',
-      'infra',
-      '--terraform',
-      'one.tfplan',
-      '--chdir',
-      dir.path,
-      '--deployment-sequence',
-      sequence,
-      '--source-revision',
-      'c0ffee',
-      '--json',
-    );
+    const submitted = await submit('one.tfplan', '--source-revision', 'c0ffee');
     expect(submitted).toMatchObject({ code: 0, stderr: '' });
     const one = JSON.parse(submitted.stdout);
     expect(one).toMatchObject({
       status: 'PROPOSED',
       contentType: 'TERRAFORM_PLAN_JSON',
-      basedOnDeploymentSequence: 0,
+      basedOnDeploymentSequence: null,
       sourceRevision: 'c0ffee',
       summary: { add: 1, change: 0, destroy: 0, replace: 0 },
     });
@@ -126,107 +140,90 @@ resource "terraform_data" "app" { input = "app-\${var.rev}" }
     expect(one.artifactHash).toMatch(/^[0-9a-f]{64}$/);
     expect((await approve(one.id)).code).toBe(0);
 
-    const apply = await planfence(
-      tokens.deployer,
-      'deploy',
-      'apply',
-      'infra',
-      '--terraform',
-      '--chdir',
-      dir.path,
-      '--json',
+    const human = await apply();
+    expect(human.code).toBe(0);
+    expect(applied()).toBe('app-1');
+    // terraform's output once, on stderr as it came; stdout has one line without it.
+    expect(occurrences(human.stderr, 'Apply complete!')).toBe(1);
+    expect(human.stdout).not.toContain('Apply complete!');
+    expect(human.stdout.trim()).toBe(
+      `infra#1 SUCCEEDED (sequence 1, plan ${one.id}), state serial ${serial()}`,
     );
-    expect(apply.code).toBe(0);
-    expect(JSON.parse(apply.stdout)).toMatchObject({
-      id: 'infra#1',
-      status: 'SUCCEEDED',
-      plan: { id: one.id },
+    const [deployment] = await d.list('infra', 1);
+    expect(deployment).toMatchObject({ id: 'infra#1', status: 'SUCCEEDED', plan: { id: one.id } });
+    expect(deployment.detail).toContain('Apply complete!');
+    expect(await reportedState()).toEqual({ lineage: lineage(), serial: serial() });
+
+    // plan show --json: every field, the summary included, for `jq .summary`.
+    const shown = JSON.parse(
+      (await planfence(tokens.reviewer, 'plan', 'show', one.id, '--json')).stdout,
+    );
+    expect(shown.summary).toMatchObject({
+      add: 1,
+      resourceChanges: [{ address: 'terraform_data.app' }],
     });
-    expect(applied()).toBe('app-1');
+    expect(shown).toMatchObject({ id: one.id, reviewUrl: expect.stringContaining(one.id) });
+    expect(shown).not.toHaveProperty('artifact');
+    expect(shown.priorState).toBeNull(); // planned before any state existed
+  });
 
-    // The second plan, built before that apply, is submitted afterwards under a newer
-    // generation: R33 refuses its publication, and the already applied plan is not applied again.
-    const late = await planfence(
-      tokens.agent,
-      'plan',
-      'submit',
-      'infra',
-      '--terraform',
-      'two.tfplan',
-      '--chdir',
-      dir.path,
-      '--deployment-sequence',
-      sequence,
-      '--json',
-    );
-    expect(late.code).toBe(0);
-    const two = JSON.parse(late.stdout);
-    expect(two.generation).toBeGreaterThan(one.generation);
-    const refused = await approve(two.id);
-    expect(refused.code).toBe(7);
-    expect(refused.stderr).toContain('PRECONDITION_FAILED');
-    expect(refused.stderr).toContain('deploymentSequence=1');
-    const again = await planfence(
-      tokens.deployer,
-      'deploy',
-      'apply',
-      'infra',
-      '--terraform',
-      '--chdir',
-      dir.path,
-    );
-    expect(again.code).toBe(7);
-    expect(again.stderr).toContain('deploymentSequence=1');
-    expect(await d.list('infra')).toHaveLength(1);
-    expect(applied()).toBe('app-1');
+  // proves: R55
+  test('the content of one plan with the plan file of a -destroy plan of the same configuration: deploy apply refuses, nothing is destroyed, the deployment is FAILED with the reason', async () => {
+    await plan('two.tfplan', '2');
+    await plan('destroy.tfplan', '2', '-destroy');
+    const before = stateFile();
+    const client = new PlanfenceClient({ url: app.url, token: tokens.agent });
+    const lease = await client.acquireLease('infra');
+    const swapped = await client.submitTerraformPlan({
+      environment: 'infra',
+      generation: lease.generation,
+      planJson: (await tf('show', '-json', 'two.tfplan')).stdout,
+      planFile: readFileSync(join(dir.path, 'destroy.tfplan')),
+    });
+    await client.releaseLease('infra', lease.generation);
+    // What the reviewer sees is the update of two.tfplan.
+    expect(swapped.summary).toMatchObject({ change: 1, destroy: 0 });
+    expect((await approve(swapped.id)).code).toBe(0);
 
-    // Without R33 the service publishes both plans; terraform itself refuses the stale file.
+    const refused = await apply('--json');
+    expect(refused.code).toBe(10);
+    expect(refused.stderr).toContain('the plan file is not the reviewed plan: ');
+    expect(refused.stderr).toContain('terraform_data.app');
+    expect(refused.stderr).toContain('terraform apply did not run');
+    expect(refused.stderr).not.toContain('Apply complete!');
+    expect(JSON.parse(refused.stdout)).toMatchObject({
+      status: 'FAILED',
+      plan: { id: swapped.id },
+    });
+    // Nothing destroyed, the state not even rewritten.
+    expect(stateFile()).toBe(before);
+    expect(applied()).toBe('app-1');
+    const [failed] = await d.list('infra', 1);
+    expect(failed).toMatchObject({ id: 'infra#2', status: 'FAILED', plan: { id: swapped.id } });
+    expect(failed.detail).toMatch(/^the plan file is not the reviewed plan: .*terraform_data\.app/);
+  });
+
+  // proves: R56, R57
+  test('a plan made from the state before an apply is refused STATE_SERIAL, with no deployment sequence anywhere; terraform never runs it', async () => {
     await plan('three.tfplan', '3');
     await plan('four.tfplan', '4');
-    const client = new PlanfenceClient({ url: app.url, token: tokens.agent });
-    const unbound = async (file: string) => {
-      const lease = await client.acquireLease('infra');
-      const submittedPlan = await client.submitTerraformPlan({
-        environment: 'infra',
-        generation: lease.generation,
-        planJson: (await tf('show', '-json', file)).stdout,
-        planFile: readFileSync(join(dir.path, file)),
-      });
-      await client.releaseLease('infra', lease.generation);
-      expect(submittedPlan.summary).toMatchObject({ change: 1 });
-      expect((await approve(submittedPlan.id)).code).toBe(0);
-      return submittedPlan;
-    };
-    await unbound('three.tfplan');
-    const three = await planfence(
-      tokens.deployer,
-      'deploy',
-      'apply',
-      'infra',
-      '--terraform',
-      '--chdir',
-      dir.path,
-      '--json',
-    );
-    expect(three.code).toBe(0);
+    const three = JSON.parse((await submit('three.tfplan')).stdout);
+    expect(three.priorState).toEqual({ lineage: lineage(), serial: serial() });
+    expect((await approve(three.id)).code).toBe(0);
+    expect((await apply()).code).toBe(0);
     expect(applied()).toBe('app-3');
+    const after = stateFile();
 
-    const four = await unbound('four.tfplan');
-    const stale = await planfence(
-      tokens.deployer,
-      'deploy',
-      'apply',
-      'infra',
-      '--terraform',
-      '--chdir',
-      dir.path,
-    );
-    expect(stale.code).toBe(9);
-    expect(stale.stderr).toContain('Saved plan is stale');
-    const [failed] = await d.list('infra', 1);
-    expect(failed).toMatchObject({ id: 'infra#3', status: 'FAILED', plan: { id: four.id } });
-    expect(failed.detail).toContain('Saved plan is stale');
-    expect(applied()).toBe('app-3');
+    // four.tfplan was computed from the state three's apply replaced.
+    const late = await submit('four.tfplan');
+    expect(late.code).toBe(7);
+    expect(late.stderr).toContain('PRECONDITION_FAILED');
+    expect(late.stderr).toContain('reason=STATE_SERIAL');
+    // Applying three again is refused at start too: its state is no longer the latest.
+    const again = await apply();
+    expect(again.code).toBe(7);
+    expect(again.stderr).toContain('reason=STATE_SERIAL');
+    expect(stateFile()).toBe(after);
   });
 
   test('deploy apply refuses a current plan that is not a Terraform plan with its plan file, before any deployment', async () => {

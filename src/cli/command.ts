@@ -68,6 +68,7 @@ export const OPTIONS = {
   event: { type: 'string', multiple: true },
   format: { type: 'string' },
   'batch-size': { type: 'string' },
+  artifact: { type: 'boolean', default: false },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

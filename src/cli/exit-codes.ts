@@ -35,3 +35,16 @@ export const EXIT_CODES: Record<string, number> = {
 export function exitCodeOf(code: string): number {
   return EXIT_CODES[code] ?? 8;
 }
+
+/**
+ * Exit statuses of the Terraform applier (`deploy apply --terraform`, `runner`) that no error
+ * code stands for; docs/cli.md lists them with the table.
+ */
+export const APPLY_EXIT = {
+  /** terraform apply failed, or the plan file could not be rendered: the deployment is FAILED. */
+  TERRAFORM_FAILED: 9,
+  /** R55: the plan file is not the reviewed plan; the deployment is FAILED, terraform apply never ran. */
+  NOT_REVIEWED: 10,
+  /** The outcome could not be reported: the deployment reads UNKNOWN once its heartbeat lapses (R20). */
+  NOT_REPORTED: 11,
+} as const;

@@ -22,6 +22,7 @@ export async function run(
   if (argv[0] === 'login') return login(argv.slice(1), out);
   // The MCP SDK is loaded only for this command: every other command starts without it.
   if (argv[0] === 'mcp') return (await import('./commands/mcp.js')).mcp(argv.slice(1));
+  if (argv[0] === 'runner') return (await import('./commands/runner.js')).runner(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

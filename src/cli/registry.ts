@@ -66,12 +66,14 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   plan submit ENV --terraform PLANFILE [--chdir DIR] [--generation G] [--deployment-sequence N]
               [--source-revision REV] [--title T] [--key KEY]
                                         submit \`terraform show -json PLANFILE\` with the plan file,
-                                        bound to deployment sequence N (default: the current one),
-                                        under generation G or a lease the command takes
+                                        under generation G or a lease the command takes; the plan
+                                        is bound to the state the file was planned from (and to
+                                        deployment sequence N, when given)
   plan approve PLAN_ID [--hash SHA256] [--break-glass REASON]
   plan queue [--first N]                plans you may approve now, oldest first
   plan reject PLAN_ID --reason TEXT
-  plan show PLAN_ID
+  plan show PLAN_ID [--artifact]        the plan and its review; --json: every field of the plan,
+                                        the plan file with --artifact (DEPLOYER, ADMIN)
   plan list ENV [--status STATUS] [--first N]
   current ENV [--watch [--interval SECONDS]]
   audit ENV [--first N]
@@ -84,6 +86,8 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   deploy start|apply|heartbeat|finish|reconcile|show|list ...   see planfence deploy --help
   login --oidc-token-file PATH | --github-actions   a short-lived token for a CI job (planfence login --help)
   mcp                                   the agent tools over MCP on stdio (planfence mcp --help, docs/mcp.md)
+  runner ENV... --terraform --chdir DIR | --config FILE   the DEPLOYER process: applies each published
+                                        Terraform plan of the environments (planfence runner --help, docs/runner.md)
 
 Options:
   --url URL       the service (default: $PLANFENCE_URL, else http://127.0.0.1:4000)
@@ -107,7 +111,11 @@ Exit codes (the same for every command, docs/cli.md):
   8  the service is unreachable, failed or cannot take the call now (transport errors,
      INTERNAL, STORAGE_UNAVAILABLE, RATE_LIMITED once the client's retries are spent)
   9  a plan policy refuses the plan (POLICY_DENIED; policy test: a policy would), or
-     deploy apply: terraform apply failed`;
+     deploy apply: terraform apply failed
+  10 deploy apply: the plan file is not the reviewed plan (the deployment is FAILED; terraform
+     apply did not run)
+  11 deploy apply, runner: an outcome could not be reported (the deployment reads UNKNOWN once
+     its heartbeat lapses: reconcile it)`;
 
 /** The commands, by their first two words (`current` and `audit` by their first). */
 export const COMMANDS: Record<string, Command> = {
@@ -144,8 +152,8 @@ export const COMMANDS: Record<string, Command> = {
 };
 
 /**
- * The contract's mutations each command runs (`deploy ...`, `login` and `mcp` parse their own
- * arguments). A mutation no command runs is listed in NOT_A_COMMAND with the reason.
+ * The contract's mutations each command runs (`deploy ...`, `login`, `mcp` and `runner` parse
+ * their own arguments). A mutation no command runs is listed in NOT_A_COMMAND with the reason.
  */
 export const MUTATIONS: Record<string, string[]> = {
   'token issue': ['issueToken'],
@@ -167,6 +175,7 @@ export const MUTATIONS: Record<string, string[]> = {
   'plan reject': ['rejectPlan'],
   'deploy start': ['startDeployment'],
   'deploy apply': ['startDeployment', 'heartbeatDeployment', 'finishDeployment'],
+  runner: ['startDeployment', 'heartbeatDeployment', 'finishDeployment'],
   'deploy heartbeat': ['heartbeatDeployment'],
   'deploy finish': ['finishDeployment'],
   'deploy reconcile': ['reconcileDeployment'],
@@ -179,4 +188,4 @@ export const MUTATIONS: Record<string, string[]> = {
 export const NOT_A_COMMAND: Record<string, string> = {};
 
 /** The words of the commands that parse their own arguments. */
-export const OWN_PARSERS = ['deploy', 'login', 'mcp'] as const;
+export const OWN_PARSERS = ['deploy', 'login', 'mcp', 'runner'] as const;

@@ -11,7 +11,7 @@ import {
 export type FencingMode = 'MONOTONIC' | 'STRICT';
 export type PlanStatus =
   'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED' | 'EXPIRED';
-export type Role = 'ADMIN' | 'AGENT' | 'REVIEWER' | 'VIEWER';
+export type Role = 'ADMIN' | 'AGENT' | 'REVIEWER' | 'VIEWER' | 'DEPLOYER' | 'CHECKER';
 
 export interface Lease {
   environment: string;
@@ -76,6 +76,44 @@ export interface TerraformPlan extends Plan {
   artifactHash: string | null;
   basedOnDeploymentSequence: number | null;
   sourceRevision: string | null;
+  /** The state the plan file was computed from, read by the service from its tfstate entry (R56). */
+  priorState: TerraformState | null;
+}
+
+/** A Terraform state's identity: `terraform state pull` reads it; each write raises `serial` (R56). */
+export interface TerraformState {
+  lineage: string;
+  serial: number;
+}
+
+/** One check's latest result on a plan (DESIGN R50). */
+export interface CheckResult {
+  name: string;
+  status: 'PENDING' | 'SUCCESS' | 'FAILURE';
+  summary: string | null;
+  detailsUrl: string | null;
+  reportedBy: string;
+  at: string;
+}
+
+/**
+ * Every field of the contract's Plan: what `planInFull` reads and `planfence plan show
+ * --json` prints. `artifact` is selected only when asked for (DEPLOYER and ADMIN may read it,
+ * R54), else it is absent.
+ */
+export interface FullPlan extends TerraformPlan {
+  approvals: (Approval & {
+    person: { issuer: string; subject: string; email: string | null; name: string | null } | null;
+    via: string | null;
+  })[];
+  pendingApprovalRules: ApprovalRule[];
+  expiresAt: string | null;
+  purgedAt: string | null;
+  policyResults: PolicyResult[];
+  checks: CheckResult[];
+  pendingChecks: string[];
+  /** The console page where a person reviews this plan. */
+  reviewUrl: string;
 }
 
 export interface Environment {
@@ -162,6 +200,8 @@ export interface WaitOptions {
   maxWaitSeconds?: number;
   /** How often the ticket is read while it waits (default 500 ms). */
   pollMs?: number;
+  /** Called with the ticket each time it is read while it still waits, and how long it has waited (ms). */
+  onWait?: (ticket: LeaseTicket, waitedMs: number) => void;
 }
 
 export type LeaseTicketStatus = 'WAITING' | 'GRANTED' | 'SUPERSEDED' | 'EXPIRED' | 'CANCELLED';
@@ -192,7 +232,40 @@ export class LeaseNotGrantedError extends Error {
 const PLAN =
   'id environment generation sequence status title content contentHash submittedBy submittedAt basedOnPlanId reviewedBy reviewedAt rejectionReason publishedAt';
 const TERRAFORM_PLAN = `${PLAN} contentType artifactHash basedOnDeploymentSequence sourceRevision
+  priorState { lineage serial }
   summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }`;
+/** The approval's fields in the contract, with their selections. */
+const APPROVAL_FIELDS: Record<string, string> = {
+  approver: '',
+  at: '',
+  contentHash: '',
+  breakGlassReason: '',
+  via: '',
+  person: '{ issuer subject email name }',
+};
+/** Every field of the contract's Plan but `artifact` (see FullPlan), with their selections. */
+const PLAN_FIELDS: Record<string, string> = {
+  ...Object.fromEntries(
+    `${PLAN} contentType artifactHash basedOnDeploymentSequence sourceRevision expiresAt purgedAt reviewUrl pendingChecks`
+      .split(/\s+/)
+      .map((name) => [name, '']),
+  ),
+  priorState: '{ lineage serial }',
+  summary:
+    '{ add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }',
+  approvals: '',
+  pendingApprovalRules: '{ group count }',
+  policyResults: '{ policy effect matched message error }',
+  checks: '{ name status summary detailsUrl reportedBy at }',
+};
+
+/** A selection of the fields of `all` that `present` names (every one where it is null). */
+function selection(all: Record<string, string>, present: Set<string> | null): string {
+  return Object.entries(all)
+    .filter(([name]) => !present || present.has(name))
+    .map(([name, sub]) => `${name} ${sub}`.trim())
+    .join(' ');
+}
 const LEASE = 'environment holder generation acquiredAt expiresAt';
 const PRINCIPAL = 'name role createdAt revokedAt';
 const TICKET = `id environment holder status position enqueuedAt grantedAt expiresAt lease { ${LEASE} }`;
@@ -435,9 +508,11 @@ export class PlanfenceClient {
     environment: string,
     options: { ttlSeconds?: number; instance?: string; signal?: AbortSignal } & WaitOptions = {},
   ): Promise<Lease> {
+    const started = performance.now();
     let ticket = await this.enqueueLease(environment, options);
     const pollMs = options.pollMs ?? 500;
     while (ticket.status === 'WAITING') {
+      options.onWait?.(ticket, performance.now() - started);
       if (options.signal?.aborted) {
         await this.cancelLeaseTicket(ticket.id).catch(() => undefined);
         throw options.signal.reason;
@@ -497,9 +572,11 @@ export class PlanfenceClient {
 
   /**
    * Submits the JSON of `terraform show -json PLANFILE` (TERRAFORM_PLAN_JSON) with the
-   * binary plan file as its artifact, bound to the deployment sequence the plan was made
-   * against (R33: it is published and deployed only while the environment's sequence is
-   * still that). The service computes the summary. Retried like submitPlan.
+   * binary plan file as its artifact. The service computes the summary and reads the state
+   * the plan file was computed from (`priorState`, R56): a plan older than the state an
+   * applier last reported is refused, at submit and after. `basedOnDeploymentSequence`
+   * (optional) binds it to a deployment sequence as well (R33: published and deployed only
+   * while the environment's sequence is still that). Retried like submitPlan.
    */
   async submitTerraformPlan(input: {
     environment: string;
@@ -544,6 +621,45 @@ export class PlanfenceClient {
         { id },
       )
     ).plan;
+  }
+
+  /**
+   * Every field of the plan (FullPlan); with `artifact: true` its plan file too, which the
+   * service gives DEPLOYER and ADMIN only (FORBIDDEN otherwise, R54). Null: no such plan.
+   */
+  async planInFull(id: string, options: { artifact?: boolean } = {}): Promise<FullPlan | null> {
+    this.planFields ??= this.fieldsOf(['Plan', 'Approval']);
+    const [plan, approval] = await this.planFields;
+    const approvals = `approvals { ${selection(APPROVAL_FIELDS, approval)} }`;
+    const fields = selection(PLAN_FIELDS, plan).replace(/\bapprovals\b/, approvals);
+    return (
+      await this.request<{ plan: FullPlan | null }>(
+        `query($id: ID!) { plan(id: $id) { ${fields} ${options.artifact ? 'artifact' : ''} } }`,
+        { id },
+      )
+    ).plan;
+  }
+
+  /** The fields of the contract's Plan (and Approval) that this service's schema has. */
+  private planFields: Promise<(Set<string> | null)[]> | null = null;
+
+  /**
+   * The field names of each type in the service's schema (introspection), so that a service
+   * older than the contract is still read in full; null for every type where introspection is
+   * off (PLANFENCE_INTROSPECTION): then the contract's fields are asked for.
+   */
+  private async fieldsOf(types: string[]): Promise<(Set<string> | null)[]> {
+    const query = `{ ${types.map((t, i) => `t${i}: __type(name: "${t}") { fields { name } }`).join(' ')} }`;
+    try {
+      const data = await this.request<Record<string, { fields: { name: string }[] } | null>>(query);
+      return types.map((_, i) => {
+        const type = data[`t${i}`];
+        return type ? new Set(type.fields.map((f) => f.name)) : null;
+      });
+    } catch (error) {
+      if (error instanceof TransportError) throw error;
+      return types.map(() => null);
+    }
   }
 
   /** The environment's deployment sequence: that of the last deployment started (0: none). */

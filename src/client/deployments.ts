@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Plan, PlanfenceClient } from './client.js';
+import type { Plan, PlanfenceClient, TerraformState } from './client.js';
 import { TransportError } from './errors.js';
 
 export type DeploymentStatus = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
@@ -48,6 +48,12 @@ export interface WithDeploymentOptions {
    * that checked the plan (its artifact) before deciding to deploy it.
    */
   planId?: string;
+  /**
+   * Read once the work has ended (succeeded or failed) and sent with the finish: the
+   * Terraform state the deployment left (R56). Undefined or null, or a read that throws: no
+   * state is sent.
+   */
+  state?: () => Promise<TerraformState | null | undefined>;
 }
 
 const DEPLOYMENT =
@@ -93,16 +99,24 @@ export class Deployments {
     );
   }
 
+  /**
+   * Finishes the deployment with its outcome. `state` is the Terraform state the apply left,
+   * as the applier read it (`terraform state pull`: lineage and serial, R56), sent with
+   * SUCCEEDED and with FAILED alike (a partial apply moves the serial too).
+   */
   finish(
     deploymentId: string,
     outcome: DeploymentOutcome,
-    options: { detail?: string; idempotencyKey?: string } = {},
+    options: { detail?: string; idempotencyKey?: string; state?: TerraformState | null } = {},
   ): Promise<Deployment> {
     const input = {
       deploymentId,
       outcome,
       detail: options.detail,
       idempotencyKey: options.idempotencyKey ?? randomUUID(),
+      ...(options.state
+        ? { state: { lineage: options.state.lineage, serial: options.state.serial } }
+        : {}),
     };
     return this.client.retrying(() =>
       this.call<Deployment>(
@@ -143,40 +157,23 @@ export class Deployments {
   }
 
   /**
-   * Deploys the environment's current plan: starts a deployment of it, heartbeats in the
-   * background, hands `work` the plan, the deployment sequence (the token to pass to the
-   * system that applies it) and a signal, and finishes SUCCEEDED when `work` resolves or
-   * FAILED (with the error's message) when it throws, then rethrows.
-   *
-   * The signal aborts when a heartbeat is refused or cannot get through before the
-   * heartbeat would expire: the deployment then reads UNKNOWN and may be reconciled by a
-   * person, after which this deployer's report is refused (DeploymentNotActiveError). If
-   * this process dies, nothing is reported: the deployment reads UNKNOWN, never SUCCEEDED.
+   * Heartbeats a started deployment in the background until `stop()` (which waits for a beat
+   * in flight). `signal` aborts when a heartbeat is refused (its reason is the refusal,
+   * e.g. DeploymentNotActiveError) or cannot get through before the heartbeat would expire:
+   * the deployment then reads UNKNOWN, and the work should stop. Judged on this process's
+   * monotonic clock; the service's timestamps are not compared with ours.
    */
-  async withDeployment<T>(
-    environment: string,
-    work: (context: DeploymentContext) => Promise<T>,
-    options: WithDeploymentOptions = {},
-  ): Promise<{ result: T; deployment: Deployment }> {
+  keepAlive(
+    deploymentId: string,
+    options: { heartbeatSeconds?: number; heartbeatEveryMs?: number } = {},
+  ): { signal: AbortSignal; stop: () => Promise<void> } {
     const heartbeatSeconds = options.heartbeatSeconds ?? 60;
     const everyMs = options.heartbeatEveryMs ?? (heartbeatSeconds * 1000) / 3;
-    const plan = options.planId
-      ? await this.client.plan(options.planId)
-      : await this.client.currentPlan(environment);
-    if (!plan) {
-      throw new Error(
-        options.planId
-          ? `plan ${options.planId} does not exist`
-          : `environment "${environment}" has no published plan to deploy`,
-      );
-    }
-    const deployment = await this.start(environment, plan.id, { heartbeatSeconds });
     const controller = new AbortController();
     let beating = true;
     let stopBeating!: () => void;
     const stopped = new Promise<void>((resolve) => (stopBeating = resolve));
     const heartbeats = (async () => {
-      // Judged on this process's monotonic clock: the service's timestamps are not compared with ours.
       let deadline = performance.now() + heartbeatSeconds * 1000;
       while (beating && !controller.signal.aborted) {
         // Woken early (and its timer cleared) when the work ends, so that nothing lingers.
@@ -190,7 +187,7 @@ export class Deployments {
         if (!beating) return;
         const beat = async () => {
           const sent = performance.now();
-          await this.heartbeat(deployment.id, heartbeatSeconds);
+          await this.heartbeat(deploymentId, heartbeatSeconds);
           deadline = sent + heartbeatSeconds * 1000;
         };
         try {
@@ -208,18 +205,56 @@ export class Deployments {
         }
       }
     })();
-    const stop = async () => {
-      beating = false;
-      stopBeating();
-      await heartbeats.catch(() => undefined);
+    return {
+      signal: controller.signal,
+      stop: async () => {
+        beating = false;
+        stopBeating();
+        await heartbeats.catch(() => undefined);
+      },
     };
+  }
+
+  /**
+   * Deploys the environment's current plan: starts a deployment of it, heartbeats in the
+   * background, hands `work` the plan, the deployment sequence (the token to pass to the
+   * system that applies it) and a signal, and finishes SUCCEEDED when `work` resolves or
+   * FAILED (with the error's message) when it throws, then rethrows.
+   *
+   * The signal aborts when a heartbeat is refused or cannot get through before the
+   * heartbeat would expire: the deployment then reads UNKNOWN and may be reconciled by a
+   * person, after which this deployer's report is refused (DeploymentNotActiveError). If
+   * this process dies, nothing is reported: the deployment reads UNKNOWN, never SUCCEEDED.
+   */
+  async withDeployment<T>(
+    environment: string,
+    work: (context: DeploymentContext) => Promise<T>,
+    options: WithDeploymentOptions = {},
+  ): Promise<{ result: T; deployment: Deployment }> {
+    const heartbeatSeconds = options.heartbeatSeconds ?? 60;
+    const plan = options.planId
+      ? await this.client.plan(options.planId)
+      : await this.client.currentPlan(environment);
+    if (!plan) {
+      throw new Error(
+        options.planId
+          ? `plan ${options.planId} does not exist`
+          : `environment "${environment}" has no published plan to deploy`,
+      );
+    }
+    const deployment = await this.start(environment, plan.id, { heartbeatSeconds });
+    const { signal, stop } = this.keepAlive(deployment.id, {
+      heartbeatSeconds,
+      heartbeatEveryMs: options.heartbeatEveryMs,
+    });
+    const state = async () => (await options.state?.().catch(() => null)) ?? null;
     let result: T;
     try {
       result = await work({
         plan,
         deployment,
         sequence: deployment.sequence,
-        signal: controller.signal,
+        signal,
       });
     } catch (error) {
       await stop();
@@ -227,12 +262,16 @@ export class Deployments {
       // reconciled meanwhile) changes nothing about it.
       await this.finish(deployment.id, 'FAILED', {
         detail: (error as Error).message?.slice(0, 4096) || 'failed',
+        state: await state(),
       }).catch(() => undefined);
       throw error;
     }
     await stop();
     const detail = options.describe?.(result);
-    const finished = await this.finish(deployment.id, 'SUCCEEDED', detail ? { detail } : {});
+    const finished = await this.finish(deployment.id, 'SUCCEEDED', {
+      ...(detail ? { detail } : {}),
+      state: await state(),
+    });
     return { result, deployment: finished };
   }
 }

@@ -4,3 +4,4 @@ export * from './errors.js';
 export * from './deployments.js';
 export * from './identity.js';
 export * from './webhooks.js';
+export * from './subscriptions.js';

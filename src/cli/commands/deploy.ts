@@ -3,7 +3,8 @@ import { parseArgs } from 'node:util';
 import { PlanfenceClient } from '../../client/client.js';
 import { type Deployment, type DeploymentOutcome, Deployments } from '../../client/deployments.js';
 import { notFound, UsageError } from '../command.js';
-import { applyTerraformPlan, TerraformApplyFailed } from './terraform.js';
+import { APPLY_EXIT } from '../exit-codes.js';
+import { applyTerraformPlan, DeploymentNotReported, TerraformApplyFailed } from './terraform.js';
 
 export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url URL] [--token TOKEN] [--json]
 
@@ -11,9 +12,10 @@ export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url
                        start a deployment of the current plan (or of PLAN_ID, which must be current);
                        prints its id and sequence, the token to hand to the system that applies it
   deploy apply ENV --terraform [--chdir DIR] [--heartbeat SECONDS]
-                       apply the current plan's Terraform plan file (checked against its sha256) with
-                       terraform apply, inside a deployment: SUCCEEDED on exit 0, else FAILED with
-                       the tail of terraform's output
+                       apply the current plan's Terraform plan file (checked against its sha256),
+                       inside a deployment: first checks that the file renders as the reviewed plan
+                       (terraform show -json), then terraform apply: SUCCEEDED on exit 0, else FAILED
+                       with the tail of terraform's output; reports the state's serial after it
   deploy heartbeat DEPLOYMENT_ID [--heartbeat SECONDS]
   deploy finish DEPLOYMENT_ID --succeeded|--failed [--detail TEXT] [--key KEY]
   deploy reconcile DEPLOYMENT_ID --outcome SUCCEEDED|FAILED --note TEXT   (REVIEWER, ADMIN)
@@ -23,7 +25,9 @@ export const DEPLOY_HELP = `Usage: planfence deploy <command> [arguments] [--url
 Exit codes as for every command (planfence --help, docs/cli.md), among them:
   7  DEPLOYMENT_ACTIVE (another deployment is IN_PROGRESS or UNKNOWN) or
      DEPLOYMENT_NOT_ACTIVE (the deployment ended, was reconciled, or is not yours)
-  9  deploy apply: terraform apply failed (the deployment is FAILED, with its output as detail)`;
+  9  deploy apply: terraform apply failed (the deployment is FAILED, with its output as detail)
+  10 deploy apply: the plan file is not the reviewed plan (FAILED; terraform apply did not run)
+  11 deploy apply: the outcome could not be reported (the deployment lapses to UNKNOWN: reconcile it)`;
 
 const row = (d: Deployment) => ({
   id: d.id,
@@ -35,6 +39,9 @@ const row = (d: Deployment) => ({
   finishedAt: d.finishedAt,
   reconciledBy: d.reconciledBy,
 });
+
+/** The deployment in one line, without its detail (terraform's output, printed already). */
+const brief = (d: Deployment) => `${d.id} ${d.status} (sequence ${d.sequence}, plan ${d.plan.id})`;
 
 const line = (d: Deployment) =>
   `${d.id} ${d.status} (sequence ${d.sequence}, plan ${d.plan.id}, heartbeat until ${d.heartbeatExpiresAt})` +
@@ -132,18 +139,38 @@ export async function deploy(
     case 'apply': {
       if (!values.terraform) return usage('deploy apply needs --terraform');
       try {
-        const { deployment } = await applyTerraformPlan(client, deployments, target, {
+        // Terraform's output goes to stderr as it comes, once; the deployment's detail keeps
+        // its tail, and the line on stdout does not repeat it.
+        const { deployment, state } = await applyTerraformPlan(client, deployments, target, {
           chdir: values.chdir,
           heartbeatSeconds,
           echo: (chunk) => process.stderr.write(chunk),
         });
-        print(deployment, () => line(deployment));
+        print(
+          deployment,
+          () => `${brief(deployment)}${state ? `, state serial ${state.serial}` : ''}`,
+        );
         return 0;
       } catch (error) {
         if (error instanceof UsageError) return usage(error.message);
+        if (error instanceof DeploymentNotReported) {
+          err(`planfence: ${error.message}`);
+          return APPLY_EXIT.NOT_REPORTED;
+        }
         if (!(error instanceof TerraformApplyFailed)) throw error;
-        err(`planfence: ${error.message}`);
-        return 9;
+        if (values.json) out(JSON.stringify(error.deployment, null, 2));
+        if (error.notReviewed) {
+          err(
+            `planfence: ${error.deployment.id} FAILED: ${error.message}; terraform apply did not run`,
+          );
+          return APPLY_EXIT.NOT_REVIEWED;
+        }
+        // The output was echoed already: one line, without repeating it.
+        err(
+          `planfence: ${error.deployment.id} FAILED: ${error.message}` +
+            `${error.state ? `; state serial ${error.state.serial}` : ''} (planfence deploy show ${error.deployment.id} keeps the output's tail)`,
+        );
+        return APPLY_EXIT.TERRAFORM_FAILED;
       }
     }
     case 'heartbeat': {

@@ -38,13 +38,27 @@ export const releaseLease: Command = async ({ client, rest, print, need }) => {
   return 0;
 };
 
-/** planfence lease wait: enqueue and wait for the grant (docs/leases.md). */
+/** How often `lease wait` says on stderr that it still waits. */
+const PROGRESS_EVERY_MS = 5000;
+
+/**
+ * planfence lease wait: enqueue and wait for the grant (docs/leases.md). While it waits, one
+ * line on stderr every 5 s: "waiting for the lease on prod: position 2, 35 s".
+ */
 export const waitForLease: Command = async ({ client, rest, values, print, need }) => {
   need(1, 'lease wait ENV [--ttl SECONDS] [--instance LABEL] [--max-wait SECONDS]');
+  let said = -Infinity;
   const lease = await client.waitForLease(rest[0], {
     ttlSeconds: values.ttl ? integer(values.ttl, '--ttl') : undefined,
     instance: values.instance,
     maxWaitSeconds: values['max-wait'] ? integer(values['max-wait'], '--max-wait') : undefined,
+    onWait: (ticket, waitedMs) => {
+      if (waitedMs - said < PROGRESS_EVERY_MS) return;
+      said = waitedMs;
+      process.stderr.write(
+        `waiting for the lease on ${ticket.environment}: position ${ticket.position ?? '?'}, ${Math.round(waitedMs / 1000)} s\n`,
+      );
+    },
   });
   print(
     lease,

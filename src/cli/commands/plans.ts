@@ -27,10 +27,16 @@ export const submitPlan: Command = async ({ client, rest, values, print, need })
       title: values.title,
       idempotencyKey: values.key,
     });
+    const bound = [
+      plan.priorState ? `prior state serial ${plan.priorState.serial}` : 'no prior state',
+      ...(plan.basedOnDeploymentSequence !== null
+        ? [`deployment sequence ${plan.basedOnDeploymentSequence}`]
+        : []),
+    ];
     print(
       plan,
       () =>
-        `${plan.id} ${plan.status} (sha256 ${plan.contentHash}, plan file sha256 ${plan.artifactHash}, deployment sequence ${plan.basedOnDeploymentSequence})\n${counts(plan.summary)}`,
+        `${plan.id} ${plan.status} (sha256 ${plan.contentHash}, plan file sha256 ${plan.artifactHash}, ${bound.join(', ')})\n${counts(plan.summary)}`,
     );
     return 0;
   }
@@ -74,16 +80,47 @@ export const rejectPlan: Command = async ({ client, rest, values, print, need })
   return 0;
 };
 
-/** planfence plan show */
-export const showPlan: Command = async ({ client, rest, print, need }) => {
-  need(1, 'plan show PLAN_ID');
-  const plan = await client.plan(rest[0]);
+/**
+ * planfence plan show: the plan and its review. `--json` prints every field of the contract's
+ * Plan (summary, prior state, approvals, checks, review URL, ...); the plan file (`artifact`)
+ * only with `--artifact`, which the service answers to DEPLOYER and ADMIN only (R54).
+ */
+export const showPlan: Command = async ({ client, rest, values, print, need }) => {
+  need(1, 'plan show PLAN_ID [--artifact]');
+  const plan = await client.planInFull(rest[0], { artifact: values.artifact });
   if (!plan) throw notFound(`plan ${rest[0]} does not exist`);
-  print(
-    plan,
-    () =>
-      `${table([planRow(plan)])}\n\ncontent sha256 ${plan.contentHash} (plan approve ${plan.id} --hash ${plan.contentHash})\n\n${plan.content}`,
-  );
+  print(plan, () => {
+    const lines = [
+      table([planRow(plan)]),
+      '',
+      `content sha256 ${plan.contentHash} (plan approve ${plan.id} --hash ${plan.contentHash})`,
+      `review: ${plan.reviewUrl}`,
+    ];
+    if (plan.status === 'PROPOSED')
+      lines.push(
+        `still needed: approvals ${pending(plan.pendingApprovalRules)}` +
+          (plan.pendingChecks.length ? `; checks ${plan.pendingChecks.join(', ')}` : ''),
+      );
+    if (plan.contentType === 'TERRAFORM_PLAN_JSON') {
+      lines.push(
+        `plan file sha256 ${plan.artifactHash ?? '-'}` +
+          (plan.priorState ? `, prior state serial ${plan.priorState.serial}` : '') +
+          (plan.basedOnDeploymentSequence !== null
+            ? `, deployment sequence ${plan.basedOnDeploymentSequence}`
+            : ''),
+        '',
+        counts(plan.summary),
+        ...(plan.summary?.resourceChanges ?? []).map(
+          (change) => `  ${change.actions.join(',').padEnd(13)} ${change.address}`,
+        ),
+        '',
+        `(the document: planfence plan show ${plan.id} --json | jq -r .content)`,
+      );
+    } else {
+      lines.push('', plan.content);
+    }
+    return lines.join('\n');
+  });
   return 0;
 };
 
