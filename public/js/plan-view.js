@@ -2,7 +2,8 @@
 // one; only REVIEWER/ADMIN get buttons). A text plan is drawn as a line diff against the
 // published plan (the `diff` library, served by the app at /vendor/diff.min.js); a
 // Terraform plan (TERRAFORM_PLAN_JSON) by the summary the service computed with every
-// sensitive value masked, its content never requested (DESIGN R32). Approve is pinned to
+// sensitive value masked, its content never requested (DESIGN R32); an attribute whose
+// sensitive value changes is a row "(sensitive)" → "(sensitive)" (R54). Approve is pinned to
 // the content hash shown; the view names that hash, the plan's generation against the
 // fence and the lease holder. Every value is put on the page as text.
 
@@ -17,9 +18,10 @@ import { watchScroll } from './scroll-cue.js';
 let view = null;
 
 const TF_SUMMARY = `summary { add change destroy replace read noop terraformVersion
-  resourceChanges { address type actions before after } }`;
+  resourceChanges { address type actions before after sensitiveChanges } }`;
 
-// No `content` here: a Terraform plan's content holds its sensitive values in clear text.
+// No `content` here: a Terraform plan is reviewed by its summary (its content, masked as well
+// (DESIGN R54), can weigh megabytes).
 const PLAN = `query($id: ID!, $e: String!) {
   plan(id: $id) { id environment generation status title contentType contentHash submittedBy submittedAt
     basedOnPlanId rejectionReason expiresAt sourceRevision artifactHash basedOnDeploymentSequence
@@ -92,18 +94,26 @@ const GROUPS = [
   ['other', 'other', () => true],
 ];
 
-/** The attributes that differ between before and after (all of them for a create or a delete). */
-function attributeRows(before, after) {
+/**
+ * The attributes that differ between before and after (all of them for a create or a
+ * delete). An attribute in `sensitiveChanges` changes though both sides read "(sensitive)"
+ * (DESIGN R54): it is a row too, its masked values on both sides.
+ */
+function attributeRows(before, after, sensitiveChanges = []) {
   const b = before ?? {}, a = after ?? {};
+  const secret = new Set(sensitiveChanges);
   const keys = [...new Set([...Object.keys(b), ...Object.keys(a)])].sort();
   const rows = [];
   for (const key of keys) {
     // Terraform leaves out of `after` what is known only after apply.
     const was = JSON.stringify(b[key] ?? null);
     const is = key in a || after == null ? JSON.stringify(a[key] ?? null) : '(known after apply)';
-    if (was === is || (before == null && is === 'null') || (after == null && was === 'null')) continue;
-    rows.push(el('tr', null, el('td', 'attr', key),
-      el('td', 'was', before == null ? '' : was), el('td', 'is', after == null ? '' : is)));
+    const hidden = secret.has(key) && was === is;
+    if (!hidden && (was === is || (before == null && is === 'null') || (after == null && was === 'null'))) continue;
+    const row = el('tr', hidden ? 'sensitive-change' : null, el('td', 'attr', key),
+      el('td', 'was', before == null ? '' : was), el('td', 'is', after == null ? '' : is));
+    if (hidden) row.title = 'a sensitive value changes';
+    rows.push(row);
   }
   return rows;
 }
@@ -127,7 +137,8 @@ function drawSummary(summary) {
       item.open = key !== 'read';
       item.dataset.address = change.address;
       item.append(el('summary', null, el('code', null, change.address), ` ${change.type} · ${change.actions.join(', ')}`));
-      const rows = attributeRows(change.before && JSON.parse(change.before), change.after && JSON.parse(change.after));
+      const rows = attributeRows(change.before && JSON.parse(change.before), change.after && JSON.parse(change.after),
+        change.sensitiveChanges ?? []);
       item.append(rows.length
         ? el('div', 'scroll-x', el('table', 'attrs', el('thead', null, el('tr', null, el('th', null, 'attribute'), el('th', null, 'before'), el('th', null, 'after'))), el('tbody', null, ...rows)))
         : el('p', 'empty', 'no attribute changes known before apply'));

@@ -1,4 +1,7 @@
-import { Field, Int, ObjectType } from '@nestjs/graphql';
+import { Field, type FieldMiddleware, Int, ObjectType } from '@nestjs/graphql';
+
+/** A summary stored before a field existed lacks it: the field reads [] there. */
+const emptyWhenMissing: FieldMiddleware = async (_, next) => ((await next()) as unknown) ?? [];
 
 @ObjectType()
 export class ResourceChange {
@@ -22,6 +25,13 @@ export class ResourceChange {
 
   @Field(() => String, { nullable: true })
   after: string | null;
+
+  @Field(() => [String], {
+    description:
+      'The top-level attributes whose value is sensitive and changes: before and after both read "(sensitive)" though the values differ, so a console shows the row "(sensitive)" → "(sensitive)".',
+    middleware: [emptyWhenMissing],
+  })
+  sensitiveChanges: string[];
 }
 
 @ObjectType({ description: "Computed by the service from the plan's content; immutable." })
