@@ -162,9 +162,27 @@ resource "terraform_data" "app" { input = "app-\${var.rev}" }
       add: 1,
       resourceChanges: [{ address: 'terraform_data.app' }],
     });
-    expect(shown).toMatchObject({ id: one.id, reviewUrl: expect.stringContaining(one.id) });
+    expect(shown).toMatchObject({
+      id: one.id,
+      reviewUrl: `${app.url}/?plan=${encodeURIComponent(one.id)}`,
+    });
     expect(shown).not.toHaveProperty('artifact');
-    expect(shown.priorState).toBeNull(); // planned before any state existed
+    expect(shown).toHaveProperty('priorState');
+    // The plan file only on request, and only to DEPLOYER and ADMIN (R54).
+    const withFile = await planfence(
+      tokens.deployer,
+      'plan',
+      'show',
+      one.id,
+      '--json',
+      '--artifact',
+    );
+    expect(JSON.parse(withFile.stdout).artifact).toBe(
+      readFileSync(join(dir.path, 'one.tfplan')).toString('base64'),
+    );
+    const forbidden = await planfence(tokens.reviewer, 'plan', 'show', one.id, '--artifact');
+    expect(forbidden.code).toBe(3);
+    expect(forbidden.stderr).toContain('FORBIDDEN');
   });
 
   // proves: R55
