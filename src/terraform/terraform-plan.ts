@@ -477,24 +477,101 @@ function markValue(value: unknown, marks: unknown, found: Set<string>): unknown 
   });
 }
 
-/** The sensitive values found in pass 1, for pass 2: is a text one of them, or does it contain one? */
+/**
+ * The sensitive values found in pass 1, for pass 2: does a text contain one of them (or is
+ * it one)? An Aho–Corasick automaton over UTF-16 code units: one pass over each text
+ * whatever the number of secrets, so masking stays linear in the document's size. Nodes are
+ * kept in typed arrays (first child, next sibling), the root's children in a table.
+ */
 class Secrets {
-  private readonly exact: Set<string>;
-  private readonly list: string[];
+  private readonly rootChild = new Int32Array(0x10000);
+  private readonly firstChild: Int32Array;
+  private readonly nextSibling: Int32Array;
+  private readonly code: Uint16Array;
+  private readonly fail: Int32Array;
+  /** 1 where a secret ends at the node, or at a node its fail links lead to. */
+  private readonly ends: Uint8Array;
+  private nodes = 1;
 
   constructor(found: Set<string>) {
-    this.exact = found;
-    // Longest first: a long secret is the likelier one to be found inside a string.
-    this.list = [...found].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
+    let capacity = 1;
+    for (const secret of found) capacity += secret.length;
+    this.firstChild = new Int32Array(capacity).fill(-1);
+    this.nextSibling = new Int32Array(capacity).fill(-1);
+    this.code = new Uint16Array(capacity);
+    this.fail = new Int32Array(capacity);
+    this.ends = new Uint8Array(capacity);
+    for (const secret of found) this.add(secret);
+    this.link();
   }
 
   reveals(text: string): boolean {
-    if (this.exact.has(text)) return true;
-    for (const secret of this.list) {
-      if (secret.length > text.length) continue;
-      if (text.includes(secret)) return true;
+    let state = 0;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      for (;;) {
+        const next = this.child(state, c);
+        if (next !== -1) {
+          state = next;
+          break;
+        }
+        if (state === 0) break;
+        state = this.fail[state];
+      }
+      if (this.ends[state]) return true;
     }
     return false;
+  }
+
+  /** The child of `node` by code unit `c`, or -1. */
+  private child(node: number, c: number): number {
+    if (node === 0) return this.rootChild[c] || -1;
+    for (let n = this.firstChild[node]; n !== -1; n = this.nextSibling[n]) {
+      if (this.code[n] === c) return n;
+    }
+    return -1;
+  }
+
+  private add(secret: string): void {
+    let node = 0;
+    for (let i = 0; i < secret.length; i++) {
+      const c = secret.charCodeAt(i);
+      let next = this.child(node, c);
+      if (next === -1) {
+        next = this.nodes++;
+        this.code[next] = c;
+        if (node === 0) this.rootChild[c] = next;
+        else {
+          this.nextSibling[next] = this.firstChild[node];
+          this.firstChild[node] = next;
+        }
+      }
+      node = next;
+    }
+    this.ends[node] = 1;
+  }
+
+  /** Fail links, breadth first: each node's longest proper suffix that is a node too. */
+  private link(): void {
+    const queue = new Int32Array(this.nodes);
+    let head = 0;
+    let tail = 0;
+    for (let c = 0; c < 0x10000; c++) if (this.rootChild[c]) queue[tail++] = this.rootChild[c];
+    while (head < tail) {
+      const node = queue[head++];
+      for (let n = this.firstChild[node]; n !== -1; n = this.nextSibling[n]) {
+        const c = this.code[n];
+        let f = this.fail[node];
+        let target = this.child(f, c);
+        while (target === -1 && f !== 0) {
+          f = this.fail[f];
+          target = this.child(f, c);
+        }
+        this.fail[n] = target === -1 ? 0 : target;
+        this.ends[n] |= this.ends[this.fail[n]];
+        queue[tail++] = n;
+      }
+    }
   }
 }
 
