@@ -1,19 +1,23 @@
 /**
- * Model-based test of deployments: random sequences of publications (some made against a
- * deployment sequence, R33), starts, heartbeats,
- * finishes, reconciles, time passing and deployers that pause past their heartbeat and
- * report late, run against the reference model (test/model/deployments-model.ts) and the
- * real service over HTTP. After every command the answer and every deployment's status,
- * plan and reconciler, the active deployment and the deployed plan must be the same.
+ * Model-based test of deployments: random sequences of submits (some made against a
+ * deployment sequence, R33, some with a plan file computed from a Terraform state, R56, in
+ * environments that publish at once or wait for a review), approvals, starts, heartbeats,
+ * finishes (some reporting the state after the apply), reconciles, time passing and
+ * deployers that pause past their heartbeat and report late, run against the reference model
+ * (test/model/deployments-model.ts) and the real service over HTTP. After every command the
+ * answer (with PRECONDITION_FAILED's reason and what it compared), every deployment's
+ * status, plan and reconciler, the active deployment, the deployed plan, the reported state,
+ * every plan's status, and the plans audited PLAN_OBSOLETE (R57) must be the same.
  * FC_RUNS sets the number of runs.
  */
 import fc from 'fast-check';
-import { DeploymentsModel, type Outcome } from './model/deployments-model.js';
+import { DeploymentsModel, type Outcome, type State } from './model/deployments-model.js';
 import { Database, select } from '../src/database/database.js';
 import { startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { codeOf, type GqlResult, World } from './support/world.js';
 import { MODEL_RUNS, MODEL_SEED } from './support/model-runs.js';
+import { LINEAGE, planFileBase64 } from './support/plan-file.js';
 
 const RUNS = MODEL_RUNS;
 
@@ -22,6 +26,22 @@ let world: World;
 let deployments: Deployments;
 const tokens: Record<string, string> = {};
 const DEPLOYERS = ['d1', 'd2'] as const;
+/** R56: the lineage a state is replaced with now and then (Terraform's are UUIDs too). */
+const OTHER_LINEAGE = 'b7a1c0de-5e4f-4a3b-9c2d-1e0f9a8b7c6d';
+/** What Terraform writes in the plan file of a workspace that has no state yet. */
+const NO_STATE: State = { lineage: '', serial: 0 };
+/** A plan file goes with a Terraform plan (the service reads only its tfstate entry). */
+const TERRAFORM_PLAN = JSON.stringify({
+  format_version: '1.2',
+  terraform_version: '1.11.4',
+  resource_changes: [
+    {
+      address: 'terraform_data.app',
+      type: 'terraform_data',
+      change: { actions: ['update'], before: { input: 'a' }, after: { input: 'b' } },
+    },
+  ],
+});
 
 beforeAll(async () => {
   app = await startApp();
@@ -41,19 +61,36 @@ const count = (kind: string) => outcomes.set(kind, (outcomes.get(kind) ?? 0) + 1
 
 type Command = fc.AsyncCommand<DeploymentsModel, World>;
 
+/** An answer as the model states it (see its Answer). */
 function answerOf(result: GqlResult, field: string): string {
   const code = codeOf(result);
   if (code === 'OK') return `OK ${(result.data as Record<string, { id: string }>)[field].id}`;
-  const sequence = result.errors![0].extensions?.deploymentSequence;
-  return sequence !== undefined ? `${code}:seq${sequence}` : code;
+  const x = result.errors![0].extensions ?? {};
+  if (code === 'INVALID_PLAN_STATE') return `${code}:${x.status}`;
+  if (code !== 'PRECONDITION_FAILED') return code;
+  switch (x.reason) {
+    case 'CURRENT_PLAN':
+      return `${code}:${x.reason}:${x.currentPlanId ?? 'none'}`;
+    case 'DEPLOYMENT_SEQUENCE':
+      return `${code}:${x.reason}:seq${x.deploymentSequence}`;
+    case 'STATE_SERIAL':
+      return `${code}:${x.reason}:${x.lineage}:${x.priorStateSerial}<${x.stateSerial}`;
+    default:
+      return `${code}:${x.reason}`;
+  }
 }
+
+/** What an outcome is counted as: the code and, for PRECONDITION_FAILED and INVALID_PLAN_STATE, the reason or status. */
+const kindOf = (answer: string) => answer.split(' ')[0].split(':').slice(0, 2).join(':');
 
 async function expectSameState(model: DeploymentsModel): Promise<void> {
   const result = await world.gql<Record<string, any>>(
     world.admin,
     `query($name: String!) {
-       environment(name: $name) { currentPlan { id } activeDeployment { id } deployedPlan { id } deploymentSequence }
+       environment(name: $name) { currentPlan { id } activeDeployment { id } deployedPlan { id } deploymentSequence
+         terraformState { lineage serial } }
        deployments(environment: $name, first: 500) { id sequence status startedBy reconciledBy plan { id } }
+       plans(environment: $name, first: 100) { id status basedOnDeploymentSequence priorState { lineage serial } }
      }`,
     { name: model.environment },
   );
@@ -64,6 +101,7 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
     activeDeployment: active ? { id: active.id } : null,
     deployedPlan: model.deployedPlan ? { id: model.deployedPlan } : null,
     deploymentSequence: model.deploymentSequence,
+    terraformState: model.state,
   });
   const expected = [...model.deployments].reverse().map((d) => ({
     id: d.id,
@@ -75,8 +113,19 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
   }));
   expect(result.data!.deployments).toEqual(expected);
   for (const d of expected) count(`reads ${d.status}`);
-  const events = await app.app.get(Database).read((m) =>
-    select<{ type: string; deployment_sequence: number }>(
+  const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : 1);
+  const plans = model.plans
+    .map((p) => ({
+      id: p.id,
+      status: p.status,
+      basedOnDeploymentSequence: p.basedOn,
+      priorState: p.prior,
+    }))
+    .sort(byId);
+  expect([...result.data!.plans].sort(byId)).toEqual(plans);
+  for (const p of plans) count(`plans read ${p.status}`);
+  const { events, obsoleted } = await app.app.get(Database).read(async (m) => ({
+    events: await select<{ type: string; deployment_sequence: number }>(
       m,
       `SELECT type, deployment_sequence FROM outbox_events
          WHERE environment = :environment
@@ -84,21 +133,34 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
          ORDER BY id`,
       { environment: model.environment },
     ),
-  );
+    // R57: each plan a deployment's start or a reported state turned OBSOLETE, audited once.
+    obsoleted: await select<{ plan_id: string }>(
+      m,
+      `SELECT plan_id FROM audit_events WHERE environment = :environment AND action = 'PLAN_OBSOLETE'
+         ORDER BY id`,
+      { environment: model.environment },
+    ),
+  }));
   expect(
     events.map((e) => `${e.type} ${model.environment}#${Number(e.deployment_sequence)}`),
   ).toEqual(model.events);
+  expect(obsoleted.map((row) => row.plan_id)).toEqual(model.obsoleted.map((o) => o.planId));
 }
 
 function command(
   describe: string,
   act: (model: DeploymentsModel) => Promise<{ expected: string; actual: string }>,
+  /** When the command makes sense; the others are left out of the run. */
+  check: (model: DeploymentsModel) => boolean = () => true,
 ): Command {
   return {
-    check: () => true,
+    check,
     async run(model) {
+      const obsoleted = model.obsoleted.length;
       const { expected, actual } = await act(model);
-      count(`${describe.split(' ')[1]} ${actual.split(' ')[0].replace(/\d+$/, '')}`);
+      const verb = describe.split(' ')[1];
+      count(`${verb} ${kindOf(actual)}`);
+      for (const { by } of model.obsoleted.slice(obsoleted)) count(`proposals OBSOLETE by a ${by}`);
       expect(`${describe}: ${actual}`).toBe(`${describe}: ${expected}`);
       await expectSameState(model);
     },
@@ -123,40 +185,135 @@ const outcome = fc.constantFrom<Outcome>('SUCCEEDED', 'FAILED');
 const heartbeatSeconds = fc.constantFrom(5, 10, 30);
 const aim = fc.constantFrom(0, 1, 1, 1, 2);
 
-/**
- * An agent publishes a plan: unbound, or (R33) made against the environment's deployment
- * sequence as it is now, or against one that is no longer (or not yet) the environment's.
- */
-function publishing(against: 'unbound' | 'the current sequence' | 'another sequence'): Command {
-  return command(`agent publishes a plan made against ${against}`, async (model) => {
-    const basedOn =
-      against === 'unbound'
-        ? null
-        : against === 'the current sequence'
-          ? model.deploymentSequence
-          : model.deploymentSequence > 0
-            ? model.deploymentSequence - 1
-            : 1;
-    const generation = await world.acquire(tokens.agent, model.environment);
-    const plan = await world.gql(
-      tokens.agent,
-      'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
-      {
-        input: {
-          environment: model.environment,
-          generation,
-          content: 'plan',
-          idempotencyKey: `${model.environment}-publish-${++keys}`,
-          basedOnDeploymentSequence: basedOn,
-        },
-      },
-    );
-    await world.release(tokens.agent, model.environment, generation);
-    return { expected: model.publish(basedOn), actual: answerOf(plan, 'submitPlan') };
-  });
+type Against = 'unbound' | 'the current sequence' | 'another sequence';
+type From =
+  | 'no plan file'
+  | 'the reported state'
+  | 'an older state'
+  | 'a newer state'
+  | 'no state'
+  | 'another lineage';
+
+/** R56: the state a plan file was computed from, chosen against the state last reported. */
+function priorFor(model: DeploymentsModel, from: From): State | null {
+  const reported = model.state;
+  switch (from) {
+    case 'no plan file':
+      return null;
+    case 'the reported state':
+      return reported ?? NO_STATE;
+    case 'an older state':
+      return reported
+        ? { lineage: reported.lineage, serial: Math.max(0, reported.serial - 1) }
+        : { lineage: LINEAGE, serial: 1 };
+    case 'a newer state':
+      return { lineage: reported?.lineage ?? LINEAGE, serial: (reported?.serial ?? 0) + 1 };
+    case 'no state':
+      return NO_STATE;
+    case 'another lineage':
+      return { lineage: reported?.lineage === OTHER_LINEAGE ? LINEAGE : OTHER_LINEAGE, serial: 2 };
+  }
 }
 
-const publish = publishing('unbound');
+/**
+ * The agent submits a plan under a new generation (acquired, then released) or its newest;
+ * unbound, or (R33) made against the environment's deployment sequence as it is now, or
+ * against one that is no longer (or not yet) the environment's; with no plan file, or (R56)
+ * with one computed from a state chosen against the one last reported.
+ */
+function submitting(generation: 'new' | 'same', against: Against, from: From): Command {
+  return command(
+    `agent submits a plan (${generation} generation) made against ${against}, from ${from}`,
+    async (model) => {
+      const basedOn =
+        against === 'unbound'
+          ? null
+          : against === 'the current sequence'
+            ? model.deploymentSequence
+            : model.deploymentSequence > 0
+              ? model.deploymentSequence - 1
+              : 1;
+      const prior = priorFor(model, from);
+      const acquires = generation === 'new' || model.generation === 0;
+      const g = acquires ? await world.acquire(tokens.agent, model.environment) : model.generation;
+      const plan = await world.gql(
+        tokens.agent,
+        'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+        {
+          input: {
+            environment: model.environment,
+            generation: g,
+            idempotencyKey: `${model.environment}-submit-${++keys}`,
+            basedOnDeploymentSequence: basedOn,
+            ...(prior
+              ? {
+                  content: TERRAFORM_PLAN,
+                  contentType: 'TERRAFORM_PLAN_JSON',
+                  artifact: planFileBase64(prior.serial, prior.lineage),
+                }
+              : { content: 'plan' }),
+          },
+        },
+      );
+      if (acquires) await world.release(tokens.agent, model.environment, g);
+      const expected = model.submit(generation, basedOn, prior);
+      const actual = answerOf(plan, 'submitPlan');
+      // R57: refused at submit even where the plan would only have been proposed.
+      if (model.requireApproval) count(`submits for review ${kindOf(actual)}`);
+      return { expected, actual };
+    },
+  );
+}
+
+const submit = fc
+  .record({
+    generation: fc.constantFrom<'new' | 'same'>('new', 'new', 'same'),
+    against: fc.constantFrom<Against>(
+      'unbound',
+      'unbound',
+      'unbound',
+      'the current sequence',
+      'the current sequence',
+      'another sequence',
+    ),
+    from: fc.constantFrom<From>(
+      'no plan file',
+      'no plan file',
+      'the reported state',
+      'the reported state',
+      'the reported state',
+      'an older state',
+      'an older state',
+      'a newer state',
+      'no state',
+      'another lineage',
+    ),
+  })
+  .map(({ generation, against, from }) => submitting(generation, against, from));
+
+/** The reviewer approves the newest plan or an older one; one approval publishes (R5). */
+function approving(which: 'the newest plan' | 'an older plan'): Command {
+  return command(
+    `r approves ${which}`,
+    async (model) => {
+      const plan = which === 'the newest plan' ? model.plans.at(-1) : model.plans.at(-2);
+      const id = plan?.id ?? `${model.environment}@99.1`;
+      return {
+        expected: model.approve(id),
+        actual: answerOf(await world.approve(tokens.r, id), 'approvePlan'),
+      };
+    },
+    (model) => model.requireApproval,
+  );
+}
+
+const approve = fc
+  .constantFrom<'the newest plan' | 'an older plan'>(
+    'the newest plan',
+    'the newest plan',
+    'an older plan',
+  )
+  .map(approving);
 
 const start = fc
   .record({
@@ -171,7 +328,7 @@ const start = fc
         plan === 'missing'
           ? `${model.environment}@99.1`
           : plan === 'older'
-            ? (model.plans.at(-2) ?? `${model.environment}@98.1`)
+            ? (model.published.at(-2) ?? `${model.environment}@98.1`)
             : (model.currentPlan ?? `${model.environment}@97.1`);
       // Keys live as long as their records (24 h): each run has keys of its own.
       const idempotencyKey = `${model.environment}-${key === 'fresh' ? ++keys : key}`;
@@ -200,15 +357,111 @@ const heartbeat = fc
     }),
   );
 
-const finish = fc.record({ d: deployer, pick: aim, outcome }).map(({ d, pick, outcome }) =>
-  command(`${d} finishes deployment -${pick} ${outcome}`, async (model) => {
-    const id = target(model, pick);
-    return {
-      expected: model.finish(d, id, outcome),
-      actual: answerOf(await deployments.finish(tokens[d], id, outcome), 'finishDeployment'),
-    };
-  }),
-);
+type Report =
+  'no state' | 'the same state' | 'a newer state' | 'an older state' | 'another lineage';
+
+/** R56: the state an applier reports, chosen against the one last reported. */
+function reported(model: DeploymentsModel, report: Report): State | null {
+  const kept = model.state;
+  switch (report) {
+    case 'no state':
+      return null;
+    case 'the same state':
+      return kept ?? { lineage: LINEAGE, serial: 1 };
+    case 'a newer state':
+      return { lineage: kept?.lineage ?? LINEAGE, serial: (kept?.serial ?? 0) + 1 };
+    case 'an older state':
+      return kept
+        ? { lineage: kept.lineage, serial: kept.serial - 1 }
+        : { lineage: LINEAGE, serial: 1 };
+    case 'another lineage':
+      return { lineage: kept?.lineage === OTHER_LINEAGE ? LINEAGE : OTHER_LINEAGE, serial: 1 };
+  }
+}
+
+/** R56: a report of `state` leaves `kept` as it is (an older serial of its lineage). */
+const keeps = (kept: State | null, state: State | null) =>
+  kept != null && state?.lineage === kept.lineage && state.serial < kept.serial;
+
+function finishDeployment(d: string, id: string, outcome: Outcome, state: State | null) {
+  return world.gql<{ finishDeployment: { id: string } }>(
+    tokens[d],
+    'mutation($input: FinishDeploymentInput!) { finishDeployment(input: $input) { id } }',
+    { input: { deploymentId: id, outcome, ...(state ? { state } : {}) } },
+  );
+}
+
+const finish = fc
+  .record({
+    d: deployer,
+    pick: aim,
+    outcome,
+    report: fc.constantFrom<Report>(
+      'no state',
+      'no state',
+      'a newer state',
+      'a newer state',
+      'the same state',
+      'an older state',
+      'another lineage',
+    ),
+  })
+  .map(({ d, pick, outcome, report }) =>
+    command(`${d} finishes deployment -${pick} ${outcome} reporting ${report}`, async (model) => {
+      const id = target(model, pick);
+      const state = reported(model, report);
+      const before = model.state;
+      const expected = model.finish(d, id, outcome, state);
+      if (expected.startsWith('OK') && keeps(before, state)) count('reports keep the state');
+      return {
+        expected,
+        actual: answerOf(await finishDeployment(d, id, outcome, state), 'finishDeployment'),
+      };
+    }),
+  );
+
+/**
+ * The runner's whole cycle in one command (DESIGN §15): it starts a deployment of the current
+ * plan and, when that was accepted, finishes it at once reporting the state the apply left.
+ */
+const deploy = fc
+  .record({
+    d: deployer,
+    outcome: fc.constantFrom<Outcome>('SUCCEEDED', 'SUCCEEDED', 'FAILED'),
+    report: fc.constantFrom<Report>(
+      'a newer state',
+      'a newer state',
+      'a newer state',
+      'the same state',
+      'an older state',
+      'an older state',
+      'another lineage',
+    ),
+  })
+  .map(({ d, outcome, report }) =>
+    command(`${d} deploys the current plan, ${outcome} reporting ${report}`, async (model) => {
+      const planId = model.currentPlan ?? `${model.environment}@97.1`;
+      const idempotencyKey = `${model.environment}-${++keys}`;
+      const started = model.start(d, idempotencyKey, planId, 30);
+      const actual = answerOf(
+        await deployments.start(tokens[d], model.environment, planId, {
+          idempotencyKey,
+          heartbeatSeconds: 30,
+        }),
+        'startDeployment',
+      );
+      if (!started.startsWith('OK') || actual !== started) return { expected: started, actual };
+      const id = started.slice('OK '.length);
+      const state = reported(model, report);
+      const before = model.state;
+      const expected = model.finish(d, id, outcome, state);
+      if (expected.startsWith('OK') && keeps(before, state)) count('reports keep the state');
+      return {
+        expected: `${started}, ${expected}`,
+        actual: `${actual}, ${answerOf(await finishDeployment(d, id, outcome, state), 'finishDeployment')}`,
+      };
+    }),
+  );
 
 const reconcile = fc.record({ pick: aim, outcome }).map(({ pick, outcome }) =>
   command(`r reconciles deployment -${pick} ${outcome}`, async (model) => {
@@ -243,9 +496,10 @@ const pausedReport = fc.record({ d: deployer, outcome }).map(({ d, outcome }) =>
 );
 
 const weighted = [
-  fc.constant(publish),
-  fc.constant(publishing('the current sequence')),
-  fc.constant(publishing('another sequence')),
+  submit,
+  submit,
+  submit,
+  approve,
   start,
   start,
   start,
@@ -254,6 +508,8 @@ const weighted = [
   heartbeat,
   finish,
   finish,
+  deploy,
+  deploy,
   reconcile,
   reconcile,
   time,
@@ -261,17 +517,24 @@ const weighted = [
   pausedReport,
 ];
 
-// proves: R18, R19, R20, R21, R22
+// proves: R18, R19, R20, R21, R22, R33, R56, R57
 test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
   await fc.assert(
-    fc.asyncProperty(fc.commands(weighted, { maxCommands: 20, size: 'large' }), async (cmds) => {
-      const name = `dm${++runs}`;
-      await world.createEnvironment(name, 'MONOTONIC', false);
-      const model = new DeploymentsModel(name, await app.clock.now());
-      // Every run begins with a published plan, so that most starts have something to deploy.
-      await publish.run(model, world);
-      await fc.asyncModelRun(() => ({ model, real: world }), cmds);
-    }),
+    fc.asyncProperty(
+      // Most runs review their plans: there, proposals wait while deployments go on (R57).
+      fc.constantFrom(true, true, false),
+      fc.commands(weighted, { maxCommands: 20, size: 'large' }),
+      async (requireApproval, cmds) => {
+        const name = `dm${++runs}`;
+        await world.createEnvironment(name, 'MONOTONIC', requireApproval);
+        const model = new DeploymentsModel(name, await app.clock.now(), requireApproval);
+        // Every run begins with a published plan, so that most starts have something to
+        // deploy: the plan of a workspace that has no state yet (R56).
+        await submitting('new', 'unbound', 'the reported state').run(model, world);
+        if (requireApproval) await approving('the newest plan').run(model, world);
+        await fc.asyncModelRun(() => ({ model, real: world }), cmds);
+      },
+    ),
     { numRuns: RUNS, seed: MODEL_SEED },
   );
   if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
@@ -279,10 +542,24 @@ test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
   if (RUNS >= 100)
     for (const reached of [
       'starts OK',
-      'starts PRECONDITION_FAILED',
-      'starts PRECONDITION_FAILED:seq',
-      'publishes OK',
-      'publishes PRECONDITION_FAILED:seq',
+      'starts PRECONDITION_FAILED:CURRENT_PLAN',
+      'starts PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
+      'starts PRECONDITION_FAILED:STATE_SERIAL',
+      'proposals OBSOLETE by a start',
+      'proposals OBSOLETE by a report',
+      'submits OK',
+      'submits PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
+      'submits PRECONDITION_FAILED:STATE_SERIAL',
+      'submits for review OK',
+      'submits for review PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
+      'submits for review PRECONDITION_FAILED:STATE_SERIAL',
+      'approves OK',
+      'approves INVALID_PLAN_STATE:OBSOLETE',
+      'approves STALE_GENERATION',
+      'reports keep the state',
+      'plans read PROPOSED',
+      'plans read OBSOLETE',
+      'plans read SUPERSEDED',
       'starts DEPLOYMENT_ACTIVE',
       'starts IDEMPOTENCY_KEY_REUSED',
       'heartbeats OK',

@@ -1,11 +1,35 @@
 /**
- * Reference model of deployments (DESIGN §10, R18–R21, and R33 for plans made against a
- * deployment sequence): what the service must answer to each call and what every
- * deployment must read afterwards, written as plainly as possible, with no database and no
- * concurrency.
+ * Reference model of deployments (DESIGN §10, R18–R21) and of the plans they deploy as far as
+ * deployments decide their fate: R33 (a plan made against a deployment sequence), R56 (a plan
+ * computed from a Terraform state, and the state an applier reports) and R57 (staleness is
+ * decided as early as it is known). It states what the service must answer to each call and
+ * what every deployment and plan must read afterwards, written as plainly as possible, with no
+ * database and no concurrency.
+ *
+ * One MONOTONIC environment, one agent (which never goes stale: each generation it acquires is
+ * the newest), one reviewer whose one approval publishes (where the environment requires
+ * approval), deployers.
  */
 export type Status = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
 export type Outcome = 'SUCCEEDED' | 'FAILED';
+export type PlanStatus = 'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE';
+
+/** R56: a Terraform state by the two fields that order it. Lineage "": a workspace with no state yet. */
+export interface State {
+  lineage: string;
+  serial: number;
+}
+
+export interface ModelPlan {
+  id: string;
+  generation: number;
+  sequence: number;
+  status: PlanStatus;
+  /** R33: the deployment sequence it was made against, or null. */
+  basedOn: number | null;
+  /** R56: the state its plan file was computed from, or null (no plan file). */
+  prior: State | null;
+}
 
 export interface ModelDeployment {
   id: string;
@@ -19,29 +43,42 @@ export interface ModelDeployment {
 }
 
 /**
- * An answer: `OK <deployment id>` or the error code; R33's PRECONDITION_FAILED names the
- * environment's deployment sequence: `PRECONDITION_FAILED:seq<n>`.
+ * An answer: `OK <id>` or the error code. INVALID_PLAN_STATE names the plan's status
+ * (`INVALID_PLAN_STATE:OBSOLETE`); PRECONDITION_FAILED its reason and what it compared:
+ * `PRECONDITION_FAILED:CURRENT_PLAN:<current plan id or none>`,
+ * `PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE:seq<the environment's sequence>`,
+ * `PRECONDITION_FAILED:STATE_SERIAL:<reported lineage>:<prior serial><<reported serial>`.
  */
 export type Answer = string;
 
 export class DeploymentsModel {
-  readonly plans: string[] = [];
-  /** R33: the deployment sequence each plan was made against (absent: none given). */
-  private readonly basedOn = new Map<string, number>();
+  /** Every stored plan, in the order it was submitted. */
+  readonly plans: ModelPlan[] = [];
+  /** The plans published, in order. */
+  readonly published: string[] = [];
   readonly deployments: ModelDeployment[] = [];
   /** R22: the deployment events the outbox must hold, in commit order (deployment.unknown aside: it is stored when the next write comes). */
   readonly events: string[] = [];
-  private generation = 0;
+  /** R57: the plans audited PLAN_OBSOLETE, in audit order, and why: a deployment started, or a state was reported. */
+  readonly obsoleted: { planId: string; by: 'start' | 'report' }[] = [];
+  /** R56: the state last reported, as the environment keeps it (forward only within a lineage). */
+  state: State | null = null;
+  /** The agent's newest generation (0: none yet). */
+  generation = 0;
+  private fence = 0;
+  private current: ModelPlan | null = null;
   /** Idempotency records of startDeployment: (principal, key) → input and first answer. */
   private readonly starts = new Map<string, { input: string; answer: Answer }>();
 
   constructor(
     readonly environment: string,
     public now: number,
+    /** Whether a plan waits for a review (else a submit publishes it at once, R5). */
+    readonly requireApproval: boolean,
   ) {}
 
   get currentPlan(): string | null {
-    return this.plans.at(-1) ?? null;
+    return this.current?.id ?? null;
   }
 
   /** The environment's deployment sequence: that of the last deployment started. */
@@ -49,21 +86,105 @@ export class DeploymentsModel {
     return this.deployments.length;
   }
 
-  /**
-   * An agent acquires a new generation, submits one plan (published at once, R33: only while
-   * the deployment sequence is still `basedOn`, else nothing is stored) and releases.
-   */
-  publish(basedOn: number | null = null): Answer {
-    this.generation++;
-    if (basedOn != null && basedOn !== this.deploymentSequence) return this.sequenceMoved();
-    const id = `${this.environment}@${this.generation}.1`;
-    this.plans.push(id);
-    if (basedOn != null) this.basedOn.set(id, basedOn);
-    return `OK ${id}`;
+  plan(id: string): ModelPlan | undefined {
+    return this.plans.find((p) => p.id === id);
   }
 
-  private sequenceMoved(): Answer {
-    return `PRECONDITION_FAILED:seq${this.deploymentSequence}`;
+  /**
+   * The agent submits a plan under a new generation (acquired, then released) or under its
+   * newest one; made against deployment sequence `basedOn` and computed from state `prior`
+   * where given. R57: refused with nothing stored when either is already behind, whether or
+   * not the plan would be published now. Accepted, it raises the fence (R3) and is published
+   * at once unless the environment requires approval (R5).
+   */
+  submit(generation: 'new' | 'same', basedOn: number | null, prior: State | null): Answer {
+    if (generation === 'new' || this.generation === 0) this.generation++;
+    const g = this.generation;
+    const behind = this.behind(basedOn, prior);
+    if (behind) return behind;
+    this.fence = g;
+    const sequence = this.plans.filter((p) => p.generation === g).length + 1;
+    const plan: ModelPlan = {
+      id: `${this.environment}@${g}.${sequence}`,
+      generation: g,
+      sequence,
+      status: 'PROPOSED',
+      basedOn,
+      prior: prior && { ...prior },
+    };
+    this.plans.push(plan);
+    if (!this.requireApproval) this.publish(plan);
+    this.passOver();
+    return `OK ${plan.id}`;
+  }
+
+  /**
+   * A reviewer approves a plan; the environment's one rule needs one approval, so an accepted
+   * approval publishes (R5), under R33 and R56 again (defence in depth: R57 has made such a
+   * proposal OBSOLETE already).
+   */
+  approve(planId: string): Answer {
+    const plan = this.plan(planId);
+    if (!plan) return 'NOT_FOUND';
+    if (plan.generation < this.fence) return 'STALE_GENERATION';
+    if (plan.status !== 'PROPOSED') return `INVALID_PLAN_STATE:${plan.status}`;
+    const behind = this.behind(plan.basedOn, plan.prior);
+    if (behind) return behind;
+    this.publish(plan);
+    this.passOver();
+    return `OK ${plan.id}`;
+  }
+
+  /** R33, R56: why a plan made against `basedOn` from `prior` cannot be published or deployed now, or null. */
+  private behind(basedOn: number | null, prior: State | null): Answer | null {
+    if (basedOn != null && basedOn !== this.deploymentSequence)
+      return `PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE:seq${this.deploymentSequence}`;
+    if (prior && this.older(prior))
+      return `PRECONDITION_FAILED:STATE_SERIAL:${this.state!.lineage}:${prior.serial}<${this.state!.serial}`;
+    return null;
+  }
+
+  /**
+   * R56: `prior` is older than the state last reported: of its lineage at a lower serial, or
+   * no state at all (lineage "") once any state was reported. Another lineage is not compared.
+   */
+  private older(prior: State): boolean {
+    return (
+      this.state != null &&
+      (prior.lineage === '' ||
+        (prior.lineage === this.state.lineage && prior.serial < this.state.serial))
+    );
+  }
+
+  private publish(plan: ModelPlan): void {
+    if (this.current) this.current.status = 'SUPERSEDED';
+    plan.status = 'PUBLISHED';
+    this.current = plan;
+    this.published.push(plan.id);
+  }
+
+  /** R8: proposals below the fence or older than the current plan can never be published. */
+  private passOver(): void {
+    for (const plan of this.plans) {
+      if (plan.status !== 'PROPOSED') continue;
+      const c = this.current;
+      const olderThanCurrent =
+        c != null &&
+        (plan.generation < c.generation ||
+          (plan.generation === c.generation && plan.sequence < c.sequence));
+      if (plan.generation < this.fence || olderThanCurrent) plan.status = 'OBSOLETE';
+    }
+  }
+
+  /** R57: the PROPOSED plans `stale` finds turn OBSOLETE, each audited PLAN_OBSOLETE, in id order. */
+  private obsolete(by: 'start' | 'report', stale: (plan: ModelPlan) => boolean): void {
+    const ids: string[] = [];
+    for (const plan of this.plans) {
+      if (plan.status !== 'PROPOSED' || !stale(plan)) continue;
+      plan.status = 'OBSOLETE';
+      ids.push(plan.id);
+    }
+    for (const planId of ids.sort((a, b) => (a < b ? -1 : 1))) this.obsoleted.push({ planId, by });
   }
 
   statusOf(d: ModelDeployment): Status {
@@ -90,10 +211,12 @@ export class DeploymentsModel {
     return answer;
   }
 
+  /** R18, R33, R56, in the order the service names them; R57 on success. */
   private decideStart(principal: string, planId: string, heartbeatSeconds: number): Answer {
-    if (planId !== this.currentPlan) return 'PRECONDITION_FAILED';
-    const basedOn = this.basedOn.get(planId);
-    if (basedOn !== undefined && basedOn !== this.deploymentSequence) return this.sequenceMoved();
+    if (planId !== this.currentPlan)
+      return `PRECONDITION_FAILED:CURRENT_PLAN:${this.currentPlan ?? 'none'}`;
+    const behind = this.behind(this.current!.basedOn, this.current!.prior);
+    if (behind) return behind;
     if (this.active) return 'DEPLOYMENT_ACTIVE';
     const sequence = this.deployments.length + 1;
     const id = `${this.environment}#${sequence}`;
@@ -107,6 +230,8 @@ export class DeploymentsModel {
       reconciledBy: null,
     });
     this.events.push(`deployment.started ${id}`);
+    // R57: a proposal made against an earlier sequence can never be published now.
+    this.obsolete('start', (plan) => plan.basedOn != null && plan.basedOn !== sequence);
     return `OK ${id}`;
   }
 
@@ -119,13 +244,32 @@ export class DeploymentsModel {
     return `OK ${id}`;
   }
 
-  finish(principal: string, id: string, outcome: Outcome): Answer {
+  /** R19, and R56: the state the applier reports with it, whatever the outcome. */
+  finish(principal: string, id: string, outcome: Outcome, state: State | null = null): Answer {
     const d = this.find(id);
     if (!d) return 'NOT_FOUND';
     if (!this.reportable(d, principal)) return 'DEPLOYMENT_NOT_ACTIVE';
     d.status = outcome;
+    if (state) this.report(state);
     this.events.push(`deployment.finished ${id}`);
     return `OK ${id}`;
+  }
+
+  /**
+   * R56: the environment's state moves forward within its lineage (a state of another lineage
+   * replaces it); R57: the proposals computed from an older state of the reported lineage, or
+   * from no state, turn OBSOLETE.
+   */
+  private report(state: State): void {
+    const kept = this.state;
+    if (!kept || kept.lineage !== state.lineage || kept.serial <= state.serial)
+      this.state = { ...state };
+    this.obsolete(
+      'report',
+      ({ prior }) =>
+        prior != null &&
+        (prior.lineage === '' || (prior.lineage === state.lineage && prior.serial < state.serial)),
+    );
   }
 
   reconcile(reviewer: string, id: string, outcome: Outcome): Answer {
