@@ -1,8 +1,9 @@
 /**
  * Model-based test: random command sequences run against the reference model
  * (test/model/reference-model.ts) and the real service over HTTP; after every
- * command the outcome code and the observable state (fence, generations, lease,
- * pointer, freeze, every plan's status, approvals and pending rules) must be the same.
+ * command the outcome code (PRECONDITION_FAILED with its reason) and the observable state
+ * (fence, generations, lease, pointer, freeze, every plan's status, approvals and pending
+ * rules) must be the same.
  * Principals carry groups; environments carry approval rules and a proposal TTL, and can
  * be frozen. FC_RUNS sets the number of runs.
  *
@@ -26,7 +27,7 @@ import {
 import { Database, select } from '../src/database/database.js';
 import { LeaseQueueSweeper } from '../src/leases/lease-queue.sweeper.js';
 import { startApp, type TestApp } from './support/app.js';
-import { codeOf, ok, World } from './support/world.js';
+import { codeOf, type GqlResult, ok, World } from './support/world.js';
 import { connectMcp, type McpAgent, refusalOf } from './support/mcp.js';
 import { SERVICE_MODEL } from './support/model-runs.js';
 
@@ -139,10 +140,23 @@ function overMcp(a: Agent, picked: Door): boolean {
   return mcp;
 }
 
+/** PRECONDITION_FAILED as the model states it: with its reason (§6), `PRECONDITION_FAILED:CURRENT_PLAN`. */
+function withReason(code: string, extensions: Record<string, unknown> | undefined): string {
+  return code === 'PRECONDITION_FAILED' ? `${code}:${String(extensions?.reason)}` : code;
+}
+
+/** A GraphQL answer's outcome code, PRECONDITION_FAILED with its reason. */
+function outcomeOf(result: GqlResult): string {
+  return withReason(codeOf(result), result.errors?.[0]?.extensions);
+}
+
 /** A tool call's outcome as the model states it: OK (with the plan id for submits) or the code. */
 async function mcpOutcome(name: string, args: Record<string, unknown>): Promise<string> {
   const result = await a1Mcp.call(name, args);
-  if (result.isError) return refusalOf(result).code;
+  if (result.isError) {
+    const refusal = refusalOf(result);
+    return withReason(refusal.code, refusal);
+  }
   const plan = (result.structuredContent as { plan?: { id: string } }).plan;
   return plan ? `OK ${plan.id}` : 'OK';
 }
@@ -473,7 +487,7 @@ const commands = [
             },
           );
           const actualText =
-            codeOf(real) === 'OK' ? `OK ${real.data!.submitPlan.id}` : codeOf(real);
+            codeOf(real) === 'OK' ? `OK ${real.data!.submitPlan.id}` : outcomeOf(real);
           return { expected: expectedText, actual: actualText };
         },
       ),
@@ -514,7 +528,7 @@ const commands = [
               ? `OK:${real.data!.approvePlan.status}`
               : code === 'INVALID_PLAN_STATE'
                 ? `${code}:${real.errors![0].extensions!.status}`
-                : code;
+                : outcomeOf(real);
           return { expected: s.model.approve(by, roleOf(by), id, hash, reason), actual };
         },
         // Approvals need a plan (NOT_FOUND stays reachable: the pick may fall past the last one).
@@ -786,6 +800,7 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
       'approves OK:PROPOSED',
       'approves STALE_GENERATION',
       'approves SELF_APPROVAL',
+      'approves PRECONDITION_FAILED:CONTENT_HASH',
       'approves ALREADY_APPROVED',
       'approves FROZEN',
       'approves INVALID_PLAN_STATE:EXPIRED',

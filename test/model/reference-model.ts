@@ -436,7 +436,10 @@ export class ReferenceModel {
     return typeof env === 'string' ? env : 'OK';
   }
 
-  /** R9 around R3–R5: the outcome code, and the plan id when accepted. */
+  /**
+   * R9 around R3–R5: the outcome code, and the plan id when accepted. PRECONDITION_FAILED
+   * names its reason (§6): `PRECONDITION_FAILED:CURRENT_PLAN`.
+   */
   submit(principal: string, input: SubmitInput): Outcome {
     // R7: a plan of another environment could never be this one's current plan; refused
     // as bad input before anything else, nothing remembered under the key.
@@ -491,7 +494,7 @@ export class ReferenceModel {
     const publish = !env.requireApproval && rules.length === 0;
     if (publish && env.frozen) return { code: 'FROZEN' };
     if (publish && input.basedOnPlanId != null && env.current?.id !== input.basedOnPlanId) {
-      return { code: 'PRECONDITION_FAILED' };
+      return { code: 'PRECONDITION_FAILED:CURRENT_PLAN' };
     }
     env.fence = g;
     const sequence =
@@ -524,7 +527,8 @@ export class ReferenceModel {
 
   /**
    * R5–R7, R13–R17. The outcome code; INVALID_PLAN_STATE with the status, OK with the status
-   * the plan has after the approval (PROPOSED: recorded, not yet publishing).
+   * the plan has after the approval (PROPOSED: recorded, not yet publishing), PRECONDITION_FAILED
+   * with its reason (§6): CONTENT_HASH (R13) or CURRENT_PLAN (R7).
    */
   approve(
     reviewer: string,
@@ -539,7 +543,8 @@ export class ReferenceModel {
     if (!plan) return 'NOT_FOUND';
     const env = this.environments.get(plan.environment)!;
     if (plan.submittedBy === reviewer) return 'SELF_APPROVAL';
-    if (contentHash != null && contentHash !== plan.contentHash) return 'PRECONDITION_FAILED';
+    if (contentHash != null && contentHash !== plan.contentHash)
+      return 'PRECONDITION_FAILED:CONTENT_HASH';
     if (plan.generation < env.fence) return 'STALE_GENERATION';
     if (plan.status !== 'PROPOSED') return `INVALID_PLAN_STATE:${plan.status}`;
     if (plan.approvals.some((a) => a.approver === reviewer)) return 'ALREADY_APPROVED';
@@ -549,7 +554,7 @@ export class ReferenceModel {
     if (completes) {
       if (breakGlassReason == null && env.frozen) return 'FROZEN';
       if (plan.basedOnPlanId != null && env.current?.id !== plan.basedOnPlanId)
-        return 'PRECONDITION_FAILED';
+        return 'PRECONDITION_FAILED:CURRENT_PLAN';
     }
     plan.approvals.push({ approver: reviewer, breakGlassReason });
     if (!completes) return 'OK:PROPOSED';
