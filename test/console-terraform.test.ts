@@ -127,8 +127,14 @@ test('a reviewer reads a Terraform plan by its summary, destroys and replacement
   const attributes = await db
     .locator('tbody tr')
     .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
-  // The replica tokens changed, but both sides read "(sensitive)": nothing to show there.
-  expect(attributes).toEqual([['instance_class', '"db.t3.micro"', '"db.t3.small"']]);
+  // The password and the replica tokens changed: both sides read "(sensitive)", and the row
+  // says that they changed (R54).
+  const masked = '[{"name":"r1","token":"(sensitive)"},{"name":"r2","token":"(sensitive)"}]';
+  expect(attributes).toEqual([
+    ['instance_class', '"db.t3.micro"', '"db.t3.small"'],
+    ['password', '"(sensitive)"', '"(sensitive)"'],
+    ['replicas', masked, masked],
+  ]);
   const secret = await page
     .locator('details[data-address="terraform_data.secret"] tbody tr')
     .evaluateAll((rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));

@@ -265,10 +265,10 @@ test('R32: every value Terraform marks sensitive reads "(sensitive)" in the summ
   const db = byAddress['module.db.aws_db_instance.main'];
   expect(db.type).toBe('aws_db_instance');
   expect(JSON.parse(db.after!)).toEqual({
-    identifier: 'orders',
+    identifier: '(sensitive)',
     instance_class: 'db.t3.small',
     password: '(sensitive)',
-    username: 'orders',
+    username: '(sensitive)',
     replicas: [
       { name: 'r1', token: '(sensitive)' },
       { name: 'r2', token: '(sensitive)' },
