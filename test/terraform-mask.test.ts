@@ -421,6 +421,31 @@ describe('the fixtures', () => {
   });
 
   // proves: R54
+  test('R54: a value marked sensitive on one side of a change only is masked on both sides', () => {
+    const content = JSON.stringify({
+      format_version: '1.2',
+      resource_changes: [
+        {
+          address: 'terraform_data.db',
+          type: 'terraform_data',
+          change: {
+            actions: ['update'],
+            before: { password: 'was-clear-81f2', rev: 1 },
+            after: { password: 'now-marked-c4d0', rev: 2 },
+            before_sensitive: {},
+            after_sensitive: { password: true },
+          },
+        },
+      ],
+    });
+    const { masked, summary } = parseTerraformPlan(content);
+    for (const secret of ['was-clear-81f2', 'now-marked-c4d0']) {
+      expect(masked).not.toContain(secret);
+      expect(JSON.stringify(summary)).not.toContain(secret);
+    }
+    expect(summary.resourceChanges[0].sensitiveChanges).toEqual(['password']);
+  });
+
   test('R54: a short sensitive value masks values containing it, never the identifiers', () => {
     const content = edited(fixture('update'), (document) => {
       document.configuration.root_module.variables.rev.sensitive = true;

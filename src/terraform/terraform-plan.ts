@@ -367,13 +367,17 @@ function replaceWhole(value: unknown, found: Set<string>): unknown {
   return SENSITIVE;
 }
 
-/** A change object (`before`, `after` and their marks) with what the marks mark replaced. */
+/**
+ * A change object (`before`, `after` and their marks) with what the marks mark replaced. Each
+ * side is masked by the marks of both: an attribute Terraform marks sensitive on one side
+ * only (a value that becomes sensitive, or stops being so) is a secret on the other side too.
+ */
 function markChange(change: unknown, found: Set<string>): unknown {
   if (!isObject(change)) return change;
-  const marks = { before: change.before_sensitive, after: change.after_sensitive };
+  const { before_sensitive: before, after_sensitive: after } = change;
   return withMembers(change, (value, key) =>
     (key === 'before' || key === 'after') && value !== null
-      ? markValue(value, marks[key], found)
+      ? markValue(markValue(value, before, found), after, found)
       : value,
   );
 }
