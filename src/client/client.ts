@@ -171,6 +171,11 @@ export interface ClientOptions {
   retry?: RetryOptions;
   /** Replaces global fetch (tests inject transport failures with it). */
   fetch?: typeof fetch;
+  /**
+   * A request not answered within this many ms is abandoned as a TransportError (and retried
+   * where the call retries transport failures, with its idempotency key). Default: none.
+   */
+  requestTimeoutMs?: number;
 }
 
 export interface LeaseContext {
@@ -380,6 +385,9 @@ export class PlanfenceClient {
           authorization: `Bearer ${this.options.token}`,
         },
         body: JSON.stringify({ query, variables }),
+        ...(this.options.requestTimeoutMs
+          ? { signal: AbortSignal.timeout(this.options.requestTimeoutMs) }
+          : {}),
       });
     } catch (error) {
       throw new TransportError(`cannot reach ${this.url}: ${(error as Error).message}`);

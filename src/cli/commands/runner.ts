@@ -248,7 +248,12 @@ class Runner {
     private readonly settings: Settings,
     private readonly log: (line: string) => void,
   ) {
-    this.client = new PlanfenceClient({ url: settings.url, token: settings.token });
+    // A daemon must not wait forever on one request: an unanswered one is a transport failure.
+    this.client = new PlanfenceClient({
+      url: settings.url,
+      token: settings.token,
+      requestTimeoutMs: 60_000,
+    });
     this.deployments = new Deployments(this.client);
     this.watched = settings.targets.map((target) => ({
       ...target,
