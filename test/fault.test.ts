@@ -1,23 +1,42 @@
 /**
- * Short runs of the fault harnesses (real processes, SIGSTOP/SIGCONT, SIGKILL).
+ * Short runs of the fault harnesses (real processes, SIGSTOP/SIGCONT, SIGKILL). The pause
+ * harness's state rounds run the real terraform (skipped where it is not on PATH).
  * Longer runs on demand: `npm run test:fault -- --rounds 1000`, `npm run test:crash -- --kills 20`.
  * They start dist/src/main.js: `npm test` builds first.
  */
 import { runCrashHarness } from './fault/crash.js';
-import { runPauseHarness } from './fault/pause.js';
+import { type PauseReport, runPauseHarness } from './fault/pause.js';
+import { terraformOnPath } from './fault/terraform.js';
 
 const seed = Number(process.env.FAULT_SEED ?? Date.now() % 1_000_000);
 
-// proves: R1, R3, R6, R12, R39
+/**
+ * 20 rounds hold 5 state rounds (every fourth from the second), the first five variants:
+ * refused for the state, refused for the sequence, OBSOLETE by the report (twice, thawed
+ * before the start and after the apply) and OBSOLETE by the start (R56, R57).
+ */
+function expectStateRounds(state: PauseReport['state']): void {
+  for (const line of state.lines) console.log(`state round ${line}`);
+  if (!terraformOnPath()) {
+    console.log(`state rounds: ${state.skipped}`);
+    expect(state.skipped).toBe('skipped: terraform not on PATH');
+    return;
+  }
+  expect(state).toMatchObject({ rounds: 5, refused: 2, obsolete: 3, skipped: null });
+}
+
+// proves: R1, R3, R6, R12, R39, R56, R57
 test(`paused agents never regress the published plan (seed ${seed})`, async () => {
   const report = await runPauseHarness({ rounds: 20, seed, parallel: 10 });
   console.log(
     `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} queueRounds=${report.queueRounds} seed=${report.seed}`,
   );
   expect(report.violations).toEqual([]);
-  expect(report.pauses).toBeGreaterThanOrEqual(20);
+  // At least one pause a round played (the 5 state rounds are not played without terraform).
+  expect(report.pauses).toBeGreaterThanOrEqual(report.state.skipped ? 15 : 20);
   // Every fourth round waits in the lease queue, A frozen at its grant.
   expect(report.queueRounds).toBe(5);
+  expectStateRounds(report.state);
 }, 240_000);
 
 // proves: R1, R6, R9, R37
@@ -38,7 +57,7 @@ const postgres = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const onPostgres = postgres ? describe : describe.skip;
 
 onPostgres('two service instances on one PostgreSQL', () => {
-  // proves: R1, R3, R6, R39
+  // proves: R1, R3, R6, R39, R56, R57
   test(`paused agents spread over both never regress the published plan (seed ${seed})`, async () => {
     const report = await runPauseHarness({
       rounds: 20,
@@ -51,6 +70,7 @@ onPostgres('two service instances on one PostgreSQL', () => {
       `instances=2 rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.length} seed=${report.seed}`,
     );
     expect(report.violations).toEqual([]);
+    expectStateRounds(report.state);
   }, 300_000);
 
   // proves: R1, R9, R37

@@ -15,6 +15,13 @@ export interface AgentStep {
   fence?: number;
   basedOnDeploymentSequence?: number;
   deploymentSequence?: number;
+  /** What the plan holds (`built`, terraform modes: the JSON of `terraform show -json`). */
+  content?: string;
+  /** PRECONDITION_FAILED's reason: DEPLOYMENT_SEQUENCE, STATE_SERIAL, ... */
+  reason?: string;
+  /** STATE_SERIAL: the serial the plan was computed from, and the one reported since (R56). */
+  priorStateSerial?: number;
+  stateSerial?: number;
 }
 
 export class AgentProcess {
@@ -34,11 +41,16 @@ export class AgentProcess {
     stepDelayMs: number,
     /**
      * `bound`: submit the plan as made against the deployment sequence read while building
-     * it (R33); `queue`: wait in the lease queue instead of acquiring.
+     * it (R33); `queue`: wait in the lease queue instead of acquiring; `terraform`: plan with
+     * terraform in `terraformDir` as `content` (the configuration's `who`), then take a lease
+     * and submit the plan file (R56); `terraform-bound`: that, against the deployment sequence
+     * read before planning.
      */
-    mode: 'acquire' | 'bound' | 'queue' = 'acquire',
+    mode: 'acquire' | 'bound' | 'queue' | 'terraform' | 'terraform-bound' = 'acquire',
     /** The agent waits after this step until `goAhead()`: nothing is sent past it before. */
     holdAt?: 'acquired' | 'built',
+    /** The Terraform working directory (terraform modes). */
+    terraformDir?: string,
   ) {
     this.child = spawn(
       process.execPath,
@@ -51,7 +63,8 @@ export class AgentProcess {
         content,
         String(stepDelayMs),
         mode,
-        ...(holdAt ? [holdAt] : []),
+        holdAt ?? '-',
+        ...(terraformDir ? [terraformDir] : []),
       ],
       {
         stdio: [holdAt ? 'pipe' : 'ignore', 'pipe', 'inherit'],

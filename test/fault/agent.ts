@@ -10,15 +10,26 @@
  * With `queue`, it waits its turn in the environment's lease queue instead of acquiring:
  * it says `enqueued` (with its ticket), then `acquired` as soon as it reads the grant.
  *
- * With HOLD_AT (a step: `acquired` or `built`), it waits after saying that step until the
- * harness writes a line to its stdin: the harness then knows nothing was sent past that
- * point, however slowly it got to freeze the process on a loaded machine.
+ * With `terraform` (or `terraform-bound`), it plans with the real terraform in TERRAFORM_DIR
+ * (`terraform plan -out` as CONTENT, the value of the configuration's `who`, then `terraform
+ * show -json`), says `built`, and only then takes its lease and submits the plan file with its
+ * JSON (R56), as an agent that plans before it submits does; `terraform-bound` also reads the
+ * deployment sequence before planning and submits against it (R33).
  *
- *   node agent.js URL TOKEN ENVIRONMENT TTL_SECONDS CONTENT STEP_DELAY_MS [acquire|bound|queue] [HOLD_AT]
+ * With HOLD_AT (a step: `acquired` or `built`; `-` for none), it waits after saying that step
+ * until the harness writes a line to its stdin: the harness then knows nothing was sent past
+ * that point, however slowly it got to freeze the process on a loaded machine.
+ *
+ *   node agent.js URL TOKEN ENVIRONMENT TTL_SECONDS CONTENT STEP_DELAY_MS
+ *     [acquire|bound|queue|terraform|terraform-bound] [HOLD_AT|-] [TERRAFORM_DIR]
  */
 import { createHash } from 'node:crypto';
+import { planAs } from './terraform.js';
 
-const [url, token, environment, ttl, content, stepDelay, mode, holdAt] = process.argv.slice(2);
+const [url, token, environment, ttl, content, stepDelay, mode, holdAtArg, terraformDir] =
+  process.argv.slice(2);
+const holdAt = holdAtArg === '-' ? undefined : holdAtArg;
+const withTerraform = mode === 'terraform' || mode === 'terraform-bound';
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const say = (event: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(event)}\n`);
 
@@ -97,26 +108,22 @@ async function acquire(): Promise<{ generation: number } | { code: string }> {
   return { generation: lease.data!.acquireLease.generation as number };
 }
 
-async function main() {
-  const granted = mode === 'queue' ? await waitInQueue() : await acquire();
-  if ('code' in granted) return say({ step: 'result', code: granted.code });
-  const { generation } = granted;
-  await reached('acquired', { generation });
-  await pause(Number(stepDelay));
+/** The deployment sequence the environment is at now (R33). */
+async function deploymentSequence(): Promise<number> {
+  const state = await gql(
+    'query($name: String!) { environment(name: $name) { deploymentSequence } }',
+    {},
+    { name: environment },
+  );
+  return state.data!.environment.deploymentSequence as number;
+}
 
-  let basedOnDeploymentSequence: number | undefined;
-  if (mode === 'bound') {
-    const state = await gql(
-      'query($name: String!) { environment(name: $name) { deploymentSequence } }',
-      {},
-      { name: environment },
-    );
-    basedOnDeploymentSequence = state.data!.environment.deploymentSequence as number;
-  }
-  const plan = { content, hash: createHash('sha256').update(content).digest('hex') };
-  await reached('built', { generation, hash: plan.hash, basedOnDeploymentSequence });
-  await pause(Number(stepDelay));
-
+/** Sends the plan; says its result. */
+async function send(
+  generation: number,
+  plan: { content: string; hash: string; artifact?: string },
+  basedOnDeploymentSequence: number | undefined,
+): Promise<void> {
   say({ step: 'sending', generation });
   const submit = () =>
     gql('mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }', {
@@ -125,6 +132,9 @@ async function main() {
       content: plan.content,
       idempotencyKey: `${environment}-${generation}-${plan.hash.slice(0, 16)}`,
       basedOnDeploymentSequence,
+      ...(plan.artifact !== undefined
+        ? { contentType: 'TERRAFORM_PLAN_JSON', artifact: plan.artifact }
+        : {}),
     });
   // After a long pause the service may have closed the idle connection: the send fails
   // without an answer, and is sent again under the same idempotency key (R9).
@@ -132,10 +142,47 @@ async function main() {
     if (error instanceof TypeError) return submit();
     throw error;
   });
-  if (submitted.errors) {
-    return say({ step: 'result', generation, ...submitted.errors[0].extensions });
+  say(
+    submitted.errors
+      ? { step: 'result', generation, ...submitted.errors[0].extensions }
+      : { step: 'result', generation, code: 'OK', planId: submitted.data!.submitPlan.id },
+  );
+}
+
+/** Plans with terraform from the state as it is, then takes a lease and submits the plan file. */
+async function planThenSubmit(): Promise<void> {
+  const basedOnDeploymentSequence =
+    mode === 'terraform-bound' ? await deploymentSequence() : undefined;
+  const planned = await planAs(terraformDir, content);
+  const plan = { ...planned, hash: createHash('sha256').update(planned.content).digest('hex') };
+  await reached('built', {
+    hash: plan.hash,
+    basedOnDeploymentSequence,
+    content: plan.content,
+  });
+  await pause(Number(stepDelay));
+  const granted = await acquire();
+  if ('code' in granted) {
+    say({ step: 'result', code: granted.code });
+    return;
   }
-  say({ step: 'result', generation, code: 'OK', planId: submitted.data!.submitPlan.id });
+  await reached('acquired', { generation: granted.generation });
+  await send(granted.generation, plan, basedOnDeploymentSequence);
+}
+
+async function main() {
+  if (withTerraform) return planThenSubmit();
+  const granted = mode === 'queue' ? await waitInQueue() : await acquire();
+  if ('code' in granted) return say({ step: 'result', code: granted.code });
+  const { generation } = granted;
+  await reached('acquired', { generation });
+  await pause(Number(stepDelay));
+
+  const basedOnDeploymentSequence = mode === 'bound' ? await deploymentSequence() : undefined;
+  const plan = { content, hash: createHash('sha256').update(content).digest('hex') };
+  await reached('built', { generation, hash: plan.hash, basedOnDeploymentSequence });
+  await pause(Number(stepDelay));
+  await send(generation, plan, basedOnDeploymentSequence);
 }
 
 main().catch((error: unknown) => {

@@ -18,8 +18,24 @@
  * a long lease, reads the environment's deployment sequence while it builds its plan, and
  * is frozen before sending it. A deployer deploys the published plan meanwhile. A is thawed
  * and submits, its lease still live, so no fence stops it: its plan, made against the
- * sequence before that deployment, is never published (the submit that would publish it,
- * or the reviewer's approval, is PRECONDITION_FAILED {deploymentSequence}).
+ * sequence before that deployment, is refused at submit with nothing stored (R57:
+ * PRECONDITION_FAILED {reason: DEPLOYMENT_SEQUENCE, deploymentSequence: 1}).
+ *
+ * In a state round (every fourth round from the second; R56, R57), with the real terraform
+ * (skipped where it is not on PATH), the environment's infrastructure is a Terraform working
+ * directory with a local state. Agent A runs `terraform plan -out` from the state as it is
+ * and is frozen before it takes its lease and submits the plan file. Meanwhile agent B plans
+ * from the same state, submits and lets its lease go, a reviewer approves (publishes) B's
+ * plan, and a deployer applies it: startDeployment, `terraform apply` of the plan file the
+ * service hands out, `terraform state pull`, finishDeployment with the state's lineage and
+ * serial. The state's serial moves. A is thawed before the start, after the apply or after
+ * the report, and submits its old plan file (with the deployment sequence it read before
+ * planning, or without) under a lease it takes only then, so no fence stops it: the state
+ * does. Refused PRECONDITION_FAILED {reason: STATE_SERIAL} (DEPLOYMENT_SEQUENCE where it
+ * named a sequence that has moved) with nothing stored; or, where it came before the base
+ * moved, stored and OBSOLETE from the moment the start or the report moved it, and neither
+ * approvable nor deployable. The state holds B's apply and nothing of A's; the pointer
+ * never pointed at A's plan.
  * In a queue round (every fourth round) A and B wait in the environment's lease queue
  * (R37–R39) behind a lease the harness holds. The harness releases it: A's ticket is
  * granted a 1-second lease and A is frozen the moment it reads the grant. Its lease runs
@@ -37,12 +53,17 @@
  *   - every rejection has its code, and A's outcome is the one DESIGN §4 gives for the
  *     order in which the audit log says things happened;
  *   - quorum rounds: as above for the two concurrent approvals;
- *   - stale-plan rounds: A's plan was never published, and was refused for R33.
+ *   - stale-plan rounds: A's plan was never published, and was refused for R33;
+ *   - state rounds: A's plan refused or OBSOLETE as its variant says, never published,
+ *     never applied; the state and the service's record of it are B's apply.
  *
  *   npm run test:fault -- --rounds 1000 --seed 7 --parallel 8
  *   npm run test:fault -- --rounds 300 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
  */
 import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { AgentProcess, type AgentStep } from './agent-process.js';
 import {
@@ -53,10 +74,65 @@ import {
   type ServiceProcess,
   textOption,
 } from './service.js';
+import {
+  applyArtifact,
+  planAs,
+  prepareWorkspace,
+  pullState,
+  type PulledState,
+  terraformOnPath,
+} from './terraform.js';
 
 type Mode = 'MONOTONIC' | 'STRICT';
 type PausePoint = 'acquired' | 'built' | 'sending';
 type Order = 'B published first' | 'B acquired, not yet written' | 'nobody acquired';
+
+/** A state round's variant: how A submits, and when it is thawed. */
+interface StateVariant {
+  /** A also submits against the deployment sequence it read before planning (R33). */
+  bound: boolean;
+  /** Before B's plan's deployment starts, after terraform applied it, or after its report. */
+  thaw: 'before the start' | 'after the apply' | 'after the report';
+}
+
+/** State rounds play these in turn: every outcome R56 and R57 give within the first five. */
+const STATE_VARIANTS: StateVariant[] = [
+  { bound: false, thaw: 'after the report' },
+  { bound: true, thaw: 'after the report' },
+  { bound: false, thaw: 'after the apply' },
+  { bound: true, thaw: 'before the start' },
+  { bound: false, thaw: 'before the start' },
+  { bound: true, thaw: 'after the apply' },
+];
+
+/**
+ * What R56 and R57 say of A's plan in a state round: refused at submit (for one of
+ * `refused`), or stored and turned OBSOLETE by the deployment's start or by its report.
+ */
+function stateOutcome(
+  v: StateVariant,
+): { refused: string[] } | { obsoleteBy: 'the start' | 'the report' } {
+  if (v.thaw === 'before the start') return { obsoleteBy: v.bound ? 'the start' : 'the report' };
+  // A submit against a sequence that moved is refused for it (the state check follows it).
+  if (v.bound) return { refused: ['DEPLOYMENT_SEQUENCE', 'STATE_SERIAL'] };
+  return v.thaw === 'after the apply'
+    ? { obsoleteBy: 'the report' }
+    : { refused: ['STATE_SERIAL'] };
+}
+
+/** What a state round saw besides A's and B's answers. */
+interface StateSeen {
+  /** The state A and B planned from, the one the deployer reported, the one at the end. */
+  before: PulledState;
+  reported: PulledState;
+  after: PulledState;
+  /** The deployment sequence A read before planning (bound variants). */
+  aBasedOn?: number;
+  /** Where A's plan was stored: the answers to an approval and to a start of it. */
+  approveA?: string;
+  startA?: string;
+  ms: number;
+}
 
 interface Round {
   index: number;
@@ -84,6 +160,9 @@ interface Round {
   queue: boolean;
   /** The lease tickets of A and B (queue rounds). */
   tickets: { A?: string; B?: string };
+  /** A state round (R56, R57): A plans with terraform and is frozen while B's plan is applied. */
+  state: StateVariant | null;
+  stateSeen?: StateSeen;
 }
 
 interface AuditEvent {
@@ -109,6 +188,17 @@ export interface PauseReport {
   stale: number;
   /** Queue rounds played. */
   queueRounds: number;
+  /**
+   * State rounds (R56, R57): how many, how A's plan ended (refused at submit, or OBSOLETE),
+   * one line each; `skipped` says why none was played.
+   */
+  state: {
+    rounds: number;
+    refused: number;
+    obsolete: number;
+    skipped: string | null;
+    lines: string[];
+  };
 }
 
 const LEASE_SECONDS = 1;
@@ -135,6 +225,7 @@ export async function runPauseHarness(options: {
   const violations: string[] = [];
   let pauses = 0;
   let rounds: Round[] = [];
+  const stateSkipped = terraformOnPath() ? null : 'skipped: terraform not on PATH';
   /** Every agent process started, so that none outlives the run (a failed round may leave one frozen). */
   const spawned = new Set<AgentProcess>();
   const track = (agent: AgentProcess) => {
@@ -153,7 +244,9 @@ export async function runPauseHarness(options: {
     rounds = Array.from({ length: options.rounds }, (_, index): Round => {
       const mode: Mode = random(2) ? 'STRICT' : 'MONOTONIC';
       const queue = index % 4 === 3;
-      return {
+      const state =
+        index % 4 === 1 ? STATE_VARIANTS[((index - 1) / 4) % STATE_VARIANTS.length] : null;
+      const round: Round = {
         index,
         environment: `round-${index}-${mode.toLowerCase()}`,
         mode,
@@ -170,13 +263,136 @@ export async function runPauseHarness(options: {
         raceDelaysMs: { b: random(300), first: random(500), second: random(500) },
         approvals: [],
         stale: random(5) === 0 && !queue,
+        state,
       };
+      // A state round is only that: B's plan is reviewed, A's is not published by a submit.
+      if (state) Object.assign(round, { quorum: false, stale: false, requireApproval: true });
+      return round;
     });
 
     const watcher = new Watcher(service);
     const watching = watcher.run();
 
+    /** A state round (R56, R57): see the comment at the top. */
+    async function playState(round: Round, variant: StateVariant): Promise<void> {
+      const started = Date.now();
+      const b = instances[round.instanceOf.B];
+      const dir = mkdtempSync(join(tmpdir(), 'planfence-state-round-'));
+      try {
+        const before = await prepareWorkspace(dir);
+        // A plans from the state as it is, and is frozen before it takes a lease and submits.
+        const a = track(
+          new AgentProcess(
+            instances[round.instanceOf.A].url,
+            agentA,
+            round.environment,
+            30,
+            'A',
+            STEP_DELAY_MS,
+            variant.bound ? 'terraform-bound' : 'terraform',
+            'built',
+            dir,
+          ),
+        );
+        const built = await a.until('built');
+        if (built.step !== 'built') throw new Error(`A did not plan: ${JSON.stringify(built)}`);
+        a.freeze();
+        pauses++;
+        round.contents.set('agent-a', built.content ?? '');
+        // Meanwhile B plans from the same state, submits, and lets its lease go.
+        const planned = await planAs(dir, 'B');
+        round.contents.set('agent-b', planned.content);
+        const { acquireLease } = await b.ok(
+          agentB,
+          'mutation($e: String!) { acquireLease(input: { environment: $e, ttlSeconds: 30 }) { generation } }',
+          { e: round.environment },
+        );
+        const { submitPlan } = await b.ok(
+          agentB,
+          'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+          {
+            input: {
+              environment: round.environment,
+              generation: acquireLease.generation,
+              content: planned.content,
+              contentType: 'TERRAFORM_PLAN_JSON',
+              artifact: planned.artifact,
+              idempotencyKey: `${round.environment}-b`,
+            },
+          },
+        );
+        round.b = { step: 'result', code: 'OK', planId: submitPlan.id };
+        await b.ok(
+          agentB,
+          'mutation($e: String!, $g: Int!) { releaseLease(input: { environment: $e, generation: $g }) }',
+          { e: round.environment, g: acquireLease.generation },
+        );
+        // A reviewer approves B's plan: it is published.
+        await b.ok(reviewer, 'mutation($id: ID!) { approvePlan(input: { planId: $id }) { id } }', {
+          id: submitPlan.id,
+        });
+        const resume = async () => {
+          a.thaw();
+          a.goAhead();
+          round.a = await a.result();
+          await a.exited;
+        };
+        if (variant.thaw === 'before the start') await resume();
+        // A deployer applies the published plan: the plan file as the service hands it out.
+        const { startDeployment } = await b.ok(
+          deployer,
+          'mutation($e: String!, $p: ID!, $k: String!) { startDeployment(input: { environment: $e, planId: $p, idempotencyKey: $k }) { id plan { artifact } } }',
+          { e: round.environment, p: submitPlan.id, k: `${round.environment}-deploy` },
+        );
+        await applyArtifact(dir, startDeployment.plan.artifact, 'published');
+        if (variant.thaw === 'after the apply') await resume();
+        const reported = await pullState(dir);
+        await b.ok(
+          deployer,
+          'mutation($id: ID!, $state: TerraformStateInput!) { finishDeployment(input: { deploymentId: $id, outcome: SUCCEEDED, state: $state }) { id } }',
+          {
+            id: startDeployment.id,
+            state: { lineage: reported.lineage, serial: reported.serial },
+          },
+        );
+        if (variant.thaw === 'after the report') await resume();
+        // Where A's plan was stored: a reviewer approves it, a deployer deploys it.
+        const seen: StateSeen = {
+          before,
+          reported,
+          after: before,
+          aBasedOn: built.basedOnDeploymentSequence,
+          ms: 0,
+        };
+        const planId = round.a?.code === 'OK' ? round.a.planId : undefined;
+        if (planId) {
+          const code = (answer: { errors?: { extensions: Record<string, unknown> }[] }) =>
+            (answer.errors?.[0]?.extensions?.code as string | undefined) ?? 'OK';
+          seen.approveA = code(
+            await b.gql(
+              reviewer,
+              'mutation($id: ID!) { approvePlan(input: { planId: $id }) { id } }',
+              { id: planId },
+            ),
+          );
+          seen.startA = code(
+            await b.gql(
+              deployer,
+              'mutation($e: String!, $p: ID!, $k: String!) { startDeployment(input: { environment: $e, planId: $p, idempotencyKey: $k }) { id } }',
+              { e: round.environment, p: planId, k: `${round.environment}-deploy-a` },
+            ),
+          );
+        }
+        seen.after = await pullState(dir);
+        seen.ms = Date.now() - started;
+        round.stateSeen = seen;
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+
     async function play(round: Round): Promise<void> {
+      if (round.state && stateSkipped) return;
       await service.ok(
         ADMIN_TOKEN,
         'mutation($input: CreateEnvironmentInput!) { createEnvironment(input: $input) { name } }',
@@ -221,6 +437,12 @@ export async function runPauseHarness(options: {
           code: (answer.errors?.[0]?.extensions?.code as string | undefined) ?? 'OK',
         });
       };
+
+      if (round.state) {
+        await playState(round, round.state);
+        watcher.active.delete(round.environment);
+        return;
+      }
 
       if (round.stale && !round.quorum) {
         // B publishes a plan (a reviewer approves it where needed) and lets its lease go.
@@ -462,7 +684,10 @@ export async function runPauseHarness(options: {
     watcher.stop();
     await watching;
     violations.push(...watcher.violations);
-    for (const round of rounds) violations.push(...(await judge(service, round)));
+    for (const round of rounds) {
+      if (round.state && stateSkipped) continue;
+      violations.push(...(await judge(service, round, watcher.pointers)));
+    }
   } finally {
     for (const agent of spawned) agent.kill();
     await deployment.stop();
@@ -480,6 +705,29 @@ export async function runPauseHarness(options: {
     },
     stale: rounds.filter((round) => round.stale && !round.quorum).length,
     queueRounds: rounds.filter((round) => round.queue).length,
+    state: stateReport(rounds, stateSkipped),
+  };
+}
+
+/** The state rounds in the report: counts, and one line per round. */
+function stateReport(rounds: Round[], skipped: string | null): PauseReport['state'] {
+  const played = rounds.filter((round) => round.state && round.stateSeen);
+  const lines = played.map((round) => {
+    const { bound, thaw } = round.state!;
+    const seen = round.stateSeen!;
+    const a = round.a;
+    const outcome =
+      a?.code === 'OK'
+        ? `stored as ${a.planId}, OBSOLETE; approval ${seen.approveA}, start ${seen.startA}`
+        : `${a?.code} {reason: ${a?.reason}}, nothing stored`;
+    return `${round.environment} (${bound ? 'bound to sequence 0' : 'unbound'}, A thawed ${thaw}): ${outcome}; state serial ${seen.before.serial} -> ${seen.reported.serial}, holds ${seen.after.owner}'s apply (${(seen.ms / 1000).toFixed(1)} s)`;
+  });
+  return {
+    rounds: played.length,
+    refused: played.filter((round) => round.a?.code === 'PRECONDITION_FAILED').length,
+    obsolete: played.filter((round) => round.a?.code === 'OK').length,
+    skipped: rounds.some((round) => round.state) ? skipped : null,
+    lines,
   };
 }
 
@@ -487,6 +735,8 @@ export async function runPauseHarness(options: {
 class Watcher {
   readonly active = new Set<string>();
   readonly violations: string[] = [];
+  /** Every plan each environment's pointer was seen at. */
+  readonly pointers = new Map<string, Set<string>>();
   private readonly last = new Map<string, { fence: number; pointer: [number, number] }>();
   private stopped = false;
 
@@ -516,6 +766,10 @@ class Watcher {
     >(ADMIN_TOKEN, `{ ${query} }`);
     for (const env of Object.values(result.data ?? {})) {
       const pointer: [number, number] = env.currentPlan ? position(env.currentPlan.id) : [0, 0];
+      if (env.currentPlan) {
+        const seen = this.pointers.get(env.name) ?? new Set<string>();
+        this.pointers.set(env.name, seen.add(env.currentPlan.id));
+      }
       const previous = this.last.get(env.name);
       if (previous && before(pointer, previous.pointer)) {
         this.violations.push(
@@ -541,8 +795,15 @@ const KNOWN_CODES = new Set([
   'LEASE_HELD',
 ]);
 
-/** Judges one round from the API and the audit log alone. */
-async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
+/**
+ * Judges one round from the API and the audit log alone (and, in state rounds, the Terraform
+ * state it left); `pointers`: every plan the watcher saw each pointer at.
+ */
+async function judge(
+  service: ServiceProcess,
+  round: Round,
+  pointers: Map<string, Set<string>>,
+): Promise<string[]> {
   const problems: string[] = [];
   const env = round.environment;
   const events = (
@@ -599,9 +860,13 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
         )
       ).plan;
       const sent = round.contents.get(event.actor);
+      // A Terraform plan is stored as its JSON, re-serialised with its sensitive values
+      // masked (R54); terraform_data here has none.
+      const stored = (content: string | undefined) =>
+        round.state && content !== undefined ? JSON.stringify(JSON.parse(content)) : content;
       if (
         !plan ||
-        plan.content !== sent ||
+        plan.content !== stored(sent) ||
         plan.contentHash !== createHash('sha256').update(plan.content).digest('hex')
       ) {
         problems.push(`${env}: accepted plan ${event.planId} is not stored whole`);
@@ -622,7 +887,9 @@ async function judge(service: ServiceProcess, round: Round): Promise<string[]> {
   if (round.quorum) problems.push(...(await judgeQuorum(service, round, events)));
   if (round.stale && !round.quorum) problems.push(...(await judgeStale(service, round, events)));
   if (round.queue) problems.push(...(await judgeQueue(service, round)));
-  const expected = round.stale && !round.quorum ? null : expectedForA(round, events);
+  if (round.state) problems.push(...(await judgeState(service, round, events, pointers)));
+  const expected =
+    (round.stale && !round.quorum) || round.state ? null : expectedForA(round, events);
   if (round.a && expected && round.a.code !== expected) {
     problems.push(
       `${env}: A got ${round.a.code}, DESIGN §4 says ${expected} (${round.mode}, ${round.order}, paused at ${round.pauseAt})`,
@@ -690,8 +957,8 @@ async function judgeQuorum(
 
 /**
  * A stale-plan round (R33): A's plan, made against deployment sequence 0, was submitted after
- * deployment 1 started. It is never published: refused at submit where that would publish it,
- * else stored and its approval refused; the published plan is still B's.
+ * deployment 1 started. It is refused at submit, whether or not it would publish, and nothing
+ * is stored (R57); the published plan is still B's.
  */
 async function judgeStale(
   service: ServiceProcess,
@@ -713,18 +980,16 @@ async function judgeStale(
         (e.action === 'SUBMIT_PLAN' && !round.requireApproval)),
   );
   if (published.length) problems.push(`${env}: A's stale plan ${a.planId} was published`);
-  if (!round.requireApproval) {
-    if (a.code !== 'PRECONDITION_FAILED' || a.deploymentSequence !== 1)
-      problems.push(
-        `${env}: A's submit got ${a.code} {deploymentSequence: ${a.deploymentSequence}}, not PRECONDITION_FAILED {deploymentSequence: 1}`,
-      );
-  } else if (a.code !== 'OK') {
-    problems.push(`${env}: A's proposal got ${a.code}, not OK`);
-  } else if (round.approvals[0]?.code !== 'PRECONDITION_FAILED') {
+  if (
+    a.code !== 'PRECONDITION_FAILED' ||
+    a.reason !== 'DEPLOYMENT_SEQUENCE' ||
+    a.deploymentSequence !== 1
+  )
     problems.push(
-      `${env}: the approval of A's stale plan got ${round.approvals[0]?.code}, not PRECONDITION_FAILED`,
+      `${env}: A's submit got ${a.code} {reason: ${a.reason}, deploymentSequence: ${a.deploymentSequence}}, not PRECONDITION_FAILED {reason: DEPLOYMENT_SEQUENCE, deploymentSequence: 1}`,
     );
-  }
+  if (events.some((e) => e.actor === 'agent-a' && e.action === 'SUBMIT_PLAN' && e.planId))
+    problems.push(`${env}: A's refused plan was stored`);
   const current = (
     await service.ok(
       ADMIN_TOKEN,
@@ -736,6 +1001,138 @@ async function judgeStale(
     problems.push(
       `${env}: the current plan is ${current.currentPlan?.id} at sequence ${current.deploymentSequence}, not B's ${round.b?.planId} at 1`,
     );
+  return problems;
+}
+
+/**
+ * A state round (R56, R57): A's plan, computed from the state before B's apply, ends as its
+ * variant says (stateOutcome): refused at submit with its reason and nothing stored, or
+ * stored and OBSOLETE from the start or the report on, neither approvable nor deployable.
+ * Whatever the variant, it is never published and never applied: terraform applied B's plan
+ * once, the service recorded that state and that deployment alone, and the pointer is B's.
+ */
+async function judgeState(
+  service: ServiceProcess,
+  round: Round,
+  events: AuditEvent[],
+  pointers: Map<string, Set<string>>,
+): Promise<string[]> {
+  const problems: string[] = [];
+  const env = round.environment;
+  const { a, stateSeen: seen, state: variant } = round;
+  if (!a || !seen || !variant) return [`${env}: the state round did not finish`];
+  const { before, reported, after } = seen;
+
+  // What terraform did: B's plan applied once, over the state both planned from.
+  if (reported.lineage !== before.lineage || reported.serial <= before.serial)
+    problems.push(
+      `${env}: the apply left serial ${reported.serial} (${reported.lineage}) after ${before.serial} (${before.lineage})`,
+    );
+  if (after.owner !== 'B' || after.serial !== reported.serial || after.lineage !== reported.lineage)
+    problems.push(
+      `${env}: the state holds ${after.owner}'s apply at serial ${after.serial}, not only B's at ${reported.serial}`,
+    );
+  if (variant.bound && seen.aBasedOn !== 0)
+    problems.push(`${env}: A planned against sequence ${seen.aBasedOn}, not 0`);
+
+  // What the service recorded: that state, that one deployment of B's plan, B's plan current.
+  const { environment, deployments, plans } = await service.ok<{
+    environment: {
+      deploymentSequence: number;
+      currentPlan: { id: string } | null;
+      terraformState: { lineage: string; serial: number } | null;
+    };
+    deployments: { id: string; status: string; plan: { id: string } }[];
+    plans: {
+      id: string;
+      submittedBy: string;
+      status: string;
+      priorState: { serial: number } | null;
+    }[];
+  }>(
+    ADMIN_TOKEN,
+    `query($e: String!) {
+      environment(name: $e) { deploymentSequence currentPlan { id } terraformState { lineage serial } }
+      deployments(environment: $e) { id status plan { id } }
+      plans(environment: $e) { id submittedBy status priorState { serial } }
+    }`,
+    { e: env },
+  );
+  const bPlan = round.b?.planId;
+  if (environment.currentPlan?.id !== bPlan || environment.deploymentSequence !== 1)
+    problems.push(
+      `${env}: the current plan is ${environment.currentPlan?.id} at sequence ${environment.deploymentSequence}, not B's ${bPlan} at 1`,
+    );
+  if (
+    environment.terraformState?.lineage !== reported.lineage ||
+    environment.terraformState.serial !== reported.serial
+  )
+    problems.push(
+      `${env}: the service records state ${JSON.stringify(environment.terraformState)}, not the reported serial ${reported.serial}`,
+    );
+  if (
+    deployments.length !== 1 ||
+    deployments[0].plan.id !== bPlan ||
+    deployments[0].status !== 'SUCCEEDED'
+  )
+    problems.push(
+      `${env}: deployments ${JSON.stringify(deployments)}, not one SUCCEEDED deployment of ${bPlan}`,
+    );
+
+  // A's plan: never published, never current.
+  const aPlans = plans.filter((plan) => plan.submittedBy === 'agent-a');
+  const aIds = new Set(aPlans.map((plan) => plan.id));
+  const published = events.filter(
+    (e) =>
+      e.outcome === 'ACCEPTED' &&
+      e.action === 'APPROVE_PLAN' &&
+      aIds.has(e.planId ?? '') &&
+      (e.detail ?? '').startsWith('published'),
+  );
+  if (published.length)
+    problems.push(`${env}: A's stale plan ${published[0].planId} was published`);
+  for (const id of pointers.get(env) ?? [])
+    if (aIds.has(id)) problems.push(`${env}: the pointer was seen at A's plan ${id}`);
+
+  // A's plan: refused, or OBSOLETE, as the variant says.
+  const expected = stateOutcome(variant);
+  const thawed = `${variant.bound ? 'bound' : 'unbound'}, thawed ${variant.thaw}`;
+  if ('refused' in expected) {
+    if (a.code !== 'PRECONDITION_FAILED' || !expected.refused.includes(a.reason ?? ''))
+      problems.push(
+        `${env}: A's submit (${thawed}) got ${a.code} {reason: ${a.reason}}, not PRECONDITION_FAILED {reason: ${expected.refused.join(' or ')}}`,
+      );
+    if (
+      a.reason === 'STATE_SERIAL' &&
+      (a.priorStateSerial !== before.serial || a.stateSerial !== reported.serial)
+    )
+      problems.push(
+        `${env}: STATE_SERIAL named serials ${a.priorStateSerial} and ${a.stateSerial}, not ${before.serial} and ${reported.serial}`,
+      );
+    if (aPlans.length)
+      problems.push(`${env}: A's refused plan was stored: ${[...aIds].join(', ')}`);
+  } else {
+    const plan = aPlans.find((p) => p.id === a.planId);
+    const obsoleted = events.find(
+      (e) => e.action === 'PLAN_OBSOLETE' && e.planId === a.planId && e.outcome === 'ACCEPTED',
+    );
+    const by = expected.obsoleteBy === 'the start' ? 'started' : 'reported state serial';
+    if (a.code !== 'OK' || !plan)
+      problems.push(`${env}: A's submit (${thawed}) got ${a.code} {reason: ${a.reason}}, not OK`);
+    else if (plan.status !== 'OBSOLETE')
+      problems.push(`${env}: A's plan ${plan.id} reads ${plan.status}, not OBSOLETE`);
+    else if (!obsoleted || !(obsoleted.detail ?? '').includes(by))
+      problems.push(
+        `${env}: A's plan ${plan.id} was not made OBSOLETE by ${expected.obsoleteBy} (${obsoleted?.detail ?? 'no PLAN_OBSOLETE event'})`,
+      );
+    if (plan && plan.priorState?.serial !== before.serial)
+      problems.push(
+        `${env}: A's plan records prior serial ${plan.priorState?.serial}, not ${before.serial}`,
+      );
+    if (seen.approveA === 'OK') problems.push(`${env}: A's OBSOLETE plan was approved`);
+    if (seen.startA !== 'PRECONDITION_FAILED')
+      problems.push(`${env}: a start of A's plan got ${seen.startA}, not PRECONDITION_FAILED`);
+  }
   return problems;
 }
 
@@ -813,8 +1210,10 @@ if (!deployers && import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
     instances: option(argv, 'instances', 1),
   });
   for (const violation of report.violations) console.error(violation);
+  for (const line of report.state.lines) console.log(`state round ${line}`);
+  if (report.state.skipped) console.log(`state rounds: ${report.state.skipped}`);
   console.log(
-    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)} stale=${report.stale} queueRounds=${report.queueRounds}`,
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)} stale=${report.stale} queueRounds=${report.queueRounds} state=${JSON.stringify({ rounds: report.state.rounds, refused: report.state.refused, obsolete: report.state.obsolete })}`,
   );
   process.exitCode = report.violations.length ? 1 : 0;
 }
