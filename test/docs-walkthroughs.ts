@@ -4,15 +4,17 @@
  * Each file's blocks run together in one `bash` with `set -euo pipefail`, in a fresh
  * temporary folder (so `./data` and the database are new for every file), with `PORT` set
  * to a free port. `npm start` runs the built service (`dist/`, from `npm run build`) in
- * that folder. A file fails when its shell fails, or when an answer carries an error code
- * that its blocks do not announce in a comment (`#  → ... STALE_GENERATION`).
+ * that folder, and `planfence` the built command line. A file fails when its shell fails, or
+ * when an answer carries an error code that its blocks do not announce in a comment
+ * (`#  → ... STALE_GENERATION`). A file whose blocks run `terraform` is skipped where
+ * terraform is not on PATH.
  *
  *   npm run test:docs            # all
  *   npm run test:docs -- policies   # the files whose path contains "policies"
  *
  * Prints one line per file and exits 1 when any failed (its output follows).
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   mkdirSync,
@@ -43,8 +45,15 @@ export interface Walkthrough {
 export interface Outcome {
   file: string;
   ok: boolean;
+  /** Not run: a tool its blocks need is missing (`why` names it). */
+  skipped?: boolean;
   why?: string;
   output: string;
+}
+
+/** Whether `tool` is on PATH. */
+function onPath(tool: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status === 0;
 }
 
 /** The marked blocks of README.md and docs/*.md, README first. */
@@ -123,6 +132,14 @@ async function endGroup(group: number): Promise<void> {
 
 /** Runs one file's blocks in a fresh folder; see the top of this file. */
 export async function run(walkthrough: Walkthrough): Promise<Outcome> {
+  if (walkthrough.blocks.some((block) => /\bterraform\b/.test(block)) && !onPath('terraform'))
+    return {
+      file: walkthrough.file,
+      ok: true,
+      skipped: true,
+      why: 'terraform is not on PATH',
+      output: '',
+    };
   const scratch = mkdtempSync(join(tmpdir(), 'planfence-docs-'));
   const bin = join(scratch, 'bin');
   const work = join(scratch, 'work');
@@ -140,6 +157,16 @@ export async function run(walkthrough: Walkthrough): Promise<Outcome> {
     ].join('\n'),
   );
   chmodSync(join(bin, 'npm'), 0o755);
+  writeFileSync(
+    join(bin, 'planfence'),
+    [
+      '#!/bin/sh',
+      '# The built command line, as `npm install planfence` puts it on PATH.',
+      `exec "${process.execPath}" "${join(REPO, 'dist/src/cli/main.js')}" "$@"`,
+      '',
+    ].join('\n'),
+  );
+  chmodSync(join(bin, 'planfence'), 0o755);
   const env: Record<string, string | undefined> = { ...process.env };
   for (const name of Object.keys(env))
     if (name.startsWith('PLANFENCE_') || ['DATABASE_URL', 'LOG_LEVEL', 'HOST'].includes(name))
@@ -194,7 +221,7 @@ async function main(): Promise<void> {
   for (const walkthrough of found) {
     const outcome = await run(walkthrough);
     console.log(
-      `${outcome.file}: ${outcome.ok ? 'ok' : 'FAILED'} (${walkthrough.blocks.length} block(s))`,
+      `${outcome.file}: ${outcome.skipped ? `skipped (${outcome.why})` : outcome.ok ? 'ok' : 'FAILED'} (${walkthrough.blocks.length} block(s))`,
     );
     if (!outcome.ok) {
       failed++;

@@ -127,6 +127,8 @@ export interface Environment {
   createdAt: string;
   /** The sequence of the last deployment started (0: none yet): what a plan is made against (R33). */
   deploymentSequence: number;
+  /** The Terraform state an applier last reported (R56); null before any report. */
+  terraformState: TerraformState | null;
 }
 
 export interface Principal {
@@ -274,7 +276,7 @@ function selection(all: Record<string, string>, present: Set<string> | null): st
 const LEASE = 'environment holder generation acquiredAt expiresAt';
 const PRINCIPAL = 'name role createdAt revokedAt';
 const TICKET = `id environment holder status position enqueuedAt grantedAt expiresAt lease { ${LEASE} }`;
-const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt deploymentSequence lease { ${LEASE} } currentPlan { ${PLAN} }`;
+const ENVIRONMENT = `name mode requireApproval fence lastIssuedGeneration createdAt deploymentSequence terraformState { lineage serial } lease { ${LEASE} } currentPlan { ${PLAN} }`;
 
 /** R14: `count` approvers of `group` (any approver where null). */
 export interface ApprovalRule {
