@@ -106,6 +106,7 @@ test('basedOnPlanId makes publication a compare-and-swap on the pointer', async 
   expect(codeOf(refused)).toBe('PRECONDITION_FAILED');
   expect(refused.errors![0].extensions).toEqual({
     code: 'PRECONDITION_FAILED',
+    reason: 'CURRENT_PLAN',
     currentPlanId: alsoOnBase.id,
   });
   expect((await world.plan(stale.id))?.status).toBe('PROPOSED');
@@ -205,6 +206,7 @@ describe('where no approval is required', () => {
     // The pointer moved on, not the deployment sequence: no deploymentSequence.
     expect(cas.errors![0].extensions).toEqual({
       code: 'PRECONDITION_FAILED',
+      reason: 'CURRENT_PLAN',
       currentPlanId: `${env}@${generation}.2`,
     });
     expect(cas.errors![0].message).toBe(`the current plan is no longer ${first.id}`);
@@ -220,6 +222,7 @@ describe('where no approval is required', () => {
     const stale = await world.submit(agent, env, generation, 'v3', { basedOnPlanId: first.id });
     expect(stale.errors![0].extensions).toEqual({
       code: 'PRECONDITION_FAILED',
+      reason: 'CURRENT_PLAN',
       currentPlanId: `${env}@${generation}.2`,
     });
   });
@@ -235,6 +238,7 @@ describe('where no approval is required', () => {
     const stale = await world.submit(agent, env, generation, 'v3', { basedOnPlanId: first.id });
     expect(stale.errors![0].extensions).toEqual({
       code: 'PRECONDITION_FAILED',
+      reason: 'CURRENT_PLAN',
       currentPlanId: `${env}@${generation}.2`,
     });
   });
