@@ -24,11 +24,14 @@ ARG BUILD_IMAGE=node:20-bookworm
 FROM ${NODE_IMAGE} AS runtime
 # Listen on every interface of the container; SQLite on the /data volume unless DATABASE_URL
 # says otherwise; the generated admin token (first start without PLANFENCE_ADMIN_TOKEN) is
-# written to /data too; JSON log lines on stdout whether or not a terminal is attached.
+# written to /data too, and so are SQLite's temporary files (a statement's journal: with a
+# read-only root file system, /data is the only folder it can write); JSON log lines on stdout
+# whether or not a terminal is attached.
 ENV HOST=0.0.0.0 \
     PORT=4000 \
     DATABASE_URL=sqlite:/data/planfence.db \
     PLANFENCE_ADMIN_TOKEN_FILE=/data/admin-token \
+    SQLITE_TMPDIR=/data \
     PLANFENCE_LOG_FORMAT=json
 WORKDIR /app
 EXPOSE 4000
