@@ -68,7 +68,7 @@ if [ "$base" = host ]; then
     printf '%s\n' 'FROM scratch' 'COPY root/ /' 'ENV PATH=/usr/local/bin:/usr/bin:/bin' 'CMD ["node"]' \
       >"$base_dir/Dockerfile"
     say "base $base: $node_bin ($(node --version)) and the $(ldd "$node_bin" | grep -c '/') libraries it loads"
-    docker build -q -t "$base" --label "planfence.node.sha256=$digest" \
+    build -q -t "$base" --label "planfence.node.sha256=$digest" \
       --label "org.opencontainers.image.description=node $(node --version) of the build machine" \
       "$base_dir" >/dev/null
   fi

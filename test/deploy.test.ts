@@ -62,7 +62,10 @@ const matches = (selector: Record<string, string>, labels: Record<string, string
   Object.keys(selector).length > 0 &&
   Object.entries(selector).every(([key, value]) => labels[key] === value);
 
-if (missing) test.skip(`kustomize overlays: skipped, ${missing}`, () => undefined);
+if (missing) {
+  process.stderr.write(`test/deploy.test.ts: the kustomize overlays are skipped: ${missing}\n`);
+  test.skip(`kustomize overlays: skipped, ${missing}`, () => undefined);
+}
 
 withKustomize.each(['sqlite', 'postgres'])('kustomize overlay %s', (overlay) => {
   let docs: Doc[];

@@ -171,7 +171,11 @@ afterAll(async () => {
   for (const cleanup of cleanups) await cleanup();
 }, 60_000);
 
-if (missing) test.skip(`container image: skipped, ${missing}`, () => undefined);
+// Jest lists no test of a file whose every test is skipped: the reason is printed.
+if (missing) {
+  process.stderr.write(`test/image.test.ts: skipped: ${missing}\n`);
+  test.skip(`container image: skipped, ${missing}`, () => undefined);
+}
 
 withEngine('the container image', () => {
   /** What was measured, reported once the file ends. */
