@@ -9,6 +9,7 @@
  * loopback). Skipped, with the reason, where no Docker engine answers.
  */
 import { execFile, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
@@ -352,16 +353,40 @@ withEngine('the container image', () => {
   withTerraform(
     'the runner image (deploy/runner/Dockerfile): terraform beside the command line, no HEALTHCHECK',
     async () => {
-      // A terraform image without a registry: this machine's (statically linked) binary.
-      const dir = scratchDir();
-      cleanups.push(dir.cleanup);
-      try {
-        linkSync(realpathSync(TERRAFORM), join(dir.path, 'terraform'));
-      } catch {
-        copyFileSync(TERRAFORM, join(dir.path, 'terraform'));
+      // A terraform image without a registry: this machine's (statically linked) binary, built
+      // again only when the binary changed (its digest is a label).
+      const binary = realpathSync(TERRAFORM);
+      const digest = createHash('sha256').update(readFileSync(binary)).digest('hex');
+      const label = '{{index .Config.Labels "planfence.terraform.sha256"}}';
+      const built = await docker(
+        'image',
+        'inspect',
+        '--format',
+        label,
+        'planfence-terraform:local',
+      );
+      if (built.stdout.trim() !== digest) {
+        const dir = scratchDir();
+        cleanups.push(dir.cleanup);
+        try {
+          linkSync(binary, join(dir.path, 'terraform'));
+        } catch {
+          copyFileSync(binary, join(dir.path, 'terraform'));
+        }
+        writeFileSync(
+          join(dir.path, 'Dockerfile'),
+          'FROM scratch\nCOPY terraform /bin/terraform\n',
+        );
+        await dockerOk(
+          'build',
+          '-q',
+          '-t',
+          'planfence-terraform:local',
+          '--label',
+          `planfence.terraform.sha256=${digest}`,
+          dir.path,
+        );
       }
-      writeFileSync(join(dir.path, 'Dockerfile'), 'FROM scratch\nCOPY terraform /bin/terraform\n');
-      await dockerOk('build', '-q', '-t', 'planfence-terraform:local', dir.path);
       await dockerOk(
         'build',
         '-q',
