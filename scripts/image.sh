@@ -24,14 +24,14 @@ say() { printf 'image: %s\n' "$*" >&2; }
 # which makes a rebuild of an unchanged checkout take seconds): a client with the buildx
 # plugin, or one older than 23 (BuildKit built in); else the legacy builder.
 build() {
-  local client version
+  local client client_version
   for client in $(type -ap docker); do
     if "$client" buildx version >/dev/null 2>&1; then
       DOCKER_BUILDKIT=1 "$client" build "$@"
       return
     fi
-    version="$("$client" version --format '{{.Client.Version}}' 2>/dev/null || true)"
-    if [ -n "$version" ] && [ "${version%%.*}" -lt 23 ] 2>/dev/null; then
+    client_version="$("$client" version --format '{{.Client.Version}}' 2>/dev/null || true)"
+    if [ -n "$client_version" ] && [ "${client_version%%.*}" -lt 23 ] 2>/dev/null; then
       DOCKER_BUILDKIT=1 "$client" build "$@"
       return
     fi
