@@ -191,7 +191,10 @@ test('lease wait waits its turn in the queue and prints the granted generation',
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   json(await planfence(agent, 'lease', 'release', 'cli-queue', String(held.generation), '--json'));
-  expect(json(await waiting)).toMatchObject({
+  const granted = await waiting;
+  // While it waited: a line on stderr, at once and every 5 s.
+  expect(granted.stderr).toMatch(/^waiting for the lease on cli-queue: position 1, 0 s\n/);
+  expect(JSON.parse(granted.stdout)).toMatchObject({
     environment: 'cli-queue',
     holder: 'other',
     generation: held.generation + 1,
@@ -293,6 +296,19 @@ test('plan show prints the content hash, and a wrong --hash names the plan hash'
   expect(shown.code).toBe(0);
   expect(shown.stdout).toContain(`content sha256 ${plan.contentHash}`);
   expect(shown.stdout).toContain(`plan approve ${plan.id} --hash ${plan.contentHash}`);
+  // --json: every field of the plan; the plan file only with --artifact.
+  const full = json(await planfence(viewer, 'plan', 'show', plan.id, '--json'));
+  expect(full).toMatchObject({
+    id: plan.id,
+    content: 'resize db\n',
+    contentType: 'TEXT',
+    summary: null,
+    approvals: [],
+    pendingApprovalRules: [{ group: null, count: 1 }],
+    policyResults: [],
+    reviewUrl: `${app.url}/?plan=${encodeURIComponent(plan.id)}`,
+  });
+  expect(full).not.toHaveProperty('artifact');
 
   const wrong = 'f'.repeat(64);
   const refused = await planfence(reviewer, 'plan', 'approve', plan.id, '--hash', wrong);

@@ -110,8 +110,9 @@ export interface FullPlan extends TerraformPlan {
   expiresAt: string | null;
   purgedAt: string | null;
   policyResults: PolicyResult[];
-  checks: CheckResult[];
-  pendingChecks: string[];
+  /** Absent from a service older than the contract (DESIGN R50), as any field its schema lacks. */
+  checks?: CheckResult[];
+  pendingChecks?: string[];
   /** The console page where a person reviews this plan. */
   reviewUrl: string;
 }

@@ -99,7 +99,7 @@ export const showPlan: Command = async ({ client, rest, values, print, need }) =
     if (plan.status === 'PROPOSED')
       lines.push(
         `still needed: approvals ${pending(plan.pendingApprovalRules)}` +
-          (plan.pendingChecks.length ? `; checks ${plan.pendingChecks.join(', ')}` : ''),
+          (plan.pendingChecks?.length ? `; checks ${plan.pendingChecks.join(', ')}` : ''),
       );
     if (plan.contentType === 'TERRAFORM_PLAN_JSON') {
       lines.push(
