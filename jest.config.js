@@ -70,6 +70,8 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'deployments-client',
         'terraform-cli',
         'sensitive',
+        'image',
+        'deploy',
         'console',
         'console-layout',
         'console-terraform',
