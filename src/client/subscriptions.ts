@@ -29,9 +29,17 @@ async function webSocketImplementation(): Promise<SocketConstructor> {
     const ws = await import('ws');
     return ws.WebSocket;
   } catch {
-    throw new TransportError(
+    throw new WebSocketUnavailableError();
+  }
+}
+
+/** The runtime has no WebSocket and the `ws` package cannot be loaded: no retry mends that. */
+export class WebSocketUnavailableError extends Error {
+  constructor() {
+    super(
       'subscriptions need a WebSocket: run Node.js 22 or later, or install the ws package beside planfence',
     );
+    this.name = 'WebSocketUnavailableError';
   }
 }
 

@@ -19,7 +19,7 @@ import {
   TransportError,
   UnauthenticatedError,
 } from '../../client/errors.js';
-import { GraphQLSocket } from '../../client/subscriptions.js';
+import { GraphQLSocket, WebSocketUnavailableError } from '../../client/subscriptions.js';
 import { readInput, UsageError } from '../command.js';
 import { APPLY_EXIT, exitCodeOf } from '../exit-codes.js';
 import {
@@ -50,7 +50,7 @@ the outcome with the state's lineage and serial. One line per step on stderr.
   --verbose                        terraform's output on stderr as well
 
 Exit codes: 0 stopped by SIGTERM/SIGINT with every deployment reported; 2 bad usage or
-configuration; 3 the token is refused or is not a DEPLOYER's; 4 an environment does not
+configuration, or no WebSocket (Node.js 22 or later, or the ws package); 3 the token is refused or is not a DEPLOYER's; 4 an environment does not
 exist; 11 stopped with a deployment it could not report (it reads UNKNOWN once its heartbeat
 lapses: reconcile it).`;
 
@@ -322,6 +322,11 @@ class Runner {
         if (error instanceof UnauthenticatedError) {
           this.log(`runner: the token is refused: ${refusal(error)}`);
           this.fatal = 3;
+          break;
+        }
+        if (error instanceof WebSocketUnavailableError) {
+          this.log(`runner: ${error.message}`);
+          this.fatal = 2;
           break;
         }
         this.log(`runner: cannot subscribe: ${(error as Error).message}`);
