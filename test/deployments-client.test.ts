@@ -45,6 +45,39 @@ test('withDeployment hands the work the current plan and its sequence, and finis
   expect((await d.environment('client-ok')).deployedPlan).toEqual({ id: plan });
 });
 
+// proves: R56
+test('withDeployment sends the state its `state` option reads with the finish, FAILED included; the environment shows the latest', async () => {
+  await d.environmentWithPlans('client-state', tokens.agent, 2);
+  const client = clientOf(tokens.d1);
+  const terraformState = async () =>
+    ok(
+      await world.gql<{ environment: { terraformState: unknown } }>(
+        tokens.d1,
+        '{ environment(name: "client-state") { terraformState { lineage serial } } }',
+      ),
+    ).environment.terraformState;
+  const { deployment } = await client.withDeployment('client-state', () => Promise.resolve(), {
+    state: () => Promise.resolve({ lineage: 'lineage-1', serial: 4 }),
+  });
+  expect(deployment.status).toBe('SUCCEEDED');
+  expect(await terraformState()).toEqual({ lineage: 'lineage-1', serial: 4 });
+  // A partial apply moves the serial too: the FAILED finish carries it.
+  await d.publish('client-state', tokens.agent);
+  await expect(
+    client.withDeployment('client-state', () => Promise.reject(new Error('partial apply')), {
+      state: () => Promise.resolve({ lineage: 'lineage-1', serial: 6 }),
+    }),
+  ).rejects.toThrow('partial apply');
+  expect(await terraformState()).toEqual({ lineage: 'lineage-1', serial: 6 });
+  // A state that cannot be read is not sent; the outcome is reported all the same.
+  await d.publish('client-state', tokens.agent);
+  const unread = await client.withDeployment('client-state', () => Promise.resolve(), {
+    state: () => Promise.reject(new Error('no backend')),
+  });
+  expect(unread.deployment.status).toBe('SUCCEEDED');
+  expect(await terraformState()).toEqual({ lineage: 'lineage-1', serial: 6 });
+});
+
 test('a failing work finishes FAILED with its message, and the error reaches the caller', async () => {
   await d.environmentWithPlans('client-failed', tokens.agent, 1);
   await expect(

@@ -10,7 +10,7 @@ import { jest } from '@jest/globals';
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PlanfenceClient } from '../src/client/client.js';
 import { ManualClock } from '../src/common/clock.js';
@@ -157,15 +157,13 @@ withTerraform('planfence runner', () => {
     ).approvePlan;
   const latest = async (): Promise<Deployment> => (await d.list('infra', 1))[0];
 
-  const startRunner = (...extra: string[]): Runner => {
-    const child = spawn(
-      process.execPath,
-      [BIN, 'runner', 'infra', '--terraform', '--chdir', dir.path, '--heartbeat', '5', ...extra],
-      {
-        env: { ...process.env, PLANFENCE_URL: url, PLANFENCE_TOKEN: tokens.deployer },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+  const startRunner = (...extra: string[]): Runner =>
+    spawnRunner(['infra', '--terraform', '--chdir', dir.path, '--heartbeat', '5', ...extra]);
+  const spawnRunner = (args: string[]): Runner => {
+    const child = spawn(process.execPath, [BIN, 'runner', ...args], {
+      env: { ...process.env, PLANFENCE_URL: url, PLANFENCE_TOKEN: tokens.deployer },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const lines: string[] = [];
     let partial = '';
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
@@ -374,7 +372,7 @@ resource "terraform_data" "slow" {
     expect(all.filter((x) => x.plan.id === six.id)).toHaveLength(1);
   });
 
-  test('a runner started after a publication applies it; a runner started again does not apply it twice', async () => {
+  test('a runner started after a publication applies it; a runner started again (from a configuration file) does not apply it twice', async () => {
     await plan('seven.tfplan', '7');
     const seven = await submit('seven.tfplan');
     await approve(seven.id);
@@ -383,7 +381,14 @@ resource "terraform_data" "slow" {
     expect(await stopRunner(first)).toBe(0);
     const serial = state().serial;
 
-    const second = startRunner();
+    // The second from a configuration file, whose directories are relative to it.
+    const config = join(data.path, 'runner.yaml');
+    writeFileSync(
+      config,
+      `environments:\n  infra: { chdir: ${relative(data.path, dir.path)} }\nheartbeatSeconds: 5\n`,
+    );
+    const second = spawnRunner(['--config', config]);
+    await second.line(new RegExp(`^runner: watching infra \\(${dir.path}\\) at `));
     await second.line(/^runner: subscribed; checking infra$/);
     // Its check found seven deployed: nothing started. (A later plan shows that it checked.)
     await plan('eight.tfplan', '8');
