@@ -8,13 +8,14 @@
  */
 import { jest } from '@jest/globals';
 import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PlanfenceClient } from '../src/client/client.js';
 import { ManualClock } from '../src/common/clock.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
+import { connectMcp } from './support/mcp.js';
 import { type Deployment, Deployments } from './support/deployers.js';
 import { until } from './support/until.js';
 import { ok, World } from './support/world.js';
@@ -334,6 +335,56 @@ resource "terraform_data" "slow" {
       extensions: { reason: 'STATE_SERIAL' },
     });
     await client.releaseLease('infra', lease.generation);
+  });
+
+  // proves: R28, R55, R56
+  test('an AI agent over MCP submits a real plan with its plan file; a reviewer approves; the runner applies it, the state moves and the submit is audited via mcp', async () => {
+    const runner = startRunner();
+    await runner.line(/^runner: subscribed; checking infra$/);
+    await plan('mcp.tfplan', 'mcp');
+    // No state yet where this test runs alone.
+    const serial = existsSync(join(dir.path, 'terraform.tfstate')) ? state().serial : 0;
+    const agent = await connectMcp(app.url, tokens.agent, 'http');
+    let planId: string;
+    try {
+      const { generation } = await agent.ok('acquire_lease', {
+        environment: 'infra',
+        ttlSeconds: 120,
+      });
+      const submitted = await agent.ok('submit_plan', {
+        environment: 'infra',
+        generation,
+        title: 'from an agent',
+        contentType: 'TERRAFORM_PLAN_JSON',
+        content: (await tf('show', '-json', 'mcp.tfplan')).stdout,
+        artifact: readFileSync(join(dir.path, 'mcp.tfplan')).toString('base64'),
+        sourceRevision: 'mcp-rev',
+      });
+      const plan = (submitted as { plan: { id: string; status: string; reviewUrl: string } }).plan;
+      expect(plan.status).toBe('PROPOSED');
+      expect(plan.reviewUrl).toContain(encodeURIComponent(plan.id));
+      planId = plan.id;
+      await agent.ok('release_lease', { environment: 'infra', generation });
+    } finally {
+      await agent.close();
+    }
+    await approve(planId);
+    await runner.line(
+      new RegExp(`^runner: ${planId} verified: the plan file is the reviewed plan$`),
+    );
+    await runner.line(new RegExp(`^runner: ${planId} applied, SUCCEEDED`));
+    expect(appValue()).toBe('app-mcp');
+    expect(state().serial).toBeGreaterThan(serial);
+    expect(await latest()).toMatchObject({ status: 'SUCCEEDED', plan: { id: planId } });
+    expect(await reportedState()).toEqual({ lineage: state().lineage, serial: state().serial });
+    const audit = ok(
+      await world.gql<{ auditEvents: { action: string; planId: string | null; via: string }[] }>(
+        world.admin,
+        '{ auditEvents(environment: "infra", first: 500) { action planId via } }',
+      ),
+    ).auditEvents;
+    expect(audit).toContainEqual({ action: 'SUBMIT_PLAN', planId, via: 'mcp' });
+    expect(await stopRunner(runner)).toBe(0);
   });
 
   test('the runner survives the service going away: a publication made while its socket was down is applied once it is back, and so is one after a restart of the service', async () => {
