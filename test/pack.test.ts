@@ -113,6 +113,33 @@ withNpm('the packed package', () => {
     expect(onPath).toMatchObject({ code: 0, stdout: help.stdout });
   });
 
+  test('npm install -g of the tarball puts planfence on PATH: --version and env list against the service', async () => {
+    const prefix = join(dir.path, 'global');
+    const installed = await run(
+      'npm',
+      ['install', '--global', '--prefix', prefix, '--no-audit', '--no-fund', tarball],
+      dir.path,
+      offline,
+    );
+    if (installed.code !== 0) console.error(installed.stdout, installed.stderr);
+    expect(installed.code).toBe(0);
+    const PATH = `${join(prefix, 'bin')}:${process.env.PATH}`;
+    const version = await run('planfence', ['--version'], dir.path, { PATH });
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(version).toMatchObject({ code: 0, stdout: `planfence ${pkg.version}\n`, stderr: '' });
+    await world.createEnvironment('globally', 'MONOTONIC');
+    const token = await world.issue('global-viewer', 'VIEWER');
+    const list = await run('planfence', ['env', 'list', '--json'], dir.path, {
+      PATH,
+      PLANFENCE_URL: app.url,
+      PLANFENCE_TOKEN: token,
+    });
+    expect(list).toMatchObject({ code: 0, stderr: '' });
+    expect((JSON.parse(list.stdout) as { name: string }[]).map((e) => e.name)).toContain(
+      'globally',
+    );
+  });
+
   test('plain JavaScript imports planfence/client and talks to the service', async () => {
     const token = await world.issue('packed', 'VIEWER');
     writeFileSync(

@@ -5,6 +5,7 @@
  * (exit-codes.ts is the one table). The command table is registry.ts; each command lives in
  * commands/<feature>.ts.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { LeaseNotGrantedError, PlanfenceClient } from '../client/client.js';
 import { PlanfenceError, TransportError } from '../client/errors.js';
@@ -14,10 +15,31 @@ import { login } from './commands/login.js';
 import { exitCodeOf } from './exit-codes.js';
 import { COMMANDS, HELP } from './registry.js';
 
+/** The version of the installed package (its package.json, two or three folders up), or "unknown". */
+function version(): string {
+  // dist/src/cli/main.js in a package or a checkout; src/cli/main.ts when run from source.
+  for (const up of ['../../../package.json', '../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === 'planfence' && pkg.version) return pkg.version;
+    } catch {
+      // Not there: the other layout.
+    }
+  }
+  return 'unknown';
+}
+
 export async function run(
   argv: string[],
   out: (text: string) => void = (t) => process.stdout.write(`${t}\n`),
 ): Promise<number> {
+  if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
+    out(`planfence ${version()}`);
+    return 0;
+  }
   if (argv[0] === 'deploy') return deploy(argv.slice(1), out);
   if (argv[0] === 'login') return login(argv.slice(1), out);
   // The MCP SDK is loaded only for this command: every other command starts without it.

@@ -94,6 +94,7 @@ Options:
   --token TOKEN   bearer token (default: $PLANFENCE_TOKEN)
   --json          print JSON instead of tables
   --help          this text
+  --version       the version of this command line
 
 Exit codes (the same for every command, docs/cli.md):
   0  success
