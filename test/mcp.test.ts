@@ -4,7 +4,7 @@
  * (stdio).
  */
 import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -17,11 +17,9 @@ import { launchChromium } from './support/browser.js';
 import { BIN, connectMcp, type Door, type McpAgent, refusalOf } from './support/mcp.js';
 import { until } from './support/until.js';
 import { ok, World } from './support/world.js';
+import { withTerraform } from './support/commands.js';
 
 const EXAMPLE = fileURLToPath(new URL('../dist/examples/mcp-agent.js', import.meta.url));
-
-const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
-const withTerraform = hasTerraform ? describe : describe.skip;
 
 let app: TestApp;
 let world: World;

@@ -5,7 +5,7 @@
  * here, byte by byte, to be what terraform never writes: not a zip, zip bombs, lying sizes,
  * states that are not states.
  */
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,9 +19,7 @@ import {
 } from '../src/terraform/plan-file.js';
 import { TerraformPlanError } from '../src/terraform/terraform.errors.js';
 import { LINEAGE, planFile, state, zip } from './support/plan-file.js';
-
-const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
-const withTerraform = hasTerraform ? describe : describe.skip;
+import { withTerraform } from './support/commands.js';
 
 /** The TerraformPlanError readPriorState refuses this archive with. */
 async function refusal(

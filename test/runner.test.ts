@@ -7,22 +7,18 @@
  * deployment silent.
  */
 import { jest } from '@jest/globals';
-import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { PlanfenceClient } from '../src/client/client.js';
 import { ManualClock } from '../src/common/clock.js';
+import { PLANFENCE_BIN as BIN, withTerraform } from './support/commands.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { connectMcp } from './support/mcp.js';
 import { type Deployment, Deployments } from './support/deployers.js';
 import { until } from './support/until.js';
 import { ok, World } from './support/world.js';
-
-const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
-const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
-const withTerraform = hasTerraform ? describe : describe.skip;
 
 jest.setTimeout(180_000);
 

@@ -7,43 +7,20 @@
  * the console's page, a webhook body, an audit row or a log line. The plan file is refused to
  * AGENT, REVIEWER and VIEWER. The rotated values still show as a changed row in the console.
  */
-import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import type { Browser } from 'playwright-core';
 import { ManualClock } from '../src/common/clock.js';
+import { PLANFENCE_BIN as BIN, run, withTerraform } from './support/commands.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { launchChromium } from './support/browser.js';
 import { connectMcp } from './support/mcp.js';
 import { Receiver } from './support/receiver.js';
 import { until } from './support/until.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
-
-const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
-const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
-const withTerraform = hasTerraform ? describe : describe.skip;
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(file: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      file,
-      args,
-      { env: { ...process.env, TF_IN_AUTOMATION: '1', ...env }, maxBuffer: 64 * 1024 * 1024 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
 
 withTerraform('R54: sensitive values stay in the plan file', () => {
   const dir = scratchDir();

@@ -6,36 +6,13 @@
  * plan (R55: a plan file swapped under a reviewed content is refused, nothing destroyed) and
  * reports the state it left (R56); a plan made from an older state is refused (R56, R57).
  */
-import { execFile, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { PlanfenceClient } from '../src/client/client.js';
+import { PLANFENCE_BIN as BIN, run, withTerraform } from './support/commands.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { ok, World } from './support/world.js';
-
-const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
-const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
-const withTerraform = hasTerraform ? describe : describe.skip;
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(file: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      file,
-      args,
-      { env: { ...process.env, TF_IN_AUTOMATION: '1', ...env }, maxBuffer: 64 * 1024 * 1024 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
 
 /** How often `needle` occurs in `text`. */
 const occurrences = (text: string, needle: string) => text.split(needle).length - 1;

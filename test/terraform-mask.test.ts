@@ -15,12 +15,10 @@ import {
   parseTerraformPlan,
   SENSITIVE,
 } from '../src/terraform/terraform-plan.js';
+import { withTerraform } from './support/commands.js';
 
 const FIXTURES = join(process.cwd(), 'test/fixtures/terraform');
 const fixture = (name: string) => readFileSync(join(FIXTURES, `${name}.json`), 'utf8');
-
-const hasTerraform = spawnSync('terraform', ['version'], { stdio: 'ignore' }).status === 0;
-const withTerraform = hasTerraform ? describe : describe.skip;
 
 type Json = Record<string, any>;
 
