@@ -21,7 +21,12 @@ withTools(
   'every walkthrough of README.md and docs/ runs as written, each file on a fresh database',
   () => {
     expect(walkthroughs().map((w) => w.file)).toEqual(
-      expect.arrayContaining(['README.md', 'docs/policies.md']),
+      expect.arrayContaining([
+        'README.md',
+        'docs/policies.md',
+        'docs/runner.md',
+        'docs/terraform.md',
+      ]),
     );
     const run = spawnSync(process.execPath, [distFile('test/docs-walkthroughs.js')], {
       encoding: 'utf8',
