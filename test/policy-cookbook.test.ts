@@ -4,11 +4,12 @@
  * tries one.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { scratchDir, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { run as runProgram, withTerraform } from './support/commands.js';
 import { ok, World } from './support/world.js';
 
 interface Policy {
@@ -104,6 +105,7 @@ test('every example parses, type-checks and is saved as written', async () => {
     'never-destroy-databases',
     'big-change-two-approvals',
     'prod-needs-terraform-plans',
+    'no-local-exec',
     'warn-iam',
   ]);
   for (const policies of recipes.values()) {
@@ -182,6 +184,60 @@ test('TEXT plans refused in prod: tried, and submitted', async () => {
     code: 'POLICY_DENIED',
     policy: recipe,
     message: 'prod takes Terraform plans only (terraform show -json)',
+  });
+});
+
+withTerraform('no commands on the machine that applies, with real plans', () => {
+  const dir = scratchDir();
+  const tf = (...args: string[]) => runProgram('terraform', [`-chdir=${dir.path}`, ...args]);
+  /** The JSON of a real plan of this configuration. */
+  const planOf = async (config: string): Promise<string> => {
+    writeFileSync(join(dir.path, 'main.tf'), config);
+    expect(await tf('init', '-input=false', '-no-color')).toMatchObject({ code: 0 });
+    expect(await tf('plan', '-input=false', '-no-color', '-out=p.tfplan')).toMatchObject({
+      code: 0,
+    });
+    return (await tf('show', '-json', 'p.tfplan')).stdout;
+  };
+  afterAll(() => dir.cleanup());
+
+  test('a local-exec provisioner, in a module too, is listed for the reviewer and denied; a plan without one passes', async () => {
+    mkdirSync(join(dir.path, 'build'), { recursive: true });
+    writeFileSync(
+      join(dir.path, 'build', 'main.tf'),
+      'resource "terraform_data" "step" {\n  provisioner "local-exec" { command = "id > /tmp/owned" }\n}\n',
+    );
+    const dangerous = await planOf(
+      'resource "terraform_data" "app" { input = "v1" }\nmodule "build" { source = "./build" }\n',
+    );
+    expect(await decides('no-local-exec', { content: dangerous })).toBe(true);
+    const submitted = await world.gql<{
+      submitPlan: {
+        summary: { provisioners: { address: string; type: string; command: string }[] };
+      };
+    }>(
+      agent,
+      'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { summary { provisioners { address type command } } } }',
+      {
+        input: {
+          environment: 'staging',
+          generation: await world.acquire(agent, 'staging', 600),
+          content: dangerous,
+          contentType: 'TERRAFORM_PLAN_JSON',
+          idempotencyKey: `local-exec-${Date.now()}`,
+        },
+      },
+    );
+    // staging has no policy that denies it: the reviewer sees the command.
+    expect(ok(submitted).submitPlan.summary.provisioners).toEqual([
+      {
+        address: 'module.build.terraform_data.step',
+        type: 'local-exec',
+        command: 'id > /tmp/owned',
+      },
+    ]);
+    const harmless = await planOf('resource "terraform_data" "app" { input = "v2" }\n');
+    expect(await decides('no-local-exec', { content: harmless })).toBe(false);
   });
 });
 

@@ -18,7 +18,8 @@ import { watchScroll } from './scroll-cue.js';
 let view = null;
 
 const TF_SUMMARY = `summary { add change destroy replace read noop terraformVersion
-  resourceChanges { address type actions before after sensitiveChanges } }`;
+  resourceChanges { address type actions before after sensitiveChanges }
+  provisioners { address type command } }`;
 
 // No `content` here: a Terraform plan is reviewed by its summary (its content, masked as well
 // (DESIGN R54), can weigh megabytes).
@@ -125,6 +126,20 @@ function drawSummary(summary) {
   const head = el('p', 'summary-counts', countsOf(summary));
   if (summary.terraformVersion) head.append(el('span', 'tf-version', ` Terraform ${summary.terraformVersion}`));
   out.append(head);
+  // What the apply runs besides the changes: a local-exec command runs on the applier.
+  const provisioners = summary.provisioners ?? [];
+  if (provisioners.length) {
+    const section = el('section', 'group g-provisioners',
+      el('h3', null, `${provisioners.length} provisioner${provisioners.length === 1 ? '' : 's'}: commands the apply runs`));
+    section.dataset.group = 'provisioners';
+    for (const p of provisioners) {
+      const item = el('p', `provisioner p-${p.type}`, el('code', null, p.address), ` ${p.type}`);
+      if (p.type === 'local-exec') item.append(' (runs on the machine that applies the plan)');
+      item.append(el('pre', 'command', p.command ?? '(computed when applied)'));
+      section.append(item);
+    }
+    out.append(section);
+  }
   const rest = [...summary.resourceChanges];
   for (const [key, words, matches] of GROUPS) {
     const members = rest.filter((change) => matches(change.actions));

@@ -51,6 +51,8 @@ export interface ResourceChange {
   /** JSON of the values before and after, each value Terraform marks sensitive reading "(sensitive)". */
   before: string | null;
   after: string | null;
+  /** The attributes whose sensitive value changes (both sides read "(sensitive)"). */
+  sensitiveChanges: string[];
 }
 
 /** Computed by the service from a TERRAFORM_PLAN_JSON plan; immutable (DESIGN §15). */
@@ -63,6 +65,8 @@ export interface PlanSummary {
   noop: number;
   /** Every resource whose actions are not ["no-op"], in the document's order. */
   resourceChanges: ResourceChange[];
+  /** Every provisioner of the configuration: local-exec runs its command on the applier. */
+  provisioners: { address: string; type: string; command: string | null }[];
   terraformVersion: string | null;
 }
 
@@ -241,7 +245,8 @@ const PLAN =
   'id environment generation sequence status title content contentHash submittedBy submittedAt basedOnPlanId reviewedBy reviewedAt rejectionReason publishedAt';
 const TERRAFORM_PLAN = `${PLAN} contentType artifactHash basedOnDeploymentSequence sourceRevision
   priorState { lineage serial }
-  summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }`;
+  summary { add change destroy replace read noop terraformVersion resourceChanges { address type actions before after sensitiveChanges }
+    provisioners { address type command } }`;
 /** The approval's fields in the contract, with their selections. */
 const APPROVAL_FIELDS: Record<string, string> = {
   approver: '',
@@ -260,7 +265,7 @@ const PLAN_FIELDS: Record<string, string> = {
   ),
   priorState: '{ lineage serial }',
   summary:
-    '{ add change destroy replace read noop terraformVersion resourceChanges { address type actions before after } }',
+    '{ add change destroy replace read noop terraformVersion resourceChanges { address type actions before after sensitiveChanges } provisioners { address type command } }',
   approvals: '',
   pendingApprovalRules: '{ group count }',
   policyResults: '{ policy effect matched message error }',

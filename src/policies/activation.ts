@@ -30,6 +30,7 @@ export interface PolicyActivation {
       before: unknown;
       after: unknown;
     }[];
+    provisioners: { address: string; type: string; command: string }[];
     terraformVersion: string;
   };
   terraform: unknown;
@@ -91,6 +92,7 @@ export function planActivation(facts: PlanFacts): PolicyActivation {
       read: BigInt(summary.read),
       noop: BigInt(summary.noop),
       resourceChanges: summary.resourceChanges,
+      provisioners: summary.provisioners,
       terraformVersion: summary.terraformVersion,
     },
     terraform: parsed?.document ?? null,
@@ -105,6 +107,7 @@ const EMPTY_SUMMARY: Summary = {
   read: 0,
   noop: 0,
   resourceChanges: [],
+  provisioners: [],
   terraformVersion: '',
 };
 
@@ -123,6 +126,8 @@ function parseTerraformDocument({ document, summary, maskedValues }: ParsedTerra
     summary: {
       ...summary,
       terraformVersion: summary.terraformVersion ?? '',
+      // A computed command reads "" (no string to match).
+      provisioners: summary.provisioners.map((p) => ({ ...p, command: p.command ?? '' })),
       resourceChanges: summary.resourceChanges.map((change, i) => ({
         ...change,
         before: maskedValues[i].before,

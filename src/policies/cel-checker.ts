@@ -33,6 +33,12 @@ const RESOURCE_CHANGE: CheckedType = {
   fields: { address: STRING, type: STRING, actions: listOf(STRING), before: DYN, after: DYN },
 };
 
+const PROVISIONER: CheckedType = {
+  kind: 'record',
+  name: 'provisioner',
+  fields: { address: STRING, type: STRING, command: STRING },
+};
+
 /** The variables of a plan policy (DESIGN §16). */
 export const POLICY_VARIABLES: Record<string, CheckedType> = {
   plan: {
@@ -61,6 +67,7 @@ export const POLICY_VARIABLES: Record<string, CheckedType> = {
       read: INT,
       noop: INT,
       resourceChanges: listOf(RESOURCE_CHANGE),
+      provisioners: listOf(PROVISIONER),
       terraformVersion: STRING,
     },
   },

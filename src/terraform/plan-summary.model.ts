@@ -34,6 +34,27 @@ export class ResourceChange {
   sensitiveChanges: string[];
 }
 
+@ObjectType({
+  description:
+    "A provisioner of the plan's configuration: local-exec runs its command on the machine that applies the plan.",
+})
+export class Provisioner {
+  @Field({
+    description: "The resource's configuration address, e.g. module.app.terraform_data.build",
+  })
+  address: string;
+
+  @Field({ description: 'local-exec, remote-exec, file, ...' })
+  type: string;
+
+  @Field(() => String, {
+    nullable: true,
+    description:
+      "local-exec's command as written (sensitive values masked); null where it is computed.",
+  })
+  command: string | null;
+}
+
 @ObjectType({ description: "Computed by the service from the plan's content; immutable." })
 export class PlanSummary {
   @Field(() => Int)
@@ -58,6 +79,13 @@ export class PlanSummary {
     description: 'Every resource whose actions are not ["no-op"], in the document\'s order.',
   })
   resourceChanges: ResourceChange[];
+
+  @Field(() => [Provisioner], {
+    description:
+      'Every provisioner of the configuration, module by module: what the apply runs besides the resource changes (local-exec runs on the applier).',
+    middleware: [emptyWhenMissing],
+  })
+  provisioners: Provisioner[];
 
   @Field(() => String, { nullable: true })
   terraformVersion: string | null;

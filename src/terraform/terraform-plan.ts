@@ -25,6 +25,19 @@ export interface TerraformResourceChange {
   sensitiveChanges: string[];
 }
 
+/**
+ * A provisioner in the plan's configuration: a command that runs where the plan is applied
+ * (`local-exec`), or on the resource (`remote-exec`, `file`). Reviewers see every one.
+ */
+export interface TerraformProvisioner {
+  /** The resource's configuration address, e.g. module.app.terraform_data.build. */
+  address: string;
+  /** local-exec, remote-exec, file, ... */
+  type: string;
+  /** local-exec's command as written, masked like every value; null where it is computed. */
+  command: string | null;
+}
+
 export interface TerraformPlanSummary {
   add: number;
   change: number;
@@ -34,6 +47,11 @@ export interface TerraformPlanSummary {
   noop: number;
   /** Every resource whose actions are not ["no-op"], in the document's order. */
   resourceChanges: TerraformResourceChange[];
+  /**
+   * Every provisioner of the configuration (what runs on the applier: local-exec). Summaries
+   * stored before the field existed lack it (read it as []).
+   */
+  provisioners: TerraformProvisioner[];
   terraformVersion: string | null;
 }
 
@@ -74,7 +92,10 @@ export interface ParsedTerraformPlan {
   maskedValues: { before: unknown; after: unknown }[];
 }
 
-type Counted = Exclude<keyof TerraformPlanSummary, 'resourceChanges' | 'terraformVersion'>;
+type Counted = Exclude<
+  keyof TerraformPlanSummary,
+  'resourceChanges' | 'provisioners' | 'terraformVersion'
+>;
 
 /** Terraform's action lists (plans format 1.x) and the count each adds to. */
 const ACTIONS: Record<string, Counted | null> = {
@@ -137,6 +158,7 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
     read: 0,
     noop: 0,
     resourceChanges: [],
+    provisioners: [],
     terraformVersion: terraformVersion ?? null,
   };
   const listed: number[] = [];
@@ -184,7 +206,43 @@ export function parseTerraformPlan(content: string): ParsedTerraformPlan {
     });
     maskedValues.push({ before: jsonValue(before), after: jsonValue(after) });
   }
+  summary.provisioners = provisionersOf(document.configuration);
   return { document, masked: JSON.stringify(document), summary, maskedValues };
+}
+
+/**
+ * The provisioners of a (masked) plan's configuration, module by module in the document's
+ * order: what runs on the machine that applies it (local-exec) or on the resource.
+ */
+function provisionersOf(configuration: unknown): TerraformProvisioner[] {
+  const found: TerraformProvisioner[] = [];
+  const walk = (module: unknown, prefix: string, depth: number): void => {
+    if (!isObject(module) || depth > MAX_TERRAFORM_DEPTH) return;
+    for (const resource of Array.isArray(module.resources) ? module.resources : []) {
+      if (!isObject(resource) || !Array.isArray(resource.provisioners)) continue;
+      const address = `${prefix}${typeof resource.address === 'string' ? resource.address : '?'}`;
+      for (const provisioner of resource.provisioners) {
+        if (!isObject(provisioner)) continue;
+        const command = isObject(provisioner.expressions)
+          ? provisioner.expressions.command
+          : undefined;
+        found.push({
+          address,
+          type: typeof provisioner.type === 'string' ? provisioner.type : '?',
+          command:
+            isObject(command) && typeof command.constant_value === 'string'
+              ? command.constant_value
+              : null,
+        });
+      }
+    }
+    const calls = isObject(module.module_calls) ? module.module_calls : {};
+    for (const [name, call] of Object.entries(calls)) {
+      if (isObject(call)) walk(call.module, `${prefix}module.${name}.`, depth + 1);
+    }
+  };
+  if (isObject(configuration)) walk(configuration.root_module, '', 0);
+  return found;
 }
 
 /**

@@ -113,6 +113,10 @@ export const showPlan: Command = async ({ client, rest, values, print, need }) =
         ...(plan.summary?.resourceChanges ?? []).map(
           (change) => `  ${change.actions.join(',').padEnd(13)} ${change.address}`,
         ),
+        ...(plan.summary?.provisioners ?? []).map(
+          (p) =>
+            `  provisioner   ${p.address} ${p.type}${p.type === 'local-exec' ? ' (runs on the applier)' : ''}: ${p.command ?? '(computed when applied)'}`,
+        ),
         '',
         `(the document: planfence plan show ${plan.id} --json | jq -r .content)`,
       );
