@@ -167,3 +167,68 @@ test('a reviewer reads a Terraform plan by its summary, destroys and replacement
   expect(received.some((body) => body.includes('resourceChanges'))).toBe(true);
   for (const secret of SECRETS) expect(everything).not.toContain(secret);
 });
+
+test('the commands a plan runs on the applier are put in front of the reviewer: every provisioner, local-exec named', async () => {
+  const reviewer = await world.issue('prov-reviewer', 'REVIEWER');
+  const agent = await world.issue('prov-agent', 'AGENT');
+  await world.createEnvironment('tf-provisioners', 'MONOTONIC');
+  const generation = await world.acquire(agent, 'tf-provisioners', 600);
+  // A plan whose changes look harmless; its configuration runs a command where it is applied.
+  const content = JSON.stringify({
+    format_version: '1.2',
+    terraform_version: '1.11.4',
+    resource_changes: [
+      {
+        address: 'module.build.terraform_data.step',
+        type: 'terraform_data',
+        change: { actions: ['create'], before: null, after: {} },
+      },
+    ],
+    configuration: {
+      root_module: {
+        module_calls: {
+          build: {
+            module: {
+              resources: [
+                {
+                  address: 'terraform_data.step',
+                  provisioners: [
+                    {
+                      type: 'local-exec',
+                      expressions: { command: { constant_value: 'id > /tmp/x' } },
+                    },
+                  ],
+                },
+              ],
+            },
+          },
+        },
+      },
+    },
+  });
+  const plan = ok(
+    await world.gql<{ submitPlan: { id: string } }>(
+      agent,
+      'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+      {
+        input: {
+          environment: 'tf-provisioners',
+          generation,
+          content,
+          contentType: 'TERRAFORM_PLAN_JSON',
+          idempotencyKey: freshKey(),
+        },
+      },
+    ),
+  ).submitPlan;
+  const page = await signIn(reviewer);
+  await page.goto(`${suite.app.url}/?plan=${encodeURIComponent(plan.id)}`);
+  await page.locator('#plan-id', { hasText: plan.id }).waitFor();
+  const provisioners = page.locator('#plan-summary .g-provisioners');
+  await provisioners.waitFor();
+  const text = await provisioners.textContent();
+  expect(text).toContain('1 provisioner: commands the apply runs');
+  expect(text).toContain('module.build.terraform_data.step local-exec');
+  expect(text).toContain('runs on the machine that applies the plan');
+  expect(text).toContain('id > /tmp/x');
+});
