@@ -110,10 +110,12 @@ export class PlansService {
         `basedOnPlanId ${input.basedOnPlanId} is a plan of ${basedOn.environment}, not of ${input.environment}`,
       );
     }
-    const artifactHash = artifact != null ? this.artifactHash(artifact) : null;
+    // The plan file's bytes, decoded once: hashed, and read for its state.
+    const artifactBytes = artifact != null ? this.artifactBytes(artifact) : null;
+    const artifactHash =
+      artifactBytes != null ? createHash('sha256').update(artifactBytes).digest('hex') : null;
     // R56: the state the plan file was computed from, read from its tfstate entry.
-    const priorState =
-      artifact != null ? await readPriorState(Buffer.from(artifact, 'base64')) : null;
+    const priorState = artifactBytes != null ? await readPriorState(artifactBytes) : null;
     // R31: computed here from the content, never taken from the client.
     let parsed: ParsedTerraformPlan | null =
       contentType === PlanContentType.TERRAFORM_PLAN_JSON
@@ -220,8 +222,8 @@ export class PlansService {
       : 'http://localhost';
   }
 
-  /** sha256 of the artifact's bytes; BAD_USER_INPUT unless it is base64 within PLANFENCE_MAX_ARTIFACT_BYTES. */
-  private artifactHash(artifact: string): string {
+  /** The artifact's bytes; BAD_USER_INPUT unless it is base64 within PLANFENCE_MAX_ARTIFACT_BYTES. */
+  private artifactBytes(artifact: string): Buffer {
     if (artifact.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(artifact)) {
       throw new InputError('BAD_USER_INPUT', 'artifact must be base64 (RFC 4648, padded)');
     }
@@ -235,7 +237,7 @@ export class PlansService {
         `artifact is ${size} bytes; the limit is ${max} (PLANFENCE_MAX_ARTIFACT_BYTES)`,
       );
     }
-    return createHash('sha256').update(Buffer.from(artifact, 'base64')).digest('hex');
+    return Buffer.from(artifact, 'base64');
   }
 
   /**
