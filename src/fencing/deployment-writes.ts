@@ -16,7 +16,7 @@ import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
 import { addEffect } from './effects.js';
 import { stateOlder } from './rejections.js';
-import { ACTIVE_DEPLOYMENT, stateNotOlder } from './sql.js';
+import { ACTIVE_DEPLOYMENT, priorStateOlder, stateNotOlder } from './sql.js';
 
 /**
  * The guard's deployment writes (docs/design.md §10, R18–R21). Every statement that writes a deployment row
@@ -185,7 +185,10 @@ export class DeploymentWrites {
     await this.obsolete(
       m,
       environment,
-      `(prior_state_lineage = '' OR (prior_state_lineage = :lineage AND prior_state_serial < :serial))`,
+      priorStateOlder(
+        { lineage: 'prior_state_lineage', serial: 'prior_state_serial' },
+        { lineage: ':lineage', serial: ':serial' },
+      ),
       state,
       `deployment ${id} reported state serial ${state.serial}: the plan was computed from an older state`,
       now,

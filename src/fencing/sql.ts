@@ -73,17 +73,33 @@ export const RULE_SHORT_EVEN_WITH_REVIEWER = `(EXISTS (SELECT 1 FROM approval_ru
   AND ${APPROVALS_OF_RULE} + ${REVIEWER_IN_RULE} < r.required_count))`;
 
 /**
+ * R56: the prior state `prior` (columns or parameters) is older than `state`: the same
+ * lineage at a lower serial, or no state at all (the empty lineage of a workspace that had
+ * none yet). The one form of the rule every statement uses.
+ */
+export function priorStateOlder(
+  prior: { lineage: string; serial: string },
+  state: { lineage: string; serial: string },
+): string {
+  return `(${prior.lineage} = ''
+    OR (${prior.lineage} = ${state.lineage} AND ${prior.serial} < ${state.serial}))`;
+}
+
+/**
  * R56: plan `plan`'s prior state is not older than the state environment `env` last
- * reported. Older: the same lineage at a lower serial, or no state at all (the empty lineage
- * of a workspace that had none yet) where a state has since been reported. Another lineage,
- * or no report, is never older. Written so that a NULL on either side reads "not older".
+ * reported. Another lineage, or no report, is never older. Written so that a NULL on either
+ * side reads "not older".
  */
 export function stateNotOlder(plan: string, env: string): string {
   return `NOT EXISTS (SELECT 1 FROM plans sp WHERE sp.id = ${plan} AND ${env}.state_serial IS NOT NULL
-    AND (sp.prior_state_lineage = ''
-      OR (sp.prior_state_lineage = ${env}.state_lineage AND sp.prior_state_serial < ${env}.state_serial)))`;
+    AND ${priorStateOlder(
+      { lineage: 'sp.prior_state_lineage', serial: 'sp.prior_state_serial' },
+      { lineage: `${env}.state_lineage`, serial: `${env}.state_serial` },
+    )})`;
 }
 
 /** R56: the same as stateNotOlder for a submit's :priorLineage and :priorSerial, inside `UPDATE environments`. */
-export const SUBMITTED_STATE_NOT_OLDER = `(state_serial IS NULL OR (:priorLineage <> ''
-  AND (state_lineage <> :priorLineage OR state_serial <= :priorSerial)))`;
+export const SUBMITTED_STATE_NOT_OLDER = `(state_serial IS NULL OR NOT ${priorStateOlder(
+  { lineage: ':priorLineage', serial: ':priorSerial' },
+  { lineage: 'state_lineage', serial: 'state_serial' },
+)})`;
