@@ -1,4 +1,5 @@
 import { TestEnvironment } from 'jest-environment-node';
+import { needsBuild, staleSource } from './build-freshness.js';
 
 /** How long closing what a test file left open may take before the run moves on. */
 const CLOSE_GRACE_MS = 30_000;
@@ -19,6 +20,13 @@ export default class PlanfenceEnvironment extends TestEnvironment {
 
   async setup() {
     await super.setup();
+    if (needsBuild(this.testPath)) {
+      const stale = staleSource();
+      if (stale)
+        throw new Error(
+          `this suite runs code from dist/, which is older than ${stale}: run \`npm run build\` (npm test builds first)`,
+        );
+    }
     this.resourcesBefore = activeResources();
   }
 
