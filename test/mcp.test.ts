@@ -592,10 +592,23 @@ describe('POST /mcp', () => {
     }).catch((error: unknown) => error);
     return { leaving, waiting };
   };
+  /** The accepted audit events of `action`, with the door each came through. */
   const acceptedEvents = async (environment: string, action: string) =>
-    (await world.auditEvents(environment)).filter(
-      (e) => e.action === action && e.outcome === 'ACCEPTED',
-    );
+    ok(
+      await world.gql<{
+        auditEvents: {
+          action: string;
+          outcome: string;
+          actor: string;
+          generation: number | null;
+          via: string | null;
+        }[];
+      }>(
+        world.admin,
+        'query($e: String!) { auditEvents(environment: $e, first: 500) { action outcome actor generation via } }',
+        { e: environment },
+      ),
+    ).auditEvents.filter((e) => e.action === action && e.outcome === 'ACCEPTED');
 
   // proves: R37
   test('an agent that leaves while acquire_lease waits has its ticket cancelled: the lease is never handed to it', async () => {
@@ -613,7 +626,8 @@ describe('POST /mcp', () => {
       'the ticket is cancelled',
       async () => (await events('CANCEL_LEASE_TICKET')).length > 0,
     );
-    expect(await events('CANCEL_LEASE_TICKET')).toMatchObject([{ actor: 'agent-b' }]);
+    // Cancelled for the agent that left over MCP: audited through that door.
+    expect(await events('CANCEL_LEASE_TICKET')).toMatchObject([{ actor: 'agent-b', via: 'mcp' }]);
     await a.ok('release_lease', { environment: env, generation: held.generation });
     const after = await a.ok('list_environments', {});
     expect(after.environments.find((e: { name: string }) => e.name === env)).toMatchObject({
@@ -642,8 +656,10 @@ describe('POST /mcp', () => {
         'the granted lease is released',
         async () => (await events('RELEASE_LEASE')).length > 0,
       );
-      expect(await events('RELEASE_LEASE')).toMatchObject([{ actor: 'agent-b', generation: 2 }]);
-      expect(await events('CANCEL_LEASE_TICKET')).toMatchObject([{ actor: 'agent-b' }]);
+      expect(await events('RELEASE_LEASE')).toMatchObject([
+        { actor: 'agent-b', generation: 2, via: 'mcp' },
+      ]);
+      expect(await events('CANCEL_LEASE_TICKET')).toMatchObject([{ actor: 'agent-b', via: 'mcp' }]);
       const after = await a.ok('list_environments', {});
       expect(after.environments.find((e: { name: string }) => e.name === env)).toMatchObject({
         queueLength: 0,

@@ -8,6 +8,7 @@ import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { allowsEnvironment } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
+import { throughMcp } from '../common/via.js';
 import { PlanId } from '../common/ids.js';
 import { sha256 } from '../common/hash.js';
 import type { AuditEvent } from '../audit/audit-event.entity.js';
@@ -434,11 +435,15 @@ export class McpTools {
       // is acquired for it. One granted as the caller left (before its cancellation was
       // decided) is a lease nobody will use: it is released, fenced by its generation, so
       // that the next ticket goes on now instead of when it expires.
+      // The caller's door is MCP: these decisions are audited `via: mcp` like the call's own.
       if (ticket.status === LeaseTicketStatus.WAITING) {
-        ticket = await this.queue.cancel(principal, ticket);
+        const waiting = ticket;
+        ticket = await throughMcp(() => this.queue.cancel(principal, waiting));
       }
+      const granted = ticket;
       const released =
-        ticket.status === LeaseTicketStatus.GRANTED && (await this.giveBack(principal, ticket));
+        granted.status === LeaseTicketStatus.GRANTED &&
+        (await throughMcp(() => this.giveBack(principal, granted)));
       throw new McpError(
         'BAD_USER_INPUT',
         `the call was cancelled while lease ticket ${ticket.id} waited; the ticket is ${ticket.status}` +
