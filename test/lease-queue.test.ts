@@ -301,25 +301,50 @@ describe('on one running service', () => {
       ),
     ).issueToken.token;
     const ticket = await queue.enqueue(agents[1], 'scoped-q');
+    const unknownId = String(Number(ticket.id) + 100_000);
 
-    const read = await world.gql(limited, 'query($id: ID!) { leaseTicket(id: $id) { id } }', {
-      id: ticket.id,
-    });
-    expect(codeOf(read)).toBe('FORBIDDEN');
-    expect(read.data?.leaseTicket ?? null).toBeNull();
-    expect(codeOf(await queue.cancel(limited, ticket.id))).toBe('FORBIDDEN');
-    const socket = await RawSocket.admitted(app, limited);
-    socket.subscribe('t', 'subscription($id: ID!) { leaseTicketChanged(id: $id) { id } }', {
-      id: ticket.id,
-    });
-    const frame = await socket.next((f) => f.id === 't');
-    socket.close();
-    expect(frame?.type).toBe('error');
-    expect(JSON.stringify(frame?.payload)).toContain('FORBIDDEN');
+    // A ticket outside the token's environments and an id that names no ticket are answered
+    // alike, byte for byte (the id aside): nothing tells the token that the first exists,
+    // nor in which environment.
+    const read = (id: string) =>
+      world.gql(limited, 'query($id: ID!) { leaseTicket(id: $id) { id environment } }', { id });
+    expect(ok(await read(ticket.id))).toEqual({ leaseTicket: null });
+    expect(ok(await read(unknownId))).toEqual({ leaseTicket: null });
 
-    // An unknown id reads null, as for any token; the ticket waits on, untouched.
-    const unknown = await world.gql(limited, 'query { leaseTicket(id: "999999") { id } }');
-    expect(ok(unknown)).toEqual({ leaseTicket: null });
+    const cancelOutside = await queue.cancel(limited, ticket.id);
+    const cancelUnknown = await queue.cancel(limited, unknownId);
+    expect(codeOf(cancelOutside)).toBe('NOT_FOUND');
+    const shape = (result: typeof cancelOutside, id: string) =>
+      JSON.stringify(result.errors).replaceAll(`lease ticket ${id} `, 'lease ticket <id> ');
+    expect(shape(cancelOutside, ticket.id)).toBe(shape(cancelUnknown, unknownId));
+    expect(JSON.stringify(cancelOutside.errors)).not.toContain('scoped-q');
+
+    const watch = async (id: string) => {
+      const socket = await RawSocket.admitted(app, limited);
+      socket.subscribe('t', 'subscription($id: ID!) { leaseTicketChanged(id: $id) { id } }', {
+        id,
+      });
+      const frame = await socket.next((f) => f.id === 't');
+      socket.close();
+      return frame;
+    };
+    const watchOutside = await watch(ticket.id);
+    const watchUnknown = await watch(unknownId);
+    expect(watchOutside?.type).toBe('error');
+    expect(JSON.stringify(watchOutside?.payload)).toContain('NOT_FOUND');
+    const frameShape = (frame: typeof watchOutside, id: string) =>
+      JSON.stringify(frame?.payload).replaceAll(`lease ticket ${id} `, 'lease ticket <id> ');
+    expect(frameShape(watchOutside, ticket.id)).toBe(frameShape(watchUnknown, unknownId));
+    expect(JSON.stringify(watchOutside?.payload)).not.toContain('scoped-q');
+
+    // The refusals are still audited in the ticket's environment (R27), never shown to the caller.
+    const refusals = (await world.auditEvents('scoped-q')).filter(
+      (e) => e.actor === 'agent-elsewhere',
+    );
+    expect(refusals.length).toBeGreaterThan(0);
+    expect(refusals.every((e) => e.code === 'FORBIDDEN')).toBe(true);
+
+    // The ticket waits on, untouched.
     expect((await queue.ticket(ticket.id)).status).toBe('WAITING');
     ok(await queue.cancel(agents[1], ticket.id));
     ok(await world.release(agents[0], 'scoped-q', generation));

@@ -10,6 +10,7 @@ import {
 } from '@nestjs/graphql';
 import { Access } from '../auth/auth.guard.js';
 import { Principal } from '../auth/principal.entity.js';
+import { DomainError } from '../common/errors.js';
 import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { EnvironmentArgs } from '../environments/dto/environment.args.js';
@@ -22,8 +23,10 @@ import { Lease } from './lease.model.js';
 
 /**
  * R26 for the operations addressed by ticket id: the id does not name the environment, so
- * the ticket's own is checked once it is read (FORBIDDEN, audited, as for any operation
- * outside the token's environments).
+ * the ticket's own is checked once it is read. A ticket outside the token's environments is
+ * answered exactly as an unknown id (null, NOT_FOUND "does not exist"): a FORBIDDEN naming
+ * its environment would tell a limited token which ids exist and where. The refusal is
+ * still audited in that environment and charged to the caller's rate, as any other.
  */
 @Resolver(() => LeaseTicket)
 export class LeaseQueueResolver {
@@ -32,7 +35,10 @@ export class LeaseQueueResolver {
     private readonly access: Access,
   ) {}
 
-  /** The ticket (null for an unknown id), once its environment is one the token may act on. */
+  /**
+   * The ticket, or null for an unknown id and for a ticket of an environment outside the
+   * token's patterns (the refusal audited and charged by checkScope, then answered as unknown).
+   */
   private async inScope(
     principal: Principal,
     handler: string,
@@ -40,9 +46,18 @@ export class LeaseQueueResolver {
     request: object,
   ): Promise<LeaseTicket | null> {
     const ticket = await this.queue.find(id);
-    if (ticket) {
-      const args = { environment: ticket.environment };
-      await this.access.checkScope(principal, handler, args, 'graphql', request);
+    if (!ticket) return null;
+    try {
+      await this.access.checkScope(
+        principal,
+        handler,
+        { environment: ticket.environment },
+        'graphql',
+        request,
+      );
+    } catch (error) {
+      if (error instanceof DomainError && error.code === 'FORBIDDEN') return null;
+      throw error;
     }
     return ticket;
   }
@@ -72,7 +87,7 @@ export class LeaseQueueResolver {
     return this.queue.cancel(principal, ticket);
   }
 
-  /** null for an unknown id; FORBIDDEN for a ticket of an environment outside the token's. */
+  /** null for an unknown id, and for a ticket of an environment outside the token's (alike). */
   @Query(() => LeaseTicket, { nullable: true })
   async leaseTicket(
     @CurrentPrincipal() principal: Principal,
@@ -95,7 +110,9 @@ export class LeaseQueueResolver {
     @Args() { id }: LeaseTicketArgs,
     @Context() call: { pubsub: SubscriptionPubSub },
   ): Promise<AsyncIterable<unknown>> {
-    await this.inScope(principal, 'leaseTicketChanged', id, call);
+    // Outside the token's environments: the same error as an unknown id.
+    if (!(await this.inScope(principal, 'leaseTicketChanged', id, call)))
+      throw QueueError.ticketNotFound(id);
     return this.queue.changes(call.pubsub, id);
   }
 
