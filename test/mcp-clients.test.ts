@@ -45,7 +45,7 @@ async function connect(
     // callTool checks each result against the output schemas listTools gave it.
     await client.listTools();
     agent = {
-      call: (name, args) => client.callTool({ name, arguments: args }),
+      call: (name, args) => client.callTool({ name, arguments: args }) as ReturnType<Agent['call']>,
       close: () => client.close(),
     };
   } else {
