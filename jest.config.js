@@ -76,6 +76,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'console-layout',
         'console-terraform',
         'contract',
+        'graphql-documents',
         'design',
         'docs-images',
         'effects',
