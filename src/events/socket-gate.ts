@@ -19,6 +19,7 @@ import { AuthService } from '../auth/auth.service.js';
 import type { Principal } from '../auth/principal.entity.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config, SocketLimits } from '../config/config.js';
+import { loopTurns } from './loop-turns.js';
 import { PgListener } from './pg-listener.js';
 import { PrincipalChanges } from './principal-changes.js';
 import { CloseCode, SocketError } from './socket.errors.js';
@@ -163,10 +164,10 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     const fastify = this.adapterHost.httpAdapter?.getInstance<GuardedServer>();
     if (!fastify?.graphql) throw new Error('subscriptions: no GraphQL server to guard');
     fastify.graphql.addHook('preSubscriptionParsing', (_schema, _source, context, id) =>
-      this.counted(context, this.admitSubscription(context, id)),
+      this.admitSubscription(context, id),
     );
     fastify.graphql.addHook('preSubscriptionExecution', (schema, document, context, id) =>
-      this.counted(context, this.checkDocument(schema, document, context, id)),
+      this.checkDocument(schema, document, context, id),
     );
     // Mercurius' WebSocket server lives in the encapsulated context of its route; an upgrade
     // request names it before the socket exists, so its `connection` listener is in place
@@ -227,7 +228,9 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
         if (typeof frame?.id === 'string') session.active.delete(frame.id);
         if (frame?.type === 'error' && Array.isArray(frame.payload)) {
           frame.payload = frame.payload.map((error) => this.coded(error));
-          return send(JSON.stringify(frame), ...rest);
+          send(JSON.stringify(frame), ...rest);
+          this.refused(session);
+          return;
         }
       }
       send(data, ...rest);
@@ -342,23 +345,22 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
   }
 
   /**
-   * Counts a refused subscription against its socket. Mercurius keeps a little state for
-   * each refused subscription until the socket closes, so a socket refused more than ten
-   * times its subscription cap is closed (4429).
+   * Counts a refused subscription against its socket: every `error` frame the socket is
+   * sent, whatever refused it (these hooks, the role and scope guard of the resolver, the
+   * feed). Mercurius keeps a little state for each refused subscription until the socket
+   * closes, so a socket refused more than ten times its subscription cap is closed (4429).
    */
-  private async counted(context: SubscriptionContext, check: Promise<void>): Promise<void> {
-    try {
-      await check;
-    } catch (error) {
-      const session = context.planfenceSocket;
-      if (session && ++session.refusals > this.limits.maxSubscriptionsPerSocket * 10) {
-        session.close(
-          CloseCode.TooManyRequests,
-          'RATE_LIMITED: too many refused subscriptions on this socket',
-        );
-      }
-      throw error;
+  private refused(session: SocketSession): void {
+    if (++session.refusals <= this.limits.maxSubscriptionsPerSocket * 10) return;
+    if (session.open) {
+      this.logger.warn(
+        `socket of ${session.request?.principal.name ?? '(not admitted)'} closed: ${session.refusals} refused subscriptions`,
+      );
     }
+    session.close(
+      CloseCode.TooManyRequests,
+      'RATE_LIMITED: too many refused subscriptions on this socket',
+    );
   }
 
   /** Before Mercurius parses a subscription: the socket's token still authenticates, and the socket has room. */
@@ -372,6 +374,12 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
         'BAD_USER_INPUT',
         `subscription id "${id}" is already in use on this socket`,
       );
+    }
+    // A burst of subscribe frames is admitted one per turn of the event loop: the rest of
+    // the service (HTTP requests, /health) is served between two (loop-turns.ts).
+    await loopTurns.turn();
+    if (!session.open) {
+      throw new SocketError('BAD_USER_INPUT', 'the socket closed before the subscription started');
     }
     if (session.active.size >= this.limits.maxSubscriptionsPerSocket) {
       throw new SocketError(

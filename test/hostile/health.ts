@@ -1,0 +1,53 @@
+/**
+ * /health latency as the hostile tests judge it: never an absolute time, always a ratio to
+ * a baseline measured in the same test on the same (shared, loaded) machine.
+ */
+
+/** One /health round trip, in milliseconds. */
+export async function healthMs(url: string): Promise<number> {
+  const started = performance.now();
+  const response = await fetch(`${url}/health`);
+  await response.arrayBuffer();
+  return performance.now() - started;
+}
+
+/** The median of `n` sequential /health round trips: what an idle service answers in. */
+export async function healthBaseline(url: string, n = 20): Promise<number> {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) samples.push(await healthMs(url));
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(n / 2)];
+}
+
+/**
+ * Asks /health again and again (one at a time, `pauseMs` apart) until `stop` is called,
+ * which returns every round trip measured, the one in flight included.
+ */
+export function healthProbe(url: string, pauseMs = 10): { stop(): Promise<number[]> } {
+  const samples: number[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      samples.push(await healthMs(url));
+      await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return samples;
+    },
+  };
+}
+
+/** The worst of `samples` as a multiple of `baseline`. */
+export function stallRatio(samples: number[], baseline: number): number {
+  return Math.max(...samples) / baseline;
+}
+
+/** p99 of `samples`. */
+export function p99(samples: number[]): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))];
+}
