@@ -13,6 +13,7 @@ import type { Config } from './config/config.js';
 import { dataSourceOptions } from './database/data-source.js';
 import { DatabaseModule } from './database/database.module.js';
 import { DeploymentsModule } from './deployments/deployments.module.js';
+import { ChecksModule } from './checks/checks.module.js';
 import { EnvironmentsModule } from './environments/environments.module.js';
 import { EventsModule } from './events/events.module.js';
 import { subscriptionOptions } from './events/subscription-options.js';
@@ -84,6 +85,7 @@ export class AppModule {
         PlansModule,
         RetentionModule,
         DeploymentsModule,
+        ChecksModule,
         IdentityModule,
         WebhooksModule,
         McpModule,

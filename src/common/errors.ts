@@ -60,7 +60,8 @@ export function extensionsOf(error: DomainError): Extensions {
     case 'INVALID_PLAN_STATE':
       return { code, status: details.status };
     case 'PRECONDITION_FAILED':
-      // reason (DESIGN §6): CURRENT_PLAN, DEPLOYMENT_SEQUENCE, STATE_SERIAL or CONTENT_HASH.
+      // reason (DESIGN §6): CURRENT_PLAN, DEPLOYMENT_SEQUENCE, STATE_SERIAL, CONTENT_HASH,
+      // PROMOTION or DEPLOY_WINDOW.
       // deploymentSequence: R33, a plan made against a deployment sequence that has moved on.
       return {
         code,
@@ -77,6 +78,12 @@ export function extensionsOf(error: DomainError): Extensions {
               lineage: details.lineage ?? null,
             }
           : {}),
+        // R51: the environment a plan must have succeeded in first, and the plan's revision.
+        ...(details.reason === 'PROMOTION'
+          ? { from: details.from ?? null, sourceRevision: details.sourceRevision ?? null }
+          : {}),
+        // R52: when the published plan had to start deploying by.
+        ...('deployBy' in details ? { deployBy: details.deployBy } : {}),
         // An approval whose --hash is not the plan's: the hash the plan has, and the one given.
         ...('expectedContentHash' in details
           ? {

@@ -7,6 +7,12 @@ export enum Role {
   REVIEWER = 'REVIEWER',
   VIEWER = 'VIEWER',
   DEPLOYER = 'DEPLOYER',
+  CHECKER = 'CHECKER',
 }
 
-registerEnumType(Role, { name: 'Role' });
+registerEnumType(Role, {
+  name: 'Role',
+  valuesMap: {
+    CHECKER: { description: 'Reports check results on plans (DESIGN R50) and drift (R53); reads.' },
+  },
+});

@@ -30,7 +30,7 @@ export interface OidcConfig {
 }
 
 /** The roles of docs/design.md §5 (kept here so that loading the configuration loads no framework). */
-const ROLES = ['ADMIN', 'AGENT', 'REVIEWER', 'DEPLOYER', 'VIEWER'];
+const ROLES = ['ADMIN', 'AGENT', 'REVIEWER', 'DEPLOYER', 'VIEWER', 'CHECKER'];
 /** docs/design.md §6: group names. */
 const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 

@@ -24,6 +24,7 @@ import { SubmitAtOnce1765800000000 } from '../../migrations/1765800000000-submit
 import { SubmitByIndex1765900000000 } from '../../migrations/1765900000000-submit-by-index.js';
 import { SubmitAtOnceById1766000000000 } from '../../migrations/1766000000000-submit-at-once-by-id.js';
 import { TerraformState1766100000000 } from '../../migrations/1766100000000-terraform-state.js';
+import { Preconditions1766300000000 } from '../../migrations/1766300000000-preconditions.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -60,6 +61,7 @@ export const migrations = [
   SubmitByIndex1765900000000,
   SubmitAtOnceById1766000000000,
   TerraformState1766100000000,
+  Preconditions1766300000000,
 ];
 
 /**

@@ -418,5 +418,7 @@ function outboxEventOf(e: OutboxEffect): OutboxEvent {
       return environmentEvent(e.type, e.environment, e.actor, e.at);
     case 'leaseTicket':
       return leaseTicketEvent(e.type, e.ticket, e.actor, e.at);
+    case 'event':
+      return e.event;
   }
 }

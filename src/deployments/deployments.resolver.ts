@@ -22,8 +22,10 @@ import {
   FinishDeploymentInput,
   HeartbeatDeploymentInput,
   ReconcileDeploymentInput,
+  ReportDriftArgs,
   StartDeploymentInput,
 } from './dto/deployment.input.js';
+import { Environment } from '../environments/environment.entity.js';
 
 @Resolver(() => Deployment)
 export class DeploymentsResolver {
@@ -87,6 +89,18 @@ export class DeploymentsResolver {
     @Args('input') input: ReconcileDeploymentInput,
   ): Promise<Deployment> {
     return this.service.reconcile(principal, input);
+  }
+
+  /** R53: DEPLOYER or CHECKER (or ADMIN): moves the deployment sequence; NOT_FOUND. */
+  @Roles(Role.DEPLOYER, Role.CHECKER)
+  @Mutation(() => Environment, {
+    description: 'DEPLOYER or CHECKER: moves deploymentSequence (DESIGN R53).',
+  })
+  reportDrift(
+    @CurrentPrincipal() principal: Principal,
+    @Args() args: ReportDriftArgs,
+  ): Promise<Environment> {
+    return this.service.reportDrift(principal, args);
   }
 
   @ResolveField('plan', () => Plan)

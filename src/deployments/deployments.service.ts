@@ -20,6 +20,7 @@ import type {
   FinishDeploymentInput,
   HeartbeatDeploymentInput,
   ReconcileDeploymentInput,
+  ReportDriftArgs,
   StartDeploymentInput,
 } from './dto/deployment.input.js';
 
@@ -134,6 +135,23 @@ export class DeploymentsService implements OnModuleInit {
       remembered.summarize,
     );
     return this.asRead(deployment);
+  }
+
+  /** R53: audited as REPORT_DRIFT with the detail. */
+  reportDrift(principal: Principal, args: ReportDriftArgs): Promise<Environment> {
+    return this.decisions.decide(
+      { action: 'REPORT_DRIFT', environment: args.environment, actor: principal.name },
+      (m, now) =>
+        this.writes.reportDrift(m, {
+          environment: args.environment,
+          detail: args.detail,
+          reporter: principal.name,
+          now,
+        }),
+      (env) => ({
+        detail: `drift (deployment sequence ${env.deploymentSequence}): ${args.detail}`,
+      }),
+    );
   }
 
   async find(id: string): Promise<Deployment | null> {

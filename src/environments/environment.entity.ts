@@ -136,4 +136,27 @@ export class Environment {
   @Field(() => Int, { description: '1..100' })
   @Column({ name: 'max_queue_length', type: 'integer' })
   maxQueueLength: number;
+
+  /** R51: the environment a plan must have succeeded in first (EnvironmentsResolver.promotion). */
+  @Column({ name: 'promotion_from', type: 'varchar', length: 63, nullable: true })
+  promotionFrom: string | null;
+
+  /** R51: how long before publication that deployment must have finished. */
+  @Column({ name: 'promotion_soak_minutes', type: 'integer', nullable: true })
+  promotionSoakMinutes: number | null;
+
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      'A published plan must start deploying within this many minutes (R52); null: no window.',
+  })
+  @Column({ name: 'deploy_within_minutes', type: 'integer', nullable: true })
+  deployWithinMinutes: number | null;
+
+  @Field(() => GraphQLISODateTime, {
+    nullable: true,
+    description: 'When drift was last reported (R53).',
+  })
+  @Column({ name: 'drift_reported_at', type: 'bigint', nullable: true, transformer: millis })
+  driftReportedAt: Date | null;
 }

@@ -8,9 +8,9 @@ import { CreateEnvironmentInput } from './dto/create-environment.input.js';
 import { EnvironmentArgs, EnvironmentNameArgs } from './dto/environment.args.js';
 import { EnvironmentsPageArgs } from './dto/environments-page.args.js';
 import { Environment } from './environment.entity.js';
-import { EnvironmentsService, freezeOf } from './environments.service.js';
+import { EnvironmentsService, freezeOf, promotionOf } from './environments.service.js';
 import { FreezeEnvironmentArgs, UpdateEnvironmentPolicyInput } from './dto/policy.inputs.js';
-import { ApprovalRule, Freeze } from './policy.model.js';
+import { ApprovalRule, Freeze, Promotion } from './policy.model.js';
 
 @Resolver(() => Environment)
 export class EnvironmentsResolver {
@@ -106,6 +106,22 @@ export class EnvironmentsResolver {
   })
   approvalRules(@Parent() env: Environment): Promise<ApprovalRule[]> {
     return this.service.approvalRules(env.name);
+  }
+
+  @ResolveField('requiredChecks', () => [String], {
+    description:
+      'Checks whose latest result must be SUCCESS before a plan is published (DESIGN R50).',
+  })
+  requiredChecks(@Parent() env: Environment): Promise<string[]> {
+    return this.service.requiredChecks(env.name);
+  }
+
+  @ResolveField('promotion', () => Promotion, {
+    nullable: true,
+    description: 'Set where plans must have succeeded upstream first (R51).',
+  })
+  promotion(@Parent() env: Environment): Promotion | null {
+    return promotionOf(env);
   }
 
   @ResolveField('freeze', () => Freeze, {

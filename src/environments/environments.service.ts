@@ -13,7 +13,12 @@ import type { ApprovalRuleInput, UpdateEnvironmentPolicyInput } from './dto/poli
 import { Environment } from './environment.entity.js';
 import { EnvironmentError } from './environment.errors.js';
 import { findOne } from '../database/rows.js';
-import { type ApprovalRule, DEFAULT_APPROVAL_RULES, type Freeze } from './policy.model.js';
+import {
+  type ApprovalRule,
+  DEFAULT_APPROVAL_RULES,
+  type Freeze,
+  type Promotion,
+} from './policy.model.js';
 import type { PlanPolicy } from '../policies/plan-policy.model.js';
 import { PoliciesService } from '../policies/policies.service.js';
 
@@ -74,6 +79,18 @@ export class EnvironmentsService {
    */
   async updatePolicy(actor: string, input: UpdateEnvironmentPolicyInput): Promise<Environment> {
     const rules = input.approvalRules ? approvalRules(input.approvalRules) : undefined;
+    // R51: set, removed (clearPromotion) or left (undefined).
+    if (input.promotion && input.clearPromotion) {
+      throw new InputError('BAD_USER_INPUT', 'give promotion or clearPromotion, not both');
+    }
+    if (input.promotion?.from === input.environment) {
+      throw new InputError('BAD_USER_INPUT', 'an environment cannot be promoted from itself');
+    }
+    const promotion = input.promotion
+      ? { from: input.promotion.from, soakMinutes: input.promotion.soakMinutes }
+      : input.clearPromotion
+        ? null
+        : undefined;
     let planPolicies: PlanPolicy[] | undefined;
     let invalid: Error | null = null;
     if (input.planPolicies) {
@@ -95,6 +112,14 @@ export class EnvironmentsService {
           planPolicies,
           queueMode: input.queueMode,
           maxQueueLength: input.maxQueueLength,
+          requiredChecks: input.requiredChecks,
+          promotion,
+          deployWithinMinutes:
+            input.deployWithinMinutes == null
+              ? undefined
+              : input.deployWithinMinutes === 0
+                ? null
+                : input.deployWithinMinutes,
           now,
         });
       },
@@ -105,6 +130,19 @@ export class EnvironmentsService {
             : `proposalTtlSeconds ${env.proposalTtlSeconds ?? 'none'}`,
           ...(planPolicies ? [describePlanPolicies(planPolicies, env.policyVersion)] : []),
           `queue ${env.queueMode} of at most ${env.maxQueueLength}`,
+          ...(input.requiredChecks
+            ? [`required checks ${input.requiredChecks.join(', ') || 'none'}`]
+            : []),
+          ...(promotion !== undefined
+            ? [
+                promotion
+                  ? `promotion from ${promotion.from} after ${promotion.soakMinutes} minutes`
+                  : 'no promotion',
+              ]
+            : []),
+          ...(input.deployWithinMinutes != null
+            ? [`deploy within ${env.deployWithinMinutes ?? 'any time'} minutes`]
+            : []),
         ].join('; '),
       }),
     );
@@ -163,6 +201,18 @@ export class EnvironmentsService {
     return id ? this.db.read((m) => findOne(m, Plan, { id })) : Promise.resolve(null);
   }
 
+  /** R50: the environment's required checks, in the order they were given. */
+  requiredChecks(environment: string): Promise<string[]> {
+    return this.db.read(async (m) => {
+      const rows = await select<{ name: string }>(
+        m,
+        'SELECT name FROM required_checks WHERE environment = :environment ORDER BY position',
+        { environment },
+      );
+      return rows.map((row) => row.name);
+    });
+  }
+
   /** The environment's rules, in the order they were given. */
   approvalRules(environment: string): Promise<ApprovalRule[]> {
     return this.db.read(async (m) => {
@@ -180,4 +230,11 @@ export class EnvironmentsService {
 export function freezeOf(env: Environment): Freeze | null {
   if (!env.frozenAt) return null;
   return { reason: env.frozenReason ?? '', frozenBy: env.frozenBy ?? '', frozenAt: env.frozenAt };
+}
+
+/** R51: the environment's promotion, or null. */
+export function promotionOf(env: Environment): Promotion | null {
+  return env.promotionFrom != null
+    ? { from: env.promotionFrom, soakMinutes: env.promotionSoakMinutes ?? 0 }
+    : null;
 }

@@ -28,3 +28,13 @@ export class Freeze {
 
 /** The policy every environment gets unless it says otherwise: one approval by anyone but the submitter. */
 export const DEFAULT_APPROVAL_RULES: readonly ApprovalRule[] = [{ group: null, count: 1 }];
+
+/** R51: plans are published here only after succeeding in `from` at least `soakMinutes` before. */
+@ObjectType()
+export class Promotion {
+  @Field()
+  from: string;
+
+  @Field(() => Int)
+  soakMinutes: number;
+}

@@ -16,7 +16,7 @@ import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
 import { addEffect } from './effects.js';
 import { stateOlder } from './rejections.js';
-import { ACTIVE_DEPLOYMENT, priorStateOlder, stateNotOlder } from './sql.js';
+import { ACTIVE_DEPLOYMENT, priorStateOlder, stateNotOlder, withinDeployWindow } from './sql.js';
 
 /**
  * The guard's deployment writes (docs/design.md §10, R18–R21). Every statement that writes a deployment row
@@ -91,6 +91,7 @@ export class DeploymentWrites {
          AND NOT EXISTS (SELECT 1 FROM plans p WHERE p.id = :planId
                          AND p.based_on_deployment_sequence <> e.deployment_sequence)
          AND ${stateNotOlder(':planId', 'e')}
+         AND ${withinDeployWindow(':planId', 'e')}
          AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.environment = :environment
                          AND d.${ACTIVE_DEPLOYMENT})
        RETURNING sequence`,
@@ -193,6 +194,57 @@ export class DeploymentWrites {
       `deployment ${id} reported state serial ${state.serial}: the plan was computed from an older state`,
       now,
     );
+  }
+
+  /**
+   * R53: drift reported on `environment` moves its deployment sequence as a deployment's
+   * start does (the next start takes the sequence after it), so that every plan made
+   * against an earlier sequence is stale under R33; the proposals among them turn OBSOLETE in
+   * this transaction (R57), and the environment records when. Announced as
+   * environment.drifted. NOT_FOUND for an unknown environment.
+   */
+  async reportDrift(
+    m: EntityManager,
+    p: { environment: string; detail: string; reporter: string; now: number },
+  ): Promise<Environment> {
+    const [moved] = await updateReturning<{ sequence: number | string }>(
+      m,
+      `UPDATE environments SET deployment_sequence = deployment_sequence + 1,
+         drift_reported_at = :now
+       WHERE name = :environment
+       RETURNING deployment_sequence AS sequence`,
+      p,
+    );
+    if (!moved) throw EnvironmentError.notFound(p.environment);
+    const sequence = Number(moved.sequence);
+    await this.obsolete(
+      m,
+      p.environment,
+      `based_on_deployment_sequence IS NOT NULL AND based_on_deployment_sequence <> :sequence`,
+      { sequence },
+      `drift was reported (deployment sequence ${sequence}): the plan was made against an earlier deployment sequence`,
+      p.now,
+    );
+    const env = await findOneOrFail(m, Environment, { name: p.environment });
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'event',
+      type: 'environment.drifted',
+      actor: p.reporter,
+      at: p.now,
+      event: {
+        environment: env.name,
+        type: 'environment.drifted',
+        at: p.now,
+        generation: null,
+        sequence: null,
+        planId: null,
+        deploymentSequence: sequence,
+        actor: p.reporter,
+        data: { name: env.name, deploymentSequence: sequence, detail: p.detail },
+      },
+    });
+    return env;
   }
 
   /** R19: only the starter, only while IN_PROGRESS or UNKNOWN and unreconciled; it reads IN_PROGRESS again. */
@@ -334,10 +386,11 @@ export class DeploymentWrites {
       basedOn: number | string | null;
       lineage: string | null;
       serial: number | string | null;
+      publishedAt: number | string | null;
     }>(
       m,
       `SELECT based_on_deployment_sequence AS "basedOn", prior_state_lineage AS lineage,
-         prior_state_serial AS serial
+         prior_state_serial AS serial, published_at AS "publishedAt"
        FROM plans WHERE id = :planId`,
       p,
     );
@@ -359,6 +412,22 @@ export class DeploymentWrites {
         'PRECONDITION_FAILED',
         `plan ${p.planId} ${older.message}`,
         older.extensions,
+      );
+    }
+    // R52: the window in which a published plan must start deploying.
+    const deployBy =
+      env.deployWithinMinutes != null && plan?.publishedAt != null
+        ? Number(plan.publishedAt) + env.deployWithinMinutes * 60_000
+        : null;
+    if (deployBy != null && deployBy < p.now) {
+      return new DeploymentError(
+        'PRECONDITION_FAILED',
+        `plan ${p.planId} was published more than ${env.deployWithinMinutes} minutes ago and had to start deploying by ${new Date(deployBy).toISOString()}: plan again`,
+        {
+          reason: 'DEPLOY_WINDOW',
+          currentPlanId: env.currentPlanId,
+          deployBy: new Date(deployBy).toISOString(),
+        },
       );
     }
     // The start statement's one clause left: a deployment of the environment is active.

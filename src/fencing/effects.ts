@@ -3,7 +3,7 @@ import type { AuditEntry } from '../audit/audit.service.js';
 import type { Deployment, DeploymentOutcome } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
 import type { LeaseTicket } from '../leases/lease-ticket.entity.js';
-import type { EventType } from '../outbox/outbox-event.js';
+import type { EventType, OutboxEvent } from '../outbox/outbox-event.js';
 import type { Plan } from '../plans/plan.entity.js';
 
 /** An audit event the guard decided to record (besides the decision's own). */
@@ -24,6 +24,8 @@ export type OutboxEffect = {
   | { subject: 'deployment'; deployment: Deployment }
   | { subject: 'environment'; environment: Environment }
   | { subject: 'leaseTicket'; ticket: LeaseTicket }
+  /** An event the guard wrote out itself (its data is not one object's, e.g. check.reported). */
+  | { subject: 'event'; event: OutboxEvent }
 );
 
 /** A subscription announcement, heard only if the transaction commits. */

@@ -60,28 +60,52 @@ export class EnvironmentWrites {
       planPolicies?: readonly PlanPolicy[] | null;
       queueMode?: QueueMode | null;
       maxQueueLength?: number | null;
+      /** R50: replaces the required checks. */
+      requiredChecks?: readonly string[] | null;
+      /** R51: sets the promotion; null removes it. */
+      promotion?: { from: string; soakMinutes: number } | null;
+      /** R52: sets the window; null removes it. */
+      deployWithinMinutes?: number | null;
       now: number;
     },
   ): Promise<Environment> {
+    // R34, R50, R51: a submit is decided under the version of the policies and preconditions
+    // it read; a change of either bumps it.
+    const bump =
+      p.planPolicies || p.requiredChecks || p.promotion !== undefined
+        ? ', policy_version = policy_version + 1'
+        : '';
+    if (p.promotion && !(await exists(m, Environment, { name: p.promotion.from }))) {
+      throw EnvironmentError.notFound(p.promotion.from);
+    }
     // The first statement takes the environment's row (PostgreSQL): decisions in flight finish first.
     const found = await execute(
       m,
       `UPDATE environments SET proposal_ttl_seconds = ${
         p.proposalTtlSeconds !== undefined ? ':ttl' : 'proposal_ttl_seconds'
-      }${p.planPolicies ? ', policy_version = policy_version + 1' : ''},
+      }${bump},
          queue_mode = ${p.queueMode != null ? ':queueMode' : 'queue_mode'},
-         max_queue_length = ${p.maxQueueLength != null ? ':maxQueueLength' : 'max_queue_length'}
+         max_queue_length = ${p.maxQueueLength != null ? ':maxQueueLength' : 'max_queue_length'},
+         promotion_from = ${p.promotion !== undefined ? ':promotionFrom' : 'promotion_from'},
+         promotion_soak_minutes = ${p.promotion !== undefined ? ':soak' : 'promotion_soak_minutes'},
+         deploy_within_minutes = ${
+           p.deployWithinMinutes !== undefined ? ':within' : 'deploy_within_minutes'
+         }
        WHERE name = :environment`,
       {
         environment: p.environment,
         ttl: p.proposalTtlSeconds ?? null,
         queueMode: p.queueMode ?? null,
         maxQueueLength: p.maxQueueLength ?? null,
+        promotionFrom: p.promotion?.from ?? null,
+        soak: p.promotion?.soakMinutes ?? null,
+        within: p.deployWithinMinutes ?? null,
       },
     );
     if (!found) throw EnvironmentError.notFound(p.environment);
     if (p.approvalRules) await this.replaceRules(m, p.environment, p.approvalRules);
     if (p.planPolicies) await this.replacePlanPolicies(m, p.environment, p.planPolicies);
+    if (p.requiredChecks) await this.replaceRequiredChecks(m, p.environment, p.requiredChecks);
     await expireProposals(m, p.now, p.environment);
     return readEnvironment(m, p.environment);
   }
@@ -149,6 +173,24 @@ export class EnvironmentWrites {
         `INSERT INTO approval_rules (environment, position, group_name, required_count)
          VALUES (:environment, :position, :group, :count)`,
         { environment, position, group: rule.group, count: rule.count },
+      );
+    }
+  }
+
+  private async replaceRequiredChecks(
+    m: EntityManager,
+    environment: string,
+    names: readonly string[],
+  ): Promise<void> {
+    await execute(m, 'DELETE FROM required_checks WHERE environment = :environment', {
+      environment,
+    });
+    for (const [position, name] of names.entries()) {
+      await execute(
+        m,
+        `INSERT INTO required_checks (environment, name, position)
+         VALUES (:environment, :name, :position)`,
+        { environment, name, position },
       );
     }
   }

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { changedOrRetry, execute, select, selectLater } from '../database/database.js';
 import { drawId, insertReturning, updateEntities } from '../database/rows.js';
-import { AuditEvent } from '../audit/audit-event.entity.js';
+import { AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
 import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
 import { PlanId } from '../common/ids.js';
 import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
@@ -19,14 +19,20 @@ import {
   markObsolete,
 } from './plan-status.js';
 import { readEnvironment, readPlan } from './reads.js';
-import { whyApprovalRejected, whySubmitRejected } from './rejections.js';
+import { whyApprovalRejected, whyNotPublishable, whySubmitRejected } from './rejections.js';
 import {
+  CHECKS_MET,
+  checksMetWithReport,
+  PLAN_RULES_MET,
   POINTER_MOVES_FORWARD,
+  promotionMet,
+  REVISION_OF_PLAN,
   RULE_SHORT_EVEN_WITH_REVIEWER,
   RULES_MET,
   stateNotOlder,
   SUBMITTED_STATE_NOT_OLDER,
 } from './sql.js';
+import { pendingChecksOf, readPreconditions } from './preconditions.js';
 
 /** A plan's large fields are stored as given: its insert does not read them back. */
 const LARGE_FIELDS = Object.keys(PLAN_LARGE_FIELDS) as (keyof typeof PLAN_LARGE_FIELDS)[];
@@ -83,7 +89,19 @@ export class PlanWrites {
       if (!current) throw new PolicyVersionChanged(p.environment);
       throw PolicyError.denied(p.policy.denial.policy, p.policy.denial.message);
     }
-    const publish = !before.requireApproval && p.policy.rules.length === 0;
+    // R50, R51: the environment's preconditions at the policy version the statement below
+    // demands (their changes bump it), read in one statement.
+    const preconditions = await readPreconditions(m, p.environment);
+    if (preconditions.policyVersion !== p.policy.version) {
+      throw new PolicyVersionChanged(p.environment);
+    }
+    // R50: a plan with required checks waits for their results; its submit never publishes.
+    const publish =
+      !before.requireApproval &&
+      p.policy.rules.length === 0 &&
+      preconditions.requiredChecks.length === 0;
+    // R51: a submit that would publish demands the promotion too (else it is refused).
+    const casOnPromotion = publish && preconditions.promotionFrom != null;
     const casOnPointer = publish && p.basedOnPlanId != null;
     // R57: a plan made against a deployment sequence or a Terraform state that has already
     // moved on is refused at submit, whether or not it would be published now.
@@ -101,7 +119,8 @@ export class PlanWrites {
          ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
          ${casOnState ? `AND ${SUBMITTED_STATE_NOT_OLDER}` : ''}
-         ${publish ? 'AND frozen_at IS NULL' : ''}`,
+         ${publish ? 'AND frozen_at IS NULL' : ''}
+         ${casOnPromotion ? `AND ${promotionMet('CAST(:sourceRevision AS VARCHAR(255))', 'environments')}` : ''}`,
       params,
     );
     if (!admitted) {
@@ -301,6 +320,8 @@ export class PlanWrites {
         : '1 = 1',
       plan.priorStateSerial != null ? stateNotOlder('p.id', 'e') : '1 = 1',
     ].join(' AND ');
+    // R51: publication demands the promotion, break-glass or not.
+    const promotion = promotionMet(REVISION_OF_PLAN, 'e');
     // Sent together (one round trip on PostgreSQL), run in this order: none of their texts
     // depends on another's answer.
     const [, expired, approved] = await Promise.all([
@@ -320,7 +341,12 @@ export class PlanWrites {
            OR (e.current_generation = p.generation AND e.current_sequence < p.sequence))
          ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''}
          AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = :id AND mine.approver = :reviewer)
-         AND ${breakGlass ? cas : `(${RULE_SHORT_EVEN_WITH_REVIEWER} OR (e.frozen_at IS NULL AND ${cas}))`}`,
+         AND ${
+           breakGlass
+             ? `${cas} AND ${promotion}`
+             : `(${RULE_SHORT_EVEN_WITH_REVIEWER} OR NOT ${CHECKS_MET}
+               OR (e.frozen_at IS NULL AND ${cas} AND ${promotion}))`
+         }`,
         params,
       ),
     ]);
@@ -344,7 +370,8 @@ export class PlanWrites {
          ${plan.basedOnPlanId != null ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${plan.basedOnDeploymentSequence != null ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
          ${plan.priorStateSerial != null ? `AND ${stateNotOlder(':id', 'environments')}` : ''}
-         ${breakGlass ? '' : `AND frozen_at IS NULL AND ${RULES_MET}`}
+         ${breakGlass ? '' : `AND frozen_at IS NULL AND ${RULES_MET} AND ${CHECKS_MET}`}
+         AND ${promotionMet(REVISION_OF_PLAN, 'environments')}
          AND EXISTS (SELECT 1 FROM approvals a WHERE a.plan_id = :id AND a.approver = :reviewer
                      ${breakGlass ? 'AND a.break_glass_reason IS NOT NULL' : ''})
          AND EXISTS (SELECT 1 FROM plans p WHERE p.id = :id AND p.status = 'PROPOSED'
@@ -369,12 +396,170 @@ export class PlanWrites {
     // A concurrent expiry by the retention job may have changed the plan after our pointer
     // statement read it: then the approval runs again.
     changedOrRetry(marked);
+    if (breakGlass) {
+      // R50: break-glass skips the required checks still pending, and says so.
+      const skipped = await pendingChecksOf(m, after);
+      if (skipped.length) {
+        addEffect(m, {
+          kind: 'audit',
+          at: p.now,
+          entry: {
+            environment: after.environment,
+            actor: p.reviewer,
+            action: 'CHECKS_SKIPPED',
+            planId: after.id,
+            outcome: AuditOutcome.ACCEPTED,
+            detail: `published by break-glass (${p.breakGlassReason}) without the required checks ${skipped.join(', ')}`,
+          },
+        });
+      }
+    }
     addEffect(m, {
       kind: 'outbox',
       subject: 'plan',
       type: 'plan.published',
       plan: after,
       actor: p.reviewer,
+      at: p.now,
+    });
+    addEffect(m, { kind: 'planPublished', plan: after });
+    return after;
+  }
+
+  /**
+   * R50: records `status` as the latest result of check `name` on the plan, while the plan is
+   * PROPOSED (else INVALID_PLAN_STATE, or whatever else names why it is no longer
+   * publishable). A report after which every required check is SUCCESS and the approval
+   * rules are met (only the rules the plan's policies added, where the environment needs no
+   * approval) is a publishing step (R15): it is recorded only if the plan may be published now
+   * (the fence's generation, after the current plan, not frozen, R7, R33, R56, R51), and
+   * publishes it in the same transaction. As for approvals, three statements decide, after
+   * the first takes the environment's row:
+   * 1. the result is recorded (the latest per plan and name) only if the plan is PROPOSED and,
+   *    where the report completes what publication needs, only if publication is possible;
+   * 2. the pointer moves only if R5–R7, R33, R56, R51 hold, the environment is not frozen,
+   *    the rules are met and every required check's latest result is SUCCESS;
+   * 3. the plan is marked PUBLISHED.
+   * Announced: check.reported, and plan.published when it published.
+   */
+  async reportCheck(
+    m: EntityManager,
+    p: {
+      planId: string;
+      name: string;
+      status: 'PENDING' | 'SUCCESS' | 'FAILURE';
+      summary: string | null;
+      detailsUrl: string | null;
+      reporter: string;
+      now: number;
+    },
+  ): Promise<Plan> {
+    const plan = await readPlan(m, p.planId);
+    // requireApproval never changes after an environment is created.
+    const { requireApproval } = await readEnvironment(m, plan.environment);
+    const params = {
+      ...p,
+      id: plan.id,
+      environment: plan.environment,
+      generation: plan.generation,
+      sequence: plan.sequence,
+      basedOnPlanId: plan.basedOnPlanId,
+      basedOnDeploymentSequence: plan.basedOnDeploymentSequence,
+      submitter: plan.submittedBy,
+    };
+    // R14, R35: where the environment needs no approval, only the plan's own rules count.
+    const rulesMet = requireApproval ? RULES_MET : PLAN_RULES_MET;
+    const cas = (env: string, planRow: string) =>
+      [
+        plan.basedOnPlanId != null ? `${env}.current_plan_id = :basedOnPlanId` : '1 = 1',
+        plan.basedOnDeploymentSequence != null
+          ? `${env}.deployment_sequence = :basedOnDeploymentSequence`
+          : '1 = 1',
+        plan.priorStateSerial != null ? stateNotOlder(planRow, env) : '1 = 1',
+      ].join(' AND ');
+    const [, expired, recorded] = await Promise.all([
+      holdEnvironment(m, plan.environment),
+      expiringProposals(m, p.now, plan.environment),
+      execute(
+        m,
+        `INSERT INTO check_results (plan_id, name, status, summary, details_url, reported_by, at)
+       SELECT p.id, CAST(:name AS VARCHAR(63)), CAST(:status AS VARCHAR(16)),
+         CAST(:summary AS VARCHAR(1024)), CAST(:detailsUrl AS VARCHAR(2048)),
+         CAST(:reporter AS VARCHAR(63)), CAST(:now AS BIGINT)
+       FROM plans p JOIN environments e ON e.name = p.environment
+       WHERE p.id = :id AND p.status = 'PROPOSED' AND p.purged_at IS NULL
+         AND (p.expires_at IS NULL OR p.expires_at > :now)
+         AND (NOT (${rulesMet} AND ${checksMetWithReport(p.status)})
+           OR (p.generation = e.fence
+             AND (e.current_generation < p.generation
+               OR (e.current_generation = p.generation AND e.current_sequence < p.sequence))
+             AND e.frozen_at IS NULL AND ${cas('e', 'p.id')}
+             AND ${promotionMet(REVISION_OF_PLAN, 'e')}))
+       ON CONFLICT (plan_id, name) DO UPDATE SET status = excluded.status,
+         summary = excluded.summary, details_url = excluded.details_url,
+         reported_by = excluded.reported_by, at = excluded.at`,
+        params,
+      ),
+    ]);
+    await announceExpired(m, expired, p.now);
+    if (!recorded) throw await whyReportRejected(m, plan, p.now);
+    drawId(m, AuditEvent);
+    const [published, marked, , after] = await Promise.all([
+      execute(
+        m,
+        `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
+         current_sequence = :sequence
+       WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
+         AND ${cas('environments', ':id')}
+         AND frozen_at IS NULL AND ${rulesMet} AND ${CHECKS_MET}
+         AND ${promotionMet(REVISION_OF_PLAN, 'environments')}
+         AND EXISTS (SELECT 1 FROM plans p WHERE p.id = :id AND p.status = 'PROPOSED'
+                     AND p.purged_at IS NULL AND (p.expires_at IS NULL OR p.expires_at > :now))`,
+        params,
+      ),
+      execute(
+        m,
+        `UPDATE plans SET status = 'PUBLISHED', reviewed_at = :now, published_at = :now,
+         reviewed_by = (SELECT a.approver FROM approvals a WHERE a.plan_id = :id
+           ORDER BY a.at DESC, a.approver LIMIT 1)
+       WHERE id = :id AND status = 'PROPOSED' AND ${IS_CURRENT}`,
+        params,
+      ),
+      afterPublication(m, plan.environment, plan.id),
+      readPlan(m, plan.id),
+    ]);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'event',
+      type: 'check.reported',
+      actor: p.reporter,
+      at: p.now,
+      event: {
+        environment: after.environment,
+        type: 'check.reported',
+        at: p.now,
+        generation: after.generation,
+        sequence: after.sequence,
+        planId: after.id,
+        deploymentSequence: null,
+        actor: p.reporter,
+        data: {
+          planId: after.id,
+          name: p.name,
+          status: p.status,
+          summary: p.summary,
+          detailsUrl: p.detailsUrl,
+        },
+      },
+    });
+    if (!published) return after;
+    changedOrRetry(marked);
+    addEffect(m, {
+      kind: 'outbox',
+      subject: 'plan',
+      type: 'plan.published',
+      plan: after,
+      actor: p.reporter,
       at: p.now,
     });
     addEffect(m, { kind: 'planPublished', plan: after });
@@ -559,4 +744,37 @@ export function isDecidedByStatements(error: unknown): boolean {
     (error as { driverError?: { code?: string } } | null)?.driverError?.code ===
     DECIDED_BY_STATEMENTS
   );
+}
+
+/**
+ * R50: names the refusal of a check report that was not recorded: the plan is decided
+ * (INVALID_PLAN_STATE {status}), below the fence, or the report would have published it and
+ * publication is not possible now.
+ */
+async function whyReportRejected(m: EntityManager, reported: Plan, now: number): Promise<Error> {
+  const env = await readEnvironment(m, reported.environment);
+  // Re-read: expiry may have been materialised in this transaction.
+  const plan = await readPlan(m, reported.id);
+  if (plan.status !== PlanStatus.PROPOSED) {
+    return new FenceError(
+      'INVALID_PLAN_STATE',
+      `plan ${plan.id} is ${plan.status}: checks are reported on PROPOSED plans only`,
+      { status: plan.status },
+    );
+  }
+  if (plan.purgedAt != null) {
+    return new FenceError(
+      'INVALID_PLAN_STATE',
+      `plan ${plan.id} waited past the retention period and its content was purged; submit it again`,
+      { status: plan.status },
+    );
+  }
+  if (plan.generation < env.fence) {
+    return new FenceError(
+      'STALE_GENERATION',
+      `plan ${plan.id}'s generation ${plan.generation} is below the fence ${env.fence}`,
+      { generation: plan.generation, fence: env.fence },
+    );
+  }
+  return whyNotPublishable(m, plan, env, false, now);
 }

@@ -8,6 +8,7 @@ import { type Plan, PlanStatus } from '../plans/plan.entity.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
 import { liveLease, readEnvironment, readPlan } from './reads.js';
 import { LAST_GENERATION } from './sql.js';
+import { promotionRefused } from './preconditions.js';
 
 /*
  * The rejections of the guard's decisions (docs/design.md §3, §6, §9). A decision's
@@ -171,6 +172,7 @@ export async function whySubmitRejected(
     basedOnPlanId: string | null;
     basedOnDeploymentSequence: number | null;
     priorState: { lineage: string; serial: number } | null;
+    sourceRevision: string | null;
     policyVersion: number;
     now: number;
   },
@@ -196,8 +198,22 @@ export async function whySubmitRejected(
   }
   if (p.basedOnDeploymentSequence != null && p.basedOnDeploymentSequence !== env.deploymentSequence)
     return sequenceMoved(`the plan`, p.basedOnDeploymentSequence, env);
-  // The one clause of the admission statement left: the Terraform state the plan was computed from.
-  return stateMoved('the plan', p.priorState, env)!;
+  const older = stateMoved('the plan', p.priorState, env);
+  if (older) return older;
+  // The one clause of the admission statement left: the promotion a publishing submit demands (R51).
+  return orPromotion(
+    publish ? await promotionRefused(m, env.name, p.sourceRevision, p.now, 'the plan') : null,
+  );
+}
+
+/** A clause left unnamed: the statement's decision stands, said as the promotion it demanded. */
+function orPromotion(refusal: FenceError | null): FenceError {
+  return (
+    refusal ??
+    new FenceError('PRECONDITION_FAILED', 'the plan may not be published now: try again', {
+      reason: 'PROMOTION',
+    })
+  );
 }
 
 export function frozen(env: Environment): FenceError {
@@ -212,7 +228,12 @@ export function frozen(env: Environment): FenceError {
 export async function whyApprovalRejected(
   m: EntityManager,
   submitted: Plan,
-  p: { reviewer: string; contentHash: string | null; breakGlassReason: string | null },
+  p: {
+    reviewer: string;
+    contentHash: string | null;
+    breakGlassReason: string | null;
+    now: number;
+  },
 ): Promise<Error> {
   const env = await readEnvironment(m, submitted.environment);
   // Re-read: expiry may have been materialised in this transaction.
@@ -260,7 +281,22 @@ export async function whyApprovalRejected(
   // moved the pointer past it (R8), so the status check above names that case.
   // What is left of the approval statement: this approval would complete the rules (or is
   // break-glass), so publication must be possible now.
-  if (p.breakGlassReason == null && env.frozenAt) return frozen(env);
+  return whyNotPublishable(m, plan, env, p.breakGlassReason != null, p.now);
+}
+
+/**
+ * Why plan `plan`, whose step would complete what its publication needs (or is a
+ * break-glass approval), cannot be published in `env` now: FROZEN, R7's, R33's, R56's or
+ * R51's PRECONDITION_FAILED, in that order.
+ */
+export async function whyNotPublishable(
+  m: EntityManager,
+  plan: Plan,
+  env: Environment,
+  breakGlass: boolean,
+  now: number,
+): Promise<Error> {
+  if (!breakGlass && env.frozenAt) return frozen(env);
   if (plan.basedOnPlanId != null && env.currentPlanId !== plan.basedOnPlanId) {
     return preconditionFailed(
       `plan ${plan.id} was based on ${plan.basedOnPlanId}, which is no longer current`,
@@ -272,10 +308,14 @@ export async function whyApprovalRejected(
     plan.basedOnDeploymentSequence !== env.deploymentSequence
   )
     return sequenceMoved(`plan ${plan.id}`, plan.basedOnDeploymentSequence, env);
-  // The one clause left: the Terraform state the plan was computed from.
-  return stateMoved(
+  const older = stateMoved(
     `plan ${plan.id}`,
     { lineage: plan.priorStateLineage, serial: plan.priorStateSerial },
     env,
-  )!;
+  );
+  if (older) return older;
+  // The one clause left: the promotion publication demands (R51).
+  return orPromotion(
+    await promotionRefused(m, env.name, plan.sourceRevision, now, `plan ${plan.id}`),
+  );
 }

@@ -103,3 +103,59 @@ export const SUBMITTED_STATE_NOT_OLDER = `(state_serial IS NULL OR NOT ${priorSt
   { lineage: ':priorLineage', serial: ':priorSerial' },
   { lineage: 'state_lineage', serial: 'state_serial' },
 )})`;
+
+/** R14: every rule of :environment is met by the approvals recorded for plan :id. */
+export const ENVIRONMENT_RULES_MET = `NOT EXISTS (SELECT 1 FROM approval_rules r WHERE r.environment = :environment
+  AND ${APPROVALS_OF_RULE} < r.required_count)`;
+
+/** R35: every rule plan :id's policies added is met by the approvals recorded for it. */
+export const PLAN_RULES_MET = `NOT EXISTS (SELECT 1 FROM plan_approval_rules r WHERE r.plan_id = :id
+  AND ${APPROVALS_OF_RULE} < r.required_count)`;
+
+/**
+ * R50: every required check of :environment has SUCCESS as its latest result on plan :id.
+ * The publishing statements and the reads of pending checks share this one definition.
+ */
+export const CHECKS_MET = `NOT EXISTS (SELECT 1 FROM required_checks rc WHERE rc.environment = :environment
+  AND NOT EXISTS (SELECT 1 FROM check_results cr WHERE cr.plan_id = :id AND cr.name = rc.name
+    AND cr.status = 'SUCCESS'))`;
+
+/**
+ * R50: CHECKS_MET as it will read once check :name's latest result on plan :id is the
+ * reported `status` (the report itself not yet recorded).
+ */
+export function checksMetWithReport(status: string): string {
+  return `NOT EXISTS (SELECT 1 FROM required_checks rc WHERE rc.environment = :environment
+  AND ${status === 'SUCCESS' ? 'rc.name <> :name' : '1 = 1'}
+  AND (rc.name = :name OR NOT EXISTS (SELECT 1 FROM check_results cr WHERE cr.plan_id = :id
+    AND cr.name = rc.name AND cr.status = 'SUCCESS')))`;
+}
+
+/**
+ * R51: a plan of source revision `revision` (an SQL expression) may be published in
+ * environment `env` (an alias or the table) at :now as far as promotion goes: the environment
+ * names no `from`, or `from`'s latest finished deployment SUCCEEDED with a plan of the same
+ * sourceRevision (a plan without one, NULL, is never promoted) and finished at least the
+ * soak time before :now.
+ */
+export function promotionMet(revision: string, env: string): string {
+  return `(${env}.promotion_from IS NULL OR EXISTS (SELECT 1 FROM deployments pd
+    JOIN plans pdp ON pdp.id = pd.plan_id
+    WHERE pd.environment = ${env}.promotion_from AND pd.status = 'SUCCEEDED'
+      AND pd.finished_at <= CAST(:now AS BIGINT) - ${env}.promotion_soak_minutes * 60000
+      AND pdp.source_revision = ${revision}
+      AND pd.sequence = (SELECT MAX(lf.sequence) FROM deployments lf
+        WHERE lf.environment = ${env}.promotion_from AND lf.status IN ('SUCCEEDED', 'FAILED'))))`;
+}
+
+/**
+ * R52: plan `plan` was published no longer than environment `env`'s deployWithinMinutes
+ * before :now (or the environment sets no window).
+ */
+export function withinDeployWindow(plan: string, env: string): string {
+  return `(${env}.deploy_within_minutes IS NULL OR EXISTS (SELECT 1 FROM plans wp WHERE wp.id = ${plan}
+    AND wp.published_at >= CAST(:now AS BIGINT) - ${env}.deploy_within_minutes * 60000))`;
+}
+
+/** R51: the source revision of plan :id, for promotionMet. */
+export const REVISION_OF_PLAN = '(SELECT pp.source_revision FROM plans pp WHERE pp.id = :id)';

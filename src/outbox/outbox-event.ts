@@ -12,6 +12,8 @@ export const EVENT_TYPES = [
   'environment.unfrozen',
   'lease.granted',
   'lease.superseded',
+  'check.reported',
+  'environment.drifted',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

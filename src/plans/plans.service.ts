@@ -38,6 +38,7 @@ import { currentVia } from '../common/via.js';
 import { PolicyVersionChanged } from '../fencing/fence.errors.js';
 import { describeDecision } from '../policies/policy-decision.js';
 import { PoliciesService } from '../policies/policies.service.js';
+import { type Preconditions, readPreconditions } from '../fencing/preconditions.js';
 
 /** Evaluations of one submit's policies before it gives up on policies that keep changing. */
 const MAX_POLICY_ATTEMPTS = 5;
@@ -66,6 +67,12 @@ export class PlansService {
     { plan: Plan; status: PlanStatus },
     ApprovalRule[]
   >((plans) => this.db.read((m) => pendingRulesOfPlans(m, this.db.dialect, plans)), READ_TOGETHER);
+
+  /**
+   * R50, R51: each environment's preconditions as last read, by policy version (a change of
+   * them bumps it): a submit whose policies were decided at that version reads them here.
+   */
+  private readonly preconditions = new Map<string, Preconditions>();
 
   constructor(
     @Inject(CONFIG) private readonly config: Config,
@@ -191,8 +198,12 @@ export class PlansService {
       });
       try {
         // PostgreSQL decides the common submit in one statement (the same rules), sent with
-        // the rows it adds and the COMMIT (one round trip).
-        return await (this.db.dialect === 'postgres' && this.writes.decidesInOneStatement(submit)
+        // the rows it adds and the COMMIT (one round trip): one in an environment without
+        // required checks or promotion (R50, R51) at the version it is decided at, which the
+        // statement demands.
+        return await (this.db.dialect === 'postgres' &&
+        this.writes.decidesInOneStatement(submit) &&
+        (await this.withoutPreconditions(input.environment, policy.version))
           ? this.decisions.decidePlanAtOnce(
               decision,
               call,
@@ -207,6 +218,23 @@ export class PlansService {
         this.policies.forget(input.environment);
       }
     }
+  }
+
+  /**
+   * Whether `environment` requires no checks and no promotion at policy version `version`
+   * (false when the version read is another: the submit is then decided by the statements).
+   */
+  private async withoutPreconditions(environment: string, version: number): Promise<boolean> {
+    let known = this.preconditions.get(environment);
+    if (known?.policyVersion !== version) {
+      known = await this.db.read((m) => readPreconditions(m, environment));
+      this.preconditions.set(environment, known);
+    }
+    return (
+      known.policyVersion === version &&
+      known.requiredChecks.length === 0 &&
+      known.promotionFrom == null
+    );
   }
 
   /**

@@ -137,3 +137,15 @@ export class DeploymentsArgs {
   @IsDeploymentId()
   after?: string | null;
 }
+
+/** R53: drift seen in an environment, outside any deployment. */
+@ArgsType()
+export class ReportDriftArgs {
+  @Field()
+  @IsName()
+  environment: string;
+
+  @Field({ description: 'What drifted, up to 1,024 characters.' })
+  @Length(1, 1024, { message: '$property must be 1 to 1024 characters long' })
+  detail: string;
+}

@@ -3,13 +3,16 @@ import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
   ArrayMinSize,
+  ArrayUnique,
+  IsBoolean,
   IsInt,
   IsOptional,
+  Matches,
   Max,
   Min,
   ValidateNested,
 } from 'class-validator';
-import { IsName, IsShortText } from '../../common/validation.js';
+import { IsName, IsShortText, NAME_PATTERN } from '../../common/validation.js';
 import { PlanPolicyInput } from '../../policies/dto/plan-policy.input.js';
 import { QueueMode } from '../environment.entity.js';
 
@@ -49,6 +52,22 @@ export const IsProposalTtl = () => (target: object, property: string) => {
   );
 };
 
+/** R51, R52: minutes, 0..10080 (a week). */
+export const MAX_PRECONDITION_MINUTES = 10_080;
+
+@InputType()
+export class PromotionInput {
+  @Field()
+  @IsName()
+  from: string;
+
+  @Field(() => Int, { defaultValue: 0, description: '0..10080' })
+  @IsInt()
+  @Min(0, { message: `$property must be 0 to ${MAX_PRECONDITION_MINUTES}` })
+  @Max(MAX_PRECONDITION_MINUTES, { message: `$property must be 0 to ${MAX_PRECONDITION_MINUTES}` })
+  soakMinutes: number;
+}
+
 @InputType()
 export class UpdateEnvironmentPolicyInput {
   @Field()
@@ -82,6 +101,45 @@ export class UpdateEnvironmentPolicyInput {
   @Min(1, { message: '$property must be 1 to 100' })
   @Max(100, { message: '$property must be 1 to 100' })
   maxQueueLength?: number | null;
+
+  /** Absent or null: unchanged (R50). */
+  @Field(() => [String], {
+    nullable: true,
+    description: 'Replaces the required checks (0..20 names).',
+  })
+  @IsOptional()
+  @ArrayMaxSize(20, { message: '$property must hold 0 to 20 names' })
+  @ArrayUnique({ message: '$property must not name a check twice' })
+  @Matches(NAME_PATTERN, {
+    each: true,
+    message: '$property must hold names matching ^[a-z0-9][a-z0-9._-]{0,62}$',
+  })
+  requiredChecks?: string[] | null;
+
+  /** Absent or null: unchanged; clearPromotion removes it (R51). */
+  @Field(() => PromotionInput, {
+    nullable: true,
+    description: 'Null in the input leaves it; clearPromotion removes it.',
+  })
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => PromotionInput)
+  promotion?: PromotionInput | null;
+
+  @Field(() => Boolean, { nullable: true })
+  @IsOptional()
+  @IsBoolean()
+  clearPromotion?: boolean | null;
+
+  /** R52: absent or null: unchanged; 0 removes the window. */
+  @Field(() => Int, { nullable: true, description: '1..10080; 0 removes the window.' })
+  @IsOptional()
+  @IsInt()
+  @Min(0, { message: `$property must be 1 to ${MAX_PRECONDITION_MINUTES}, or 0 to remove it` })
+  @Max(MAX_PRECONDITION_MINUTES, {
+    message: `$property must be 1 to ${MAX_PRECONDITION_MINUTES}, or 0 to remove it`,
+  })
+  deployWithinMinutes?: number | null;
 }
 
 @ArgsType()
