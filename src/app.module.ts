@@ -29,6 +29,7 @@ import { PoliciesModule } from './policies/policies.module.js';
 import { QuotasModule } from './quotas/quotas.module.js';
 import { RetentionModule } from './retention/retention.module.js';
 import { WebhooksModule } from './webhooks/webhooks.module.js';
+import { SlackModule } from './slack/slack.module.js';
 
 /** The given clock (tests), else the database's on PostgreSQL, else this process's. */
 @Global()
@@ -89,6 +90,7 @@ export class AppModule {
         IdentityModule,
         WebhooksModule,
         McpModule,
+        SlackModule,
       ],
       controllers: [HealthController, DashboardController],
       providers: [{ provide: APP_FILTER, useClass: PassThroughGqlFilter }],

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** The door a request came through (AuditEvent.via). */
-export type Via = 'graphql' | 'mcp';
+export type Via = 'graphql' | 'mcp' | 'slack';
 
 /**
  * Set inside an MCP tool call. Node 20's AsyncLocalStorage runs a hook on every promise the
@@ -9,14 +9,23 @@ export type Via = 'graphql' | 'mcp';
  * CPU), so only tool calls enter it, and it is disabled again whenever none is in flight:
  * GraphQL requests, the traffic's bulk, are the default door and pay nothing for it.
  */
-const mcpDoor = new AsyncLocalStorage<true>();
+const mcpDoor = new AsyncLocalStorage<Via>();
 let toolCallsInFlight = 0;
 
 /** Runs a tool call's `work` as a request through the `mcp` door; decisions it starts record that door. */
-export async function throughMcp<T>(work: () => Promise<T>): Promise<T> {
+export function throughMcp<T>(work: () => Promise<T>): Promise<T> {
+  return through('mcp', work);
+}
+
+/** Runs a Slack click's `work` (src/slack/) as a request through the `slack` door. */
+export function throughSlack<T>(work: () => Promise<T>): Promise<T> {
+  return through('slack', work);
+}
+
+async function through<T>(door: Via, work: () => Promise<T>): Promise<T> {
   toolCallsInFlight++;
   try {
-    return await mcpDoor.run(true, work);
+    return await mcpDoor.run(door, work);
   } finally {
     // No tool call's context is left to read it: the hook can go until the next one.
     if (--toolCallsInFlight === 0) mcpDoor.disable();
@@ -31,5 +40,5 @@ export async function throughMcp<T>(work: () => Promise<T>): Promise<T> {
  * drains the group, so reading it there would be wrong.
  */
 export function currentVia(): Via {
-  return mcpDoor.getStore() ? 'mcp' : 'graphql';
+  return mcpDoor.getStore() ?? 'graphql';
 }

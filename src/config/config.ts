@@ -1,5 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import { type OidcConfig, OidcConfigProblem, readOidcConfig } from './oidc-config.js';
+import { readSlackConfig, type SlackConfig } from '../slack/slack-config.js';
 
 export type LogFormat = 'auto' | 'json' | 'pretty';
 
@@ -23,6 +24,8 @@ export type DatabaseConfig =
 
 export interface Config {
   port: number;
+  /** PLANFENCE_SLACK_CONFIG (src/slack/slack-config.ts); null: reviews in Slack are off. */
+  slack: SlackConfig | null;
   host: string;
   database: DatabaseConfig;
   /** When set, the bearer token of the principal `admin`. */
@@ -448,6 +451,7 @@ export function loadConfig(env: Env = process.env): Config {
     limits: limits(env),
     http: http(env, maxPlanBytes, maxArtifactBytes),
     identity: identity(env),
+    slack: readSlackConfig(env),
     webhooks: webhooks(env),
     subscriptions: {
       replayLimit: integer(env, 'PLANFENCE_SUBSCRIPTION_REPLAY_LIMIT', 1000, 1, 100_000),

@@ -25,6 +25,7 @@ import { SubmitByIndex1765900000000 } from '../../migrations/1765900000000-submi
 import { SubmitAtOnceById1766000000000 } from '../../migrations/1766000000000-submit-at-once-by-id.js';
 import { TerraformState1766100000000 } from '../../migrations/1766100000000-terraform-state.js';
 import { Preconditions1766300000000 } from '../../migrations/1766300000000-preconditions.js';
+import { Slack1766400000000 } from '../../migrations/1766400000000-slack.js';
 import { Deployment } from '../deployments/deployment.entity.js';
 import { Environment } from '../environments/environment.entity.js';
 import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
@@ -62,6 +63,7 @@ export const migrations = [
   SubmitAtOnceById1766000000000,
   TerraformState1766100000000,
   Preconditions1766300000000,
+  Slack1766400000000,
 ];
 
 /**

@@ -1,5 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { type DocumentNode, getOperationAST, type GraphQLSchema, OperationTypeNode } from 'graphql';
+import {
+  type DocumentNode,
+  getOperationAST,
+  GraphQLError,
+  type GraphQLSchema,
+  OperationTypeNode,
+} from 'graphql';
 import type { Registry } from 'prom-client';
 import { authenticateOnce } from '../auth/auth.guard.js';
 import { AuthError } from '../auth/auth.errors.js';
@@ -17,6 +23,7 @@ import {
 import { HeavyQueryGate } from './heavy-queries.js';
 import { RequestLimitError } from '../common/limit.errors.js';
 import { authentications, refusedRequests } from './limit-metrics.js';
+import { jsonBytesOver } from './response-bytes.js';
 
 interface HeavyRequest {
   /** Set while an expensive request holds a slot of the HeavyQueryGate. */
@@ -26,9 +33,9 @@ interface HeavyRequest {
 /** The slice of the Mercurius context the hooks read. */
 interface HookContext {
   req?: RequestWithPrincipal;
+  reply?: { request: FastifyRequest & HeavyRequest; code(status: number): unknown };
   /** A subscription's cost per event, for the feeds to price a replay with (feeds.ts). */
   eventCost?: number;
-  reply?: { request: FastifyRequest & HeavyRequest };
 }
 
 interface MercuriusHooks {
@@ -47,6 +54,10 @@ interface MercuriusHooks {
   addHook(
     name: 'preSubscriptionExecution',
     hook: (schema: GraphQLSchema, document: DocumentNode, context: HookContext) => Promise<void>,
+  ): void;
+  addHook(
+    name: 'onResolution',
+    hook: (execution: { data?: unknown; errors?: unknown }, context: HookContext) => Promise<void>,
   ): void;
   addHook(
     name: 'preExecution',
@@ -179,6 +190,26 @@ export function installRequestLimits(
     if (cost >= limits.heavyQueryCost && request && !request.releaseHeavySlot) {
       request.releaseHeavySlot = await heavy.acquire();
     }
+  });
+
+  // The result priced by the bytes its JSON will take, escaping included (a control
+  // character grows 6×), before the response text is built: a result over
+  // PLANFENCE_MAX_RESPONSE_BYTES is refused with a code instead of failing to serialize.
+  graphql.addHook('onResolution', async (execution, context) => {
+    if (execution.data == null || !jsonBytesOver(execution.data, limits.maxResponseBytes)) return;
+    const error = new RequestLimitError(
+      'responseBytes',
+      limits.maxResponseBytes,
+      `the response would have more than ${limits.maxResponseBytes} bytes of JSON, escaping included (PLANFENCE_MAX_RESPONSE_BYTES); ask for fewer items or fields`,
+    );
+    refused.inc({ limit: error.limit });
+    execution.data = null;
+    execution.errors = [new GraphQLError(error.message, { extensions: error.extensions })];
+    if (context.reply) {
+      context.reply.code(400);
+      (context.reply.request as unknown as LoggedRequest).outcome = 'BAD_USER_INPUT';
+    }
+    return Promise.resolve();
   });
 }
 

@@ -1,0 +1,24 @@
+import { Module } from '@nestjs/common';
+import { AuditModule } from '../audit/audit.module.js';
+import { AuthModule } from '../auth/auth.module.js';
+import { PlansModule } from '../plans/plans.module.js';
+import { SlackCommands } from './slack-commands.js';
+import { SlackInteractions } from './slack-interactions.js';
+import { SlackLinks } from './slack-links.js';
+import { SlackMessages } from './slack-messages.service.js';
+import { SlackResolver } from './slack.resolver.js';
+import { SlackRoutes } from './slack.routes.js';
+
+/** Reviews in Slack (DESIGN §20, R45–R47, docs/slack.md). */
+@Module({
+  imports: [AuditModule, AuthModule, PlansModule],
+  providers: [
+    SlackLinks,
+    SlackMessages,
+    SlackInteractions,
+    SlackCommands,
+    SlackRoutes,
+    SlackResolver,
+  ],
+})
+export class SlackModule {}
