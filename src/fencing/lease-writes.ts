@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { execute, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail, insertRow } from '../database/rows.js';
-import { holdEnvironment } from '../database/row-locks.js';
+import { holdEnvironment } from './row-locks.js';
 import { type Environment, QueueMode } from '../environments/environment.entity.js';
 import { EnvironmentError } from '../environments/environment.errors.js';
 import { LeaseGrant } from '../leases/lease-grant.entity.js';

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { changedOrRetry, execute, select, selectLater } from '../database/database.js';
 import { drawId, insertReturning, updateEntities } from '../database/rows.js';
 import { AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
-import { heldEnvironment, holdEnvironment } from '../database/row-locks.js';
+import { heldEnvironment, holdEnvironment } from './row-locks.js';
 import { PlanId } from '../common/ids.js';
 import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../plans/plan.entity.js';
 import type { PolicyDecision } from '../policies/policy-decision.js';

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database, execute, executeLater, jsonList, select } from '../database/database.js';
-import { lockEnvironment } from '../database/row-locks.js';
+import { lockEnvironment } from '../fencing/row-locks.js';
 import type { Deployment } from '../deployments/deployment.entity.js';
 import type { Environment } from '../environments/environment.entity.js';
 import type { LeaseTicket } from '../leases/lease-ticket.entity.js';

@@ -10,6 +10,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
 import { PlanWrites } from '../fencing/plan-writes.js';
+import { purgePlanContents } from '../fencing/retention-writes.js';
 import { DeploymentWrites } from '../fencing/deployment-writes.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 
@@ -19,21 +20,8 @@ export interface PurgeReport {
 }
 
 /**
- * The statuses whose content goes once the plan is older than the retention period. A
- * PROPOSED plan that old has waited a month for review; once purged it can no longer be
- * approved (the fencing module refuses plans without content). PUBLISHED content stays.
- */
-export const PURGED_STATUSES = [
-  'SUPERSEDED',
-  'OBSOLETE',
-  'REJECTED',
-  'EXPIRED',
-  'PROPOSED',
-] as const;
-
-/**
  * Keeps the database from growing forever: expired idempotency records go, and so does
- * the content and artifact (never the metadata, summary or hashes) of plans in PURGED_STATUSES submitted more than
+ * the content and artifact (never the metadata, summary or hashes) of plans in PURGED_STATUSES (fencing/retention-writes.ts) submitted more than
  * PLANFENCE_PLAN_RETENTION_DAYS ago; expired proposals are first stored as EXPIRED. The
  * published plan's content is never purged. Outbox events and DELIVERED or FAILED webhook
  * deliveries older than the same period go too; a PENDING delivery and its event stay.
@@ -79,13 +67,7 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
           'DELETE FROM idempotency_records WHERE expires_at <= :now',
           { now },
         ),
-        planContents: await execute(
-          m,
-          `UPDATE plans SET content = '', artifact = NULL, purged_at = :now
-           WHERE status IN (${PURGED_STATUSES.map((status) => `'${status}'`).join(', ')})
-             AND submitted_at < :cutoff AND purged_at IS NULL`,
-          { now, cutoff },
-        ),
+        planContents: await purgePlanContents(m, now, cutoff),
       };
     });
     const outbox = await this.db.write(async (m) => ({

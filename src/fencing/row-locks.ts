@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import { execute, select } from './sql.js';
+import { execute, select } from '../database/sql.js';
 
 /**
  * The environment rows each transaction holds. On PostgreSQL a statement that changed a row
