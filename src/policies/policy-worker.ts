@@ -36,6 +36,25 @@ export function policyWorkerMain(): void {
     return found;
   };
   const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+  // An evaluation error is stored with the plan's results and in the audit log, which every
+  // reader of the environment sees: it says what kind of error the expression met, never
+  // the text of a value (CEL's own messages quote them: "Cannot convert <value> to a BigInt").
+  const kinds: [RegExp, string][] = [
+    [/no matching overload/i, 'no function matches the argument types'],
+    [/type mismatch|unsupported key type/i, 'a value has the wrong type'],
+    [/overflow/i, 'a number overflowed'],
+    [/divide by zero|modulus by zero/i, 'division by zero'],
+    [/out of bounds/i, 'a list index is out of bounds'],
+    [/no such key|key not found/i, 'a map has no such key'],
+    [/field not found|no such field|unresolved attribute|undeclared reference/i, 'no such field'],
+    [/convert|bigint|invalid|parse|syntax/i, 'a value could not be converted'],
+    [/maximum call stack|invalid string length|array length/i, 'the evaluation ran out of room'],
+  ];
+  const kindOf = (error: unknown) => {
+    const text = messageOf(error);
+    for (const [pattern, kind] of kinds) if (pattern.test(text)) return kind;
+    return 'the expression failed';
+  };
   // Requests arrive on parentPort; replies go to their own port, which the pool can drain
   // synchronously (a reply that is already there never counts as a budget run out).
   const port = workerData.replies;
@@ -68,11 +87,11 @@ export function policyWorkerMain(): void {
         let error: string | null = null;
         try {
           const value = program(expression)(message.activation as never);
-          if (cel.isCelError(value)) error = value.message;
+          if (cel.isCelError(value)) error = kindOf(value);
           else if (typeof value === 'boolean') matched = value;
           else error = `the expression evaluated to ${typeof value}, not a bool`;
         } catch (thrown) {
-          error = messageOf(thrown);
+          error = kindOf(thrown);
         }
         port.postMessage({
           id: message.id,

@@ -41,7 +41,20 @@ export interface Outcome {
   text: string;
 }
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+/** A Slack payload, read through `at`. */
+export type Json = Record<string, unknown>;
+
+/** The value at `path` in a parsed payload; undefined where any step is missing. */
+export function at(value: unknown, ...path: string[]): unknown {
+  let here = value;
+  for (const key of path) {
+    if (!here || typeof here !== 'object') return undefined;
+    here = (here as Record<string, unknown>)[key];
+  }
+  return here;
+}
+
+const text = (value: unknown): string | null => (typeof value === 'string' ? value : null);
 
 export const HOW_TO_LINK =
   'Your Slack user is not linked to a planfence person: type `/planfence link` and open the link it shows you in the planfence console while signed in. Until then your clicks change nothing.';
@@ -75,8 +88,10 @@ export class SlackInteractions {
    */
   async action(payload: Json): Promise<void> {
     const user = userOf(payload);
-    const action = (payload.actions as Json[] | undefined)?.[0];
-    const channel: string | null = payload.channel?.id ?? payload.container?.channel_id ?? null;
+    const actions = at(payload, 'actions');
+    const action = Array.isArray(actions) ? (actions[0] as Json | undefined) : undefined;
+    const channel =
+      text(at(payload, 'channel', 'id')) ?? text(at(payload, 'container', 'channel_id'));
     if (!user || !action) return;
     if (action.action_id !== APPROVE_ACTION && action.action_id !== REJECT_ACTION) return;
     const pin = parsePin(action.value);
@@ -94,7 +109,10 @@ export class SlackInteractions {
     if (action.action_id === REJECT_ACTION) {
       await this.messages
         .apiClient()
-        .call('views.open', { trigger_id: payload.trigger_id, view: rejectModal(pin, channel) });
+        .call('views.open', {
+          trigger_id: at(payload, 'trigger_id'),
+          view: rejectModal(pin, channel),
+        });
       return;
     }
     const outcome = await this.once(user, 'approve', pin, () =>
@@ -107,11 +125,10 @@ export class SlackInteractions {
   /** A `view_submission` of the reject modal: the reason, then the decision. */
   async rejectSubmitted(payload: Json): Promise<void> {
     const user = userOf(payload);
-    const view = payload.view as Json | undefined;
-    if (!user || view?.callback_id !== REJECT_CALLBACK) return;
+    if (!user || at(payload, 'view', 'callback_id') !== REJECT_CALLBACK) return;
     let meta: { pin?: string; channel?: string | null } = {};
     try {
-      meta = JSON.parse(String(view.private_metadata)) as typeof meta;
+      meta = JSON.parse(String(at(payload, 'view', 'private_metadata'))) as typeof meta;
     } catch {
       return;
     }
@@ -228,10 +245,9 @@ export class SlackInteractions {
     pin: Pin,
     what: { kind: 'approve' } | { kind: 'reject'; reason: string },
   ): Promise<Outcome> {
-    const handler =
-      what.kind === 'approve'
-        ? PlansResolver.prototype.approvePlan
-        : PlansResolver.prototype.rejectPlan;
+    // The resolver methods only as Access reads them (their @Roles); never called.
+    const { approvePlan, rejectPlan } = PlansResolver.prototype; // eslint-disable-line @typescript-eslint/unbound-method
+    const handler = what.kind === 'approve' ? approvePlan : rejectPlan;
     const action = what.kind === 'approve' ? 'APPROVE_PLAN' : 'REJECT_PLAN';
     const request = {};
     try {
@@ -334,13 +350,13 @@ export class SlackInteractions {
 }
 
 export function userOf(payload: Json): SlackUser | null {
-  const userId = payload.user?.id;
-  const teamId = payload.team?.id ?? payload.user?.team_id;
-  return typeof userId === 'string' && typeof teamId === 'string' ? { teamId, userId } : null;
+  const userId = text(at(payload, 'user', 'id'));
+  const teamId = text(at(payload, 'team', 'id')) ?? text(at(payload, 'user', 'team_id'));
+  return userId && teamId ? { teamId, userId } : null;
 }
 
 /** The reason typed in the reject modal. */
 export function reasonOf(payload: Json): string | null {
-  const value = payload.view?.state?.values?.[REASON_BLOCK]?.[REASON_INPUT]?.value;
-  return typeof value === 'string' && value.trim() ? value.trim() : null;
+  const value = text(at(payload, 'view', 'state', 'values', REASON_BLOCK, REASON_INPUT, 'value'));
+  return value?.trim() ? value.trim() : null;
 }

@@ -1,7 +1,7 @@
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval } from '../plans/approval.model.js';
 import { type Plan, PlanStatus } from '../plans/plan.entity.js';
-import type { PolicyResult } from '../policies/plan-policy.model.js';
+import { PolicyEffect, type PolicyResult } from '../policies/plan-policy.model.js';
 
 /** What a message shows of a plan, read together (src/slack/plan-view.ts). */
 export interface PlanView {
@@ -111,7 +111,7 @@ export function renderMessage(view: PlanView): { text: string; blocks: unknown[]
     text: { type: 'mrkdwn', text: `*Changes*: ${counts ?? 'a text plan (no Terraform summary)'}` },
   });
   const warnings = (plan.policyResults ?? []).filter(
-    (r: PolicyResult) => r.matched && r.effect === 'WARN',
+    (r: PolicyResult) => r.matched && r.effect === PolicyEffect.WARN,
   );
   if (warnings.length)
     blocks.push({

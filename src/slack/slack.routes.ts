@@ -7,7 +7,7 @@ import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
 import { PlansService } from '../plans/plans.service.js';
 import { SlackCommands } from './slack-commands.js';
-import { reasonOf, SlackInteractions } from './slack-interactions.js';
+import { at, type Json, reasonOf, SlackInteractions } from './slack-interactions.js';
 import { REASON_BLOCK, REJECT_CALLBACK } from './slack-message.js';
 import { MAX_SIGNATURE_AGE_SECONDS, signatureProblem } from './slack-signature.js';
 
@@ -96,7 +96,7 @@ export class SlackRoutes implements OnModuleInit {
 
   private async interaction(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (await this.refused(request, reply)) return;
-    let payload: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    let payload: Json;
     try {
       payload = JSON.parse(
         new URLSearchParams(request.body as string).get('payload') ?? '',
@@ -105,7 +105,10 @@ export class SlackRoutes implements OnModuleInit {
       await reply.code(400).send({ error: 'no JSON payload' });
       return;
     }
-    if (payload.type === 'view_submission' && payload.view?.callback_id === REJECT_CALLBACK) {
+    if (
+      payload.type === 'view_submission' &&
+      at(payload, 'view', 'callback_id') === REJECT_CALLBACK
+    ) {
       const reason = reasonOf(payload);
       if (!reason || reason.length > 255) {
         await reply.send({
