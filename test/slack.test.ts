@@ -444,7 +444,7 @@ describe('linking', () => {
     const again = await w.gql(bob, 'mutation($c: String!) { linkSlack(code: $c) { userId } }', {
       c: code,
     });
-    expect(again.errors?.[0].extensions.code).toBe('BAD_USER_INPUT');
+    expect(again.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
     const mine = ok(await w.gql(me, '{ whoami { name slackLinks { teamId userId linkedAt } } }'));
     expect(mine.whoami.slackLinks).toEqual([
       expect.objectContaining({ teamId: TEAM, userId: 'UCAROL' }),
@@ -457,13 +457,13 @@ describe('linking', () => {
     const expired = await w.gql(me, 'mutation($c: String!) { linkSlack(code: $c) { userId } }', {
       c: late,
     });
-    expect(expired.errors?.[0].extensions.code).toBe('BAD_USER_INPUT');
+    expect(expired.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
 
     const other = await w.gql(
       bob,
       'mutation { unlinkSlack(teamId: "T0PLANFENCE", userId: "UCAROL") }',
     );
-    expect(other.errors?.[0].extensions.code).toBe('FORBIDDEN');
+    expect(other.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
     expect(
       ok(await w.gql(me, 'mutation { unlinkSlack(teamId: "T0PLANFENCE", userId: "UCAROL") }'))
         .unlinkSlack,
