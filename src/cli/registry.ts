@@ -186,7 +186,11 @@ export const MUTATIONS: Record<string, string[]> = {
 };
 
 /** Mutations deliberately without a command of their own, and why. */
-export const NOT_A_COMMAND: Record<string, string> = {};
+export const NOT_A_COMMAND: Record<string, string> = {
+  linkSlack:
+    'a person opens the one-time link /planfence link shows them in Slack in the console, signed in (docs/slack.md)',
+  unlinkSlack: 'done in the console by the linked person or an ADMIN (docs/slack.md)',
+};
 
 /** The words of the commands that parse their own arguments. */
 export const OWN_PARSERS = ['deploy', 'login', 'mcp', 'runner'] as const;
