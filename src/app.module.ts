@@ -28,6 +28,7 @@ import { PlansModule } from './plans/plans.module.js';
 import { PoliciesModule } from './policies/policies.module.js';
 import { QuotasModule } from './quotas/quotas.module.js';
 import { RetentionModule } from './retention/retention.module.js';
+import { SessionsModule } from './sessions/sessions.module.js';
 import { WebhooksModule } from './webhooks/webhooks.module.js';
 import { SlackModule } from './slack/slack.module.js';
 
@@ -88,6 +89,7 @@ export class AppModule {
         DeploymentsModule,
         ChecksModule,
         IdentityModule,
+        SessionsModule,
         WebhooksModule,
         McpModule,
         SlackModule,

@@ -1,5 +1,7 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import {
   type CallHandler,
+  Inject,
   type CanActivate,
   type ExecutionContext,
   Injectable,
@@ -14,6 +16,8 @@ import { AuditOutcome } from '../audit/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
 import type { Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
+import { CONFIG } from '../config/config.module.js';
+import type { Config } from '../config/config.js';
 import { Database } from '../database/database.js';
 import { exists } from '../database/rows.js';
 import { Environment } from '../environments/environment.entity.js';
@@ -60,6 +64,26 @@ export function authenticateOnce(
     return Promise.resolve(request.principal);
   const lookUp = () => {
     const header = req.headers.authorization;
+    // No bearer token: a GraphQL request may come with a console session's cookie (R41);
+    // a session's bearer token (`planfence login`) is a session too, without the cookie's checks.
+    const cookie = header ? null : sessionCookieOf(req);
+    const bearer =
+      typeof header === 'string'
+        ? /^\s*Bearer (pfs_[A-Za-z0-9_-]{20,100})\s*$/i.exec(header)
+        : null;
+    const secret = cookie ?? bearer?.[1];
+    if (secret)
+      return auth
+        .authenticateSession(secret)
+        .then(({ principal, session }) => {
+          lookups?.inc({ outcome: 'OK' });
+          (req as CookieRequest).session = { ...session, secret, byCookie: Boolean(cookie) };
+          return (request.principal = principal);
+        })
+        .catch((error: unknown) => {
+          lookups?.inc({ outcome: error instanceof AuthError ? error.code : 'INTERNAL' });
+          throw error;
+        });
     return auth
       .authenticate(Array.isArray(header) ? header[0] : header, { unchecked })
       .then((principal) => {
@@ -83,6 +107,39 @@ export function authenticateOnce(
   // The failure is kept for the next field; nobody awaiting it yet is not an unhandled rejection.
   request.authentication.catch(() => undefined);
   return request.authentication;
+}
+
+/** A request a session authenticated: the session, its secret, and whether a cookie carried it. */
+export interface CookieRequest extends RequestWithPrincipal {
+  session?: { id: string; principal: string; kind: string; secret: string; byCookie: boolean };
+}
+
+/**
+ * The console session's secret in the request's `planfence_session` cookie, on GraphQL
+ * requests only (the one door a cookie opens: MCP and the rest take bearer tokens).
+ */
+export function sessionCookieOf(req: RequestWithPrincipal): string | null {
+  const url = (req as { url?: string }).url;
+  if (typeof url !== 'string' || !/^\/graphql(\?|$)/.test(url)) return null;
+  const raw = req.headers.cookie;
+  const text = Array.isArray(raw) ? raw.join('; ') : raw;
+  if (!text) return null;
+  for (const part of text.split(';')) {
+    const at = part.indexOf('=');
+    if (at > 0 && part.slice(0, at).trim() === SESSION_COOKIE_NAME) {
+      const value = part.slice(at + 1).trim();
+      return /^pfs_[A-Za-z0-9_-]{20,100}$/.test(value) ? value : null;
+    }
+  }
+  return null;
+}
+
+/** The cookie a console session travels in (src/sessions/session.entity.ts SESSION_COOKIE). */
+const SESSION_COOKIE_NAME = 'planfence_session';
+
+/** The CSRF token of a session secret (R42); the same derivation as src/sessions/sessions.service.ts. */
+export function csrfTokenFor(secret: string): string {
+  return createHash('sha256').update(`planfence-csrf:${secret}`).digest('base64url');
 }
 
 /** A resolver method, whose metadata says who may call it. */
@@ -220,6 +277,7 @@ export class AuthGuard implements CanActivate {
     private readonly reflector: Reflector,
     private readonly access: Access,
     metrics: MetricsService,
+    @Inject(CONFIG) private readonly config: Config,
   ) {
     this.lookups = authentications(metrics.registry);
   }
@@ -235,6 +293,8 @@ export class AuthGuard implements CanActivate {
     const req = gqlRequest(context);
     const checkedInDecision = this.reflector.get<boolean | undefined>(TOKEN_CHECKED_KEY, handler);
     let principal = await authenticateOnce(this.auth, req, this.lookups, checkedInDecision);
+    if (gql.getInfo<{ operation: { operation: string } }>().operation.operation === 'mutation')
+      this.checkCsrf(req);
     // A refusal is answered (and audited) for the principal as the database has it now.
     if (tokenCheckOf(principal) && !this.access.allows(principal, handler, args))
       principal = await authenticateOnce(this.auth, req, this.lookups);
@@ -243,6 +303,40 @@ export class AuthGuard implements CanActivate {
     this.access.checkUnscoped(principal, handler, request);
     await this.access.checkScope(principal, handler.name, args, 'graphql', request);
     return true;
+  }
+
+  /**
+   * R42: a change a session cookie authenticates carries the session's CSRF token in
+   * x-planfence-csrf and an Origin of the service; else FORBIDDEN before any field runs
+   * (mutations run one after another: the first field's refusal stops the document).
+   */
+  private checkCsrf(req: RequestWithPrincipal): void {
+    const session = (req as CookieRequest).session;
+    if (!session?.byCookie) return;
+    const given = req.headers['x-planfence-csrf'];
+    const expected = Buffer.from(csrfTokenFor(session.secret));
+    const header = Buffer.from(typeof given === 'string' ? given : '');
+    if (header.length !== expected.length || !timingSafeEqual(header, expected))
+      throw new AuthError(
+        'FORBIDDEN',
+        "a change made with a session cookie needs header x-planfence-csrf: the session's csrfToken (mySession)",
+      );
+    const origin = req.headers.origin;
+    if (typeof origin !== 'string' || !this.serviceOrigins(req).includes(origin))
+      throw new AuthError(
+        'FORBIDDEN',
+        `a change made with a session cookie must come from the service's own pages (Origin ${typeof origin === 'string' ? `"${origin}"` : 'missing'})`,
+      );
+  }
+
+  /** The service's origins: PLANFENCE_PUBLIC_URL's, and the one this request addressed. */
+  private serviceOrigins(req: RequestWithPrincipal): string[] {
+    const origins: string[] = [];
+    if (this.config.mcp.publicUrl) origins.push(new URL(this.config.mcp.publicUrl).origin);
+    const host = req.headers.host;
+    const protocol = (req as { protocol?: string }).protocol ?? 'http';
+    if (typeof host === 'string') origins.push(`${protocol}://${host}`);
+    return origins;
   }
 }
 

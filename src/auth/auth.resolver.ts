@@ -7,6 +7,7 @@ import {
   SetPrincipalGroupsArgs,
 } from './dto/token.args.js';
 import { IssuedToken, Principal } from './principal.entity.js';
+import { Person, personOf } from './person.model.js';
 import { CurrentPrincipal, Roles, Unscoped } from './roles.decorator.js';
 
 @Resolver(() => Principal)
@@ -52,6 +53,19 @@ export class AuthResolver {
   @Mutation(() => Principal)
   setPrincipalGroups(@Args() { name, groups }: SetPrincipalGroupsArgs): Promise<Principal> {
     return this.auth.setPrincipalGroups(name, groups);
+  }
+
+  @ResolveField('person', () => Person, {
+    nullable: true,
+    description: 'Set for a person who signs in (DESIGN R40).',
+  })
+  person(@Parent() principal: Principal): Person | null {
+    return personOf({
+      personIssuer: principal.personIssuer ?? null,
+      personSubject: principal.personSubject ?? null,
+      personEmail: principal.personEmail ?? null,
+      personName: principal.personName ?? null,
+    });
   }
 
   @ResolveField('groups', () => [String])

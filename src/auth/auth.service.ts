@@ -13,6 +13,15 @@ import { type IssuedToken, Principal } from './principal.entity.js';
 import { Role } from '../common/role.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 
+/** Session secrets start with it (src/sessions/session.entity.ts SESSION_PREFIX). */
+const SESSION_TOKEN_PREFIX = 'pfs_';
+
+/** What a session secret authenticates: its principal and the session (src/sessions/). */
+export interface SessionAuthentication {
+  principal: Principal;
+  session: { id: string; principal: string; kind: string };
+}
+
 /** What a token may do besides its role (R14, R26). */
 export interface TokenScope {
   groups?: string[] | null;
@@ -37,6 +46,23 @@ export class AuthService implements OnApplicationBootstrap {
   ) {
     this.exactMemory = db.dialect === 'sqlite';
     changes.onChange((name) => this.memory.forget(name));
+  }
+
+  /** People's sessions (src/sessions/): a secret's principal and session, once that module is in. */
+  private sessions: ((secret: string) => Promise<SessionAuthentication>) | null = null;
+
+  /** Called by SessionsService: bearer tokens that are session secrets (`pfs_`) go to it. */
+  useSessions(authenticate: (secret: string) => Promise<SessionAuthentication>): void {
+    this.sessions = authenticate;
+  }
+
+  /**
+   * A session secret's principal and session (R41): from a cookie or a `pfs_` bearer token.
+   * UNAUTHENTICATED when sessions are not served or the session no longer authenticates.
+   */
+  authenticateSession(secret: string): Promise<SessionAuthentication> {
+    if (!this.sessions) return Promise.reject(new AuthError('UNAUTHENTICATED', 'unknown session'));
+    return this.sessions(secret);
   }
 
   /** The admin's token, from PLANFENCE_ADMIN_TOKEN or a new token file (see bootstrapAdmin). */
@@ -74,6 +100,8 @@ export class AuthService implements OnApplicationBootstrap {
         'UNAUTHENTICATED',
         'malformed Authorization header: expected "Bearer <token>"',
       );
+    if (match[1].startsWith(SESSION_TOKEN_PREFIX))
+      return (await this.authenticateSession(match[1])).principal;
     const tokenHash = sha256(match[1]);
     const remembered =
       this.exactMemory || mayBeUnchecked ? (this.memory.get(tokenHash) ?? null) : null;

@@ -50,6 +50,20 @@ export class Principal {
   /** The OIDC issuer whose exchanges made (and may renew) this principal; null for issued tokens. */
   @Column({ name: 'oidc_issuer', type: 'varchar', length: 255, nullable: true })
   oidcIssuer: string | null;
+
+  /** R40: the provider of the person who signs in as this principal; null: no person. */
+  @Column({ name: 'person_issuer', type: 'varchar', length: 255, nullable: true })
+  personIssuer?: string | null;
+
+  /** R40: the person's `sub` at personIssuer; (personIssuer, personSubject) names one principal. */
+  @Column({ name: 'person_subject', type: 'varchar', length: 255, nullable: true })
+  personSubject?: string | null;
+
+  @Column({ name: 'person_email', type: 'varchar', length: 320, nullable: true })
+  personEmail?: string | null;
+
+  @Column({ name: 'person_name', type: 'varchar', length: 255, nullable: true })
+  personName?: string | null;
 }
 
 @ObjectType()

@@ -23,10 +23,35 @@ export interface OidcIssuer {
   /** Claims every token must hold besides iss, aud and exp (default: sub, jti). */
   requiredClaims: string[];
   rules: OidcRule[];
+  /** R44: the API also takes this issuer's JWT access tokens whose aud is the service's resource URL. */
+  accessTokens: boolean;
+}
+
+/**
+ * A provider people sign in with (DESIGN §19, R40): the console's (and `planfence login`'s)
+ * authorization code flow with PKCE. Its ID tokens' claims are matched by `rules` as R25's
+ * (a list claim such as `groups` matches when one element does).
+ */
+export interface OidcLogin {
+  issuer: string;
+  clientId: string;
+  /** null: a public client (PKCE alone). */
+  clientSecret: string | null;
+  /** Requested scopes; `openid` is always among them. */
+  scopes: string[];
+  rules: OidcRule[];
+  /** Absolute lifetime of a session. */
+  sessionHours: number;
+  /** A session unused this long ends. */
+  idleMinutes: number;
+  /** The button's text in the console; default: the issuer's host. */
+  label: string;
 }
 
 export interface OidcConfig {
   issuers: OidcIssuer[];
+  /** §19: providers people sign in with; empty: no sign-in (tokens only). */
+  logins: OidcLogin[];
 }
 
 /** The roles of docs/design.md §5 (kept here so that loading the configuration loads no framework). */
@@ -146,7 +171,14 @@ function rule(value: unknown, where: string): OidcRule {
 
 function issuer(value: unknown, where: string): OidcIssuer {
   const i = object(value, where);
-  onlyKeys(i, ['issuer', 'audience', 'algorithms', 'jwksUri', 'requiredClaims', 'rules'], where);
+  onlyKeys(
+    i,
+    ['issuer', 'audience', 'algorithms', 'jwksUri', 'requiredClaims', 'rules', 'accessTokens'],
+    where,
+  );
+  if (i.accessTokens !== undefined && typeof i.accessTokens !== 'boolean') {
+    throw new OidcConfigProblem(`${where}.accessTokens must be true or false`);
+  }
   if (Array.isArray(i.audience)) {
     throw new OidcConfigProblem(`${where}.audience must be one string: exactly one audience`);
   }
@@ -173,6 +205,52 @@ function issuer(value: unknown, where: string): OidcIssuer {
         ? ['sub', 'jti']
         : strings(i.requiredClaims, `${where}.requiredClaims`),
     rules: i.rules.map((r, n) => rule(r, `${where}.rules[${n}]`)),
+    accessTokens: i.accessTokens === true,
+  };
+}
+
+function wholeNumber(value: unknown, fallback: number, min: number, max: number, where: string) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new OidcConfigProblem(`${where} must be a whole number from ${min} to ${max}`);
+  }
+  return value;
+}
+
+function login(value: unknown, where: string): OidcLogin {
+  const l = object(value, where);
+  onlyKeys(
+    l,
+    [
+      'issuer',
+      'clientId',
+      'clientSecret',
+      'scopes',
+      'rules',
+      'sessionHours',
+      'idleMinutes',
+      'label',
+    ],
+    where,
+  );
+  const issuerUrl = url(l.issuer, `${where}.issuer`);
+  const scopes =
+    l.scopes === undefined ? ['openid', 'email', 'profile'] : strings(l.scopes, `${where}.scopes`);
+  if (!Array.isArray(l.rules) || !l.rules.length) {
+    throw new OidcConfigProblem(`${where}.rules must be a non-empty array`);
+  }
+  return {
+    issuer: issuerUrl,
+    clientId: text(l.clientId, `${where}.clientId`),
+    clientSecret:
+      l.clientSecret === undefined || l.clientSecret === null
+        ? null
+        : text(l.clientSecret, `${where}.clientSecret`),
+    scopes: scopes.includes('openid') ? scopes : ['openid', ...scopes],
+    rules: l.rules.map((r, n) => rule(r, `${where}.rules[${n}]`)),
+    sessionHours: wholeNumber(l.sessionHours, 12, 1, 24 * 30, `${where}.sessionHours`),
+    idleMinutes: wholeNumber(l.idleMinutes, 60, 1, 24 * 60 * 30, `${where}.idleMinutes`),
+    label: l.label === undefined ? new URL(issuerUrl).host : text(l.label, `${where}.label`),
   };
 }
 
@@ -185,17 +263,31 @@ export function parseOidcConfig(source: string): OidcConfig {
     throw new OidcConfigProblem(`is not valid JSON: ${(error as Error).message}`);
   }
   const root = object(raw, 'the top level');
-  onlyKeys(root, ['issuers'], 'the top level');
-  if (!Array.isArray(root.issuers) || !root.issuers.length) {
-    throw new OidcConfigProblem('issuers must be a non-empty array');
+  onlyKeys(root, ['issuers', 'logins'], 'the top level');
+  if (root.issuers !== undefined && !Array.isArray(root.issuers)) {
+    throw new OidcConfigProblem('issuers must be an array');
   }
-  const issuers = root.issuers.map((value, n) => issuer(value, `issuers[${n}]`));
+  if (root.logins !== undefined && !Array.isArray(root.logins)) {
+    throw new OidcConfigProblem('logins must be an array');
+  }
+  const rawIssuers = (root.issuers ?? []) as unknown[];
+  const rawLogins = (root.logins ?? []) as unknown[];
+  if (!rawIssuers.length && !rawLogins.length) {
+    throw new OidcConfigProblem('issuers must be a non-empty array (or logins given)');
+  }
+  const issuers = rawIssuers.map((value, n) => issuer(value, `issuers[${n}]`));
   const seen = new Set<string>();
   for (const { issuer: name } of issuers) {
     if (seen.has(name)) throw new OidcConfigProblem(`issuer "${name}" is listed twice`);
     seen.add(name);
   }
-  return { issuers };
+  const logins = rawLogins.map((value, n) => login(value, `logins[${n}]`));
+  const seenLogins = new Set<string>();
+  for (const { issuer: name } of logins) {
+    if (seenLogins.has(name)) throw new OidcConfigProblem(`logins: "${name}" is listed twice`);
+    seenLogins.add(name);
+  }
+  return { issuers, logins };
 }
 
 /** Reads the file `path` names; OidcConfigProblem when it cannot be read or is invalid. */

@@ -24,6 +24,7 @@ import { SubmitAtOnce1765800000000 } from '../../migrations/1765800000000-submit
 import { SubmitByIndex1765900000000 } from '../../migrations/1765900000000-submit-by-index.js';
 import { SubmitAtOnceById1766000000000 } from '../../migrations/1766000000000-submit-at-once-by-id.js';
 import { TerraformState1766100000000 } from '../../migrations/1766100000000-terraform-state.js';
+import { Sessions1766200000000 } from '../../migrations/1766200000000-sessions.js';
 import { Preconditions1766300000000 } from '../../migrations/1766300000000-preconditions.js';
 import { Slack1766400000000 } from '../../migrations/1766400000000-slack.js';
 import { Deployment } from '../deployments/deployment.entity.js';
@@ -62,6 +63,7 @@ export const migrations = [
   SubmitByIndex1765900000000,
   SubmitAtOnceById1766000000000,
   TerraformState1766100000000,
+  Sessions1766200000000,
   Preconditions1766300000000,
   Slack1766400000000,
 ];

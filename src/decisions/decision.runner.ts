@@ -7,6 +7,7 @@ import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database, isTokenCheckFailure, type TokenCheck } from '../database/database.js';
 import { AuthError } from '../auth/auth.errors.js';
+import { withPerson } from '../auth/person.model.js';
 import {
   type IdempotentCall,
   IdempotencyService,
@@ -306,7 +307,9 @@ export class DecisionRunner {
     try {
       const result = await work(m, now);
       await this.send(m, takeEffects(m));
-      const { detail, ...summary } = summarize(result);
+      const { detail: said, ...summary } = summarize(result);
+      // R43: a decision by a signed-in person names the person.
+      const detail = await withPerson(m, decision.action, decision.actor, said);
       await this.audit.record(
         m,
         now,
@@ -336,7 +339,7 @@ export class DecisionRunner {
       ...decision,
       outcome: AuditOutcome.REJECTED,
       code: error.code,
-      detail: error.message,
+      detail: await withPerson(m, decision.action, decision.actor, error.message),
     });
     return { error };
   }
