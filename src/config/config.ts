@@ -206,6 +206,11 @@ export interface LimitsConfig {
   graphiql: boolean;
   /** When set, /metrics needs `Authorization: Bearer <this>`. */
   metricsToken: string | undefined;
+  /**
+   * When set (PLANFENCE_METRICS_LISTEN, `host:port`), /metrics is served only on this
+   * address, by a server of its own, and the main port answers 404 for it.
+   */
+  metricsListen: { host: string; port: number } | null;
   /** Longest string value in a log line; longer ones are cut. */
   maxLogFieldChars: number;
 }
@@ -341,6 +346,21 @@ function oneOf<T extends string>(env: Env, name: string, fallback: T, allowed: r
   return value;
 }
 
+/** `host:port` (`[v6]:port` for IPv6; port 0: any free port), or null when unset. */
+function listenAddress(env: Env, name: string): { host: string; port: number } | null {
+  const raw = env[name]?.trim();
+  if (!raw) return null;
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(raw);
+  const port = match ? Number(match[3]) : NaN;
+  if (!match || port > 65535) {
+    throw new ConfigError(
+      name,
+      `must be host:port, e.g. 127.0.0.1:9464 or [::1]:9464 (got "${raw}")`,
+    );
+  }
+  return { host: match[1] ?? match[2], port };
+}
+
 function limits(env: Env): LimitsConfig {
   const metricsToken = env.PLANFENCE_METRICS_TOKEN;
   if (metricsToken !== undefined && metricsToken !== '' && metricsToken.length < 16) {
@@ -370,6 +390,7 @@ function limits(env: Env): LimitsConfig {
     ] as const),
     graphiql: oneOf(env, 'PLANFENCE_GRAPHIQL', 'off', ['on', 'off'] as const) === 'on',
     metricsToken: metricsToken || undefined,
+    metricsListen: listenAddress(env, 'PLANFENCE_METRICS_LISTEN'),
     maxLogFieldChars: integer(env, 'PLANFENCE_LOG_FIELD_MAX_CHARS', 200, 16, 100_000),
   };
 }

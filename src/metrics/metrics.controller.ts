@@ -1,42 +1,50 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { Controller, Get, Header, Headers, Inject, Logger, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
+import { METRICS_UNAUTHORIZED, MetricsAccess } from './metrics-access.js';
 import { MetricsService } from './metrics.service.js';
-
-const digest = (value: string) => createHash('sha256').update(value).digest();
 
 @Controller('metrics')
 export class MetricsController {
-  private readonly expected: Buffer | null;
+  private readonly access: MetricsAccess;
+  /** PLANFENCE_METRICS_LISTEN is set: /metrics is served there (MetricsListener), not here. */
+  private readonly elsewhere: boolean;
 
   constructor(
     private readonly metrics: MetricsService,
     @Inject(CONFIG) config: Config,
   ) {
-    this.expected = config.limits.metricsToken
-      ? digest(`Bearer ${config.limits.metricsToken}`)
-      : null;
-    if (!this.expected) {
+    this.access = new MetricsAccess(config.limits.metricsToken);
+    this.elsewhere = config.limits.metricsListen !== null;
+    if (this.access.open && !this.elsewhere) {
       new Logger('Metrics').warn(
-        '/metrics is open to anyone who can reach this port; set PLANFENCE_METRICS_TOKEN to require a bearer token',
+        '/metrics is open to anyone who can reach this port; set PLANFENCE_METRICS_TOKEN to require a bearer token, or PLANFENCE_METRICS_LISTEN to serve it on another address',
       );
     }
   }
 
-  /** Prometheus text format; with PLANFENCE_METRICS_TOKEN set, only for `Authorization: Bearer <it>` (else 401). */
+  /**
+   * Prometheus text format; with PLANFENCE_METRICS_TOKEN set, only for `Authorization: Bearer
+   * <it>` (else 401). With PLANFENCE_METRICS_LISTEN set, 404 here, as for any unknown path.
+   */
   @Get()
   @Header('cache-control', 'no-store')
   async scrape(
     @Headers('authorization') authorization: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    if (this.expected && !timingSafeEqual(digest(String(authorization ?? '')), this.expected)) {
-      await reply.code(401).header('www-authenticate', 'Bearer realm="metrics"').send({
-        error: 'metrics need Authorization: Bearer <PLANFENCE_METRICS_TOKEN>',
-        code: 'UNAUTHENTICATED',
-      });
+    if (this.elsewhere) {
+      await reply
+        .code(404)
+        .send({ message: 'Route GET:/metrics not found', error: 'Not Found', statusCode: 404 });
+      return;
+    }
+    if (!this.access.allows(authorization)) {
+      await reply
+        .code(401)
+        .header('www-authenticate', 'Bearer realm="metrics"')
+        .send(METRICS_UNAUTHORIZED);
       return;
     }
     await reply.header('content-type', this.metrics.contentType).send(await this.metrics.text());
