@@ -143,9 +143,11 @@ export class DeliveriesRepository {
   }
 
   /**
-   * Claims up to `limit` due heads of lines, at most `perWebhook` live claims per webhook,
-   * those of the webhooks with the fewest live claims first, then by id; one conditional
-   * UPDATE (on PostgreSQL over rows locked FOR UPDATE SKIP LOCKED).
+   * Claims up to `limit` due heads of lines, at most `perWebhook` live claims per webhook;
+   * one conditional UPDATE (on PostgreSQL over rows locked FOR UPDATE SKIP LOCKED). Order:
+   * first attempts before retries (a head with `attempts > 0` is a line whose receiver failed
+   * it: however many such lines are due, a healthy line's new delivery is claimed at the next
+   * free slot), then the webhooks with the fewest live claims, then by id.
    */
   async claimHeads(terms: ClaimTerms, limit: number, perWebhook: number): Promise<Attempt[]> {
     const lock = this.db.dialect === 'postgres' ? 'FOR UPDATE SKIP LOCKED' : '';
@@ -160,7 +162,7 @@ export class DeliveriesRepository {
            SELECT d.id FROM webhook_deliveries d
            WHERE ${this.claimable()}
              AND ${IN_FLIGHT_OF_WEBHOOK} < :perWebhook
-           ORDER BY ${IN_FLIGHT_OF_WEBHOOK}, d.id
+           ORDER BY CASE WHEN d.attempts > 0 THEN 1 ELSE 0 END, ${IN_FLIGHT_OF_WEBHOOK}, d.id
            LIMIT :limit
            ${lock})
          RETURNING id`,
