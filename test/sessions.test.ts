@@ -162,11 +162,24 @@ describe('people sign in and hold sessions', () => {
       origin: null,
     });
     expect(codeOf(noOrigin)).toBe('FORBIDDEN');
+    // A browser's own word that the request is cross-site, without an Origin: refused too.
+    const crossSite = await cookieGql(app, jar, CREATE, input('csrf-cross-site'), {
+      csrf,
+      origin: null,
+      headers: { 'sec-fetch-site': 'cross-site' },
+    });
+    expect(codeOf(crossSite)).toBe('FORBIDDEN');
     const environments = ok(await app.gql(ADMIN_TOKEN, '{ environments { name } }')).environments;
     expect(environments.map((e: any) => e.name)).not.toEqual(
       expect.arrayContaining(['csrf-missing']),
     );
-    for (const name of ['csrf-missing', 'csrf-wrong', 'csrf-foreign', 'csrf-no-origin'])
+    for (const name of [
+      'csrf-missing',
+      'csrf-wrong',
+      'csrf-foreign',
+      'csrf-no-origin',
+      'csrf-cross-site',
+    ])
       expect(environments.some((e: any) => e.name === name)).toBe(false);
 
     // Another session's token does not do either.

@@ -26,7 +26,7 @@ const TF_SUMMARY = `summary { add change destroy replace read noop terraformVers
 const PLAN = `query($id: ID!, $e: String!) {
   plan(id: $id) { id environment generation status title contentType contentHash submittedBy submittedAt
     basedOnPlanId rejectionReason expiresAt sourceRevision artifactHash basedOnDeploymentSequence
-    ${TF_SUMMARY} approvals { approver at contentHash breakGlassReason } pendingApprovalRules { group count }
+    ${TF_SUMMARY} approvals { approver at contentHash breakGlassReason person { name email subject } } pendingApprovalRules { group count }
     policyResults { policy effect matched message } }
   environment(name: $e) { name mode fence lastIssuedGeneration lease { holder generation expiresAt }
     approvalRules { group count } freeze { reason frozenBy }
@@ -248,7 +248,7 @@ function drawView() {
     ? Math.max(required(env.approvalRules), plan.approvals.length + required(plan.pendingApprovalRules))
     : required(env.approvalRules);
   $('plan-approvals').textContent = `${plan.approvals.length} of ${needed}` +
-    (plan.approvals.length ? ` (${plan.approvals.map((a) => a.approver).join(', ')})` : '');
+    (plan.approvals.length ? ` (${plan.approvals.map(approverText).join(', ')})` : '');
   $('plan-missing').textContent = plan.status === 'PROPOSED' ? rulesText(plan.pendingApprovalRules) : '—';
   $('plan-expires').textContent = plan.expiresAt ? new Date(plan.expiresAt).toLocaleString() : 'never';
   drawPolicies(plan);
@@ -273,6 +273,14 @@ function drawView() {
     (env.freeze && canAct() ? 'Publication is frozen: approve is off; an ADMIN may break glass.' : null);
   $('plan-reason').hidden = !reason;
   $('plan-reason').textContent = reason ?? '';
+}
+
+/** Who approved: the person's name and email where the approver signed in (R43), else the principal. */
+function approverText(approval) {
+  const person = approval.person;
+  if (!person) return approval.approver;
+  const who = person.name || person.email || person.subject;
+  return person.email && person.name ? `${who} <${person.email}>` : who;
 }
 
 /** Reads the plan on screen again (its status, approvals, the environment's pointer). */

@@ -322,7 +322,11 @@ export class AuthGuard implements CanActivate {
         "a change made with a session cookie needs header x-planfence-csrf: the session's csrfToken (mySession)",
       );
     const origin = req.headers.origin;
-    if (typeof origin !== 'string' || !this.serviceOrigins(req).includes(origin))
+    // A browser that sends no Origin on a same-origin request (Chromium, under the service's
+    // Referrer-Policy: no-referrer) says where the request comes from in Sec-Fetch-Site, a
+    // header no page script can set.
+    const sameOrigin = origin === undefined && req.headers['sec-fetch-site'] === 'same-origin';
+    if (!sameOrigin && (typeof origin !== 'string' || !this.serviceOrigins(req).includes(origin)))
       throw new AuthError(
         'FORBIDDEN',
         `a change made with a session cookie must come from the service's own pages (Origin ${typeof origin === 'string' ? `"${origin}"` : 'missing'})`,

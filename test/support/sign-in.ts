@@ -143,13 +143,14 @@ export async function cookieGql<T = Record<string, any>>(
   jar: CookieJar,
   query: string,
   variables: Record<string, unknown> = {},
-  options: { csrf?: string | null; origin?: string | null } = {},
+  options: { csrf?: string | null; origin?: string | null; headers?: Record<string, string> } = {},
 ): Promise<GqlResult<T> & { setCookie: string[] }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (jar.cookies.size) headers.cookie = jar.header();
   if (options.csrf) headers['x-planfence-csrf'] = options.csrf;
   const origin = options.origin === undefined ? app.url : options.origin;
   if (origin) headers.origin = origin;
+  Object.assign(headers, options.headers ?? {});
   const response = await fetch(`${app.url}/graphql`, {
     method: 'POST',
     headers,
