@@ -25,8 +25,11 @@ import { FINAL_STATUSES, type PlanView, renderMessage } from './slack-message.js
 const POLL_MS = 1000;
 /** Outbox events taken per round. */
 const EVENTS_PER_ROUND = 200;
-/** A message is one instance's for this long while it is posted or updated. */
-const CLAIM_MS = 30_000;
+/**
+ * A message is one instance's for this long while it is posted or updated: longer than a
+ * Web API call may take (SlackApi gives up after 10 s).
+ */
+const CLAIM_MS = 15_000;
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 300_000;
 
@@ -84,8 +87,11 @@ export class SlackMessages implements OnApplicationBootstrap, OnModuleDestroy {
     return this.api;
   }
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     if (!this.api) return;
+    // SQLite: this process alone owns the database, so a claim left is a dead process's.
+    if (this.db.dialect === 'sqlite')
+      await this.db.write((m) => execute(m, 'UPDATE slack_messages SET claimed_until = NULL'));
     this.unsubscribe = this.outbox.onRecorded(() => this.wake());
     this.timer = setInterval(() => this.wake(), POLL_MS);
     this.timer.unref();

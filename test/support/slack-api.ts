@@ -39,6 +39,10 @@ export class SlackApiServer {
   private nextTs = 1_700_000_000;
   private channels = new Map<string, string>();
   readonly token: string;
+  /** While true, chat.postMessage calls are recorded and never answered (a request in flight when the service is killed). */
+  holdPosts = false;
+  /** chat.postMessage calls held unanswered so far. */
+  held = 0;
 
   constructor(token = 'xoxb-test-bot-token') {
     this.token = token;
@@ -104,6 +108,10 @@ export class SlackApiServer {
       res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
       res.end(JSON.stringify(json));
     };
+    if (method === 'chat.postMessage' && this.holdPosts) {
+      this.held++;
+      return; // never answered; the connection ends with its client
+    }
     const failure = this.failures.get(method)?.shift();
     if (failure?.status === 429)
       return send(
