@@ -46,6 +46,11 @@ export interface Config {
   quotas: QuotaConfig;
   sockets: SocketLimits;
   storage: StorageConfig;
+  /**
+   * /health is 503 while the SQLite file's file system has less free space than this: what
+   * the largest allowed write needs (PLANFENCE_STORAGE_MIN_FREE_BYTES; 0: not checked).
+   */
+  minFreeBytes: number;
   /** Request cost, response size and production defaults of the GraphQL endpoint (docs/limits.md). */
   limits: LimitsConfig;
   /** HTTP server timeouts, body and connection caps, shutdown deadline (docs/limits.md). */
@@ -328,6 +333,16 @@ function flag(env: Env, name: string): boolean {
   throw new ConfigError(name, `must be 1 or 0 (got "${env[name]}")`);
 }
 
+/**
+ * What the largest write a client may make needs on disk: a submit's content and its
+ * summary (each up to PLANFENCE_MAX_PLAN_BYTES) and its plan file (base64), written twice
+ * (SQLite's WAL, then the database file at the checkpoint), and 1 MiB for pages and indexes.
+ */
+export function largestWriteBytes(maxPlanBytes: number, maxArtifactBytes: number): number {
+  const stored = 2 * maxPlanBytes + Math.ceil(maxArtifactBytes / 3) * 4;
+  return 2 * stored + 1024 * 1024;
+}
+
 function storage(env: Env): StorageConfig {
   return {
     initialize: flag(env, 'PLANFENCE_INIT_DATABASE'),
@@ -469,6 +484,13 @@ export function loadConfig(env: Env = process.env): Config {
     quotas: quotas(env, maxPlanBytes),
     sockets: socketLimits(env),
     storage: storage(env),
+    minFreeBytes: integer(
+      env,
+      'PLANFENCE_STORAGE_MIN_FREE_BYTES',
+      largestWriteBytes(maxPlanBytes, maxArtifactBytes),
+      0,
+      Number.MAX_SAFE_INTEGER,
+    ),
     limits: limits(env),
     http: http(env, maxPlanBytes, maxArtifactBytes),
     identity: identity(env),

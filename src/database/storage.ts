@@ -1,3 +1,5 @@
+import { statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { DomainError } from '../common/errors.js';
 import { identityOf, type SqliteFiles } from './sqlite-files.js';
@@ -51,6 +53,11 @@ export class StorageMonitor {
   private opened: { path: string; identity: string }[] = [];
   /** The last storage failure of a client's write (not the probe's), until one commits. */
   private clientFailure: { reason: string; at: number } | null = null;
+  /**
+   * Free bytes the SQLite file's file system must keep for the largest write a client may
+   * make (PLANFENCE_STORAGE_MIN_FREE_BYTES; 0: not checked). Set by the health check.
+   */
+  minFreeBytes = 0;
 
   constructor(
     readonly files: SqliteFiles | null,
@@ -107,9 +114,43 @@ export class StorageMonitor {
     this.unwritableReason = null;
   }
 
-  /** A client's write committed: the storage takes the writes clients make. */
+  /**
+   * A client's write committed. It clears a storage failure of an earlier one only when it
+   * speaks for every write: on SQLite, when the file system has the room the largest write
+   * needs (minFreeBytes). A small write (a lease renewal) fits on a disk where no plan does,
+   * so a commit alone proves nothing; on PostgreSQL (no free-space reading here) the failure
+   * therefore stands for `writeFailureMs` after the last one, whatever commits meanwhile.
+   */
   committed(): void {
+    if (!this.clientFailure) return;
+    if (this.freeBytes() === null || this.lowSpace() !== null) return;
     this.clientFailure = null;
+  }
+
+  /** Free bytes (for unprivileged writers) on the SQLite file's file system; null where unknown. */
+  freeBytes(): number | null {
+    if (!this.files) return null;
+    try {
+      const stats = statfsSync(dirname(this.files.database));
+      return Number(stats.bavail) * Number(stats.bsize);
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Why the largest write a client may make would not fit now: the SQLite file's file
+   * system has less free space than minFreeBytes. Null when it has, or where not checked.
+   */
+  lowSpace(): string | null {
+    if (this.minFreeBytes <= 0) return null;
+    const free = this.freeBytes();
+    if (free === null || free >= this.minFreeBytes) return null;
+    const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
+    return (
+      `the disk is nearly full: ${mib(free)} free where the largest allowed write needs ` +
+      `${mib(this.minFreeBytes)} (PLANFENCE_STORAGE_MIN_FREE_BYTES)`
+    );
   }
 
   /**
