@@ -53,6 +53,8 @@ interface Case {
   body: string;
   /** Requests per round. */
   n: number;
+  /** Where it is sent (default /graphql). */
+  path?: '/mcp';
 }
 
 interface Measured {
@@ -66,19 +68,23 @@ async function send(
   service: ServiceProcess,
   token: string | null,
   body: string,
+  path = '/graphql',
 ): Promise<{ outcome: string; ms: number }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
+  if (path === '/mcp') headers.accept = 'application/json, text/event-stream';
   const started = performance.now();
-  const response = await fetch(`${service.url}/graphql`, { method: 'POST', headers, body });
+  const response = await fetch(`${service.url}${path}`, { method: 'POST', headers, body });
   const text = await response.text();
   const ms = performance.now() - started;
   let outcome = `HTTP ${response.status}`;
   try {
     const parsed = JSON.parse(text) as {
       errors?: { extensions?: { code?: string; limit?: string } }[];
+      error?: { data?: { code?: string; limit?: string } };
     };
-    const error = parsed.errors?.[0]?.extensions;
+    // A JSON-RPC refusal of the whole request (POST /mcp) carries the code in error.data.
+    const error = parsed.errors?.[0]?.extensions ?? parsed.error?.data;
     outcome = error
       ? `${response.status} ${error.code}${error.limit ? ` (${error.limit})` : ''}`
       : `${response.status} OK`;
@@ -136,6 +142,16 @@ async function main(): Promise<void> {
     }
 
     const json = (query: string) => JSON.stringify({ query });
+    /** `n` tools/call get_plan over the 20 stored plans, in one JSON-RPC batch. */
+    const getPlanBatch = (n: number) =>
+      JSON.stringify(
+        Array.from({ length: n }, (_, i) => ({
+          jsonrpc: '2.0',
+          id: i,
+          method: 'tools/call',
+          params: { name: 'get_plan', arguments: { planId: `prod@1.${(i % 20) + 1}` } },
+        })),
+      );
     const aliases50k = json(aliases(50_000, 'whoami { name }'));
     const typename300k = json(`{ ${'__typename '.repeat(300_000)}}`);
     const cases: Case[] = [
@@ -218,6 +234,22 @@ async function main(): Promise<void> {
         body: json('{ plans(environment: "prod", first: 500) { content } }'),
         n: 5,
       },
+      {
+        name: 'POST /mcp: a JSON-RPC batch of 100 `get_plan` (over the batch limit)',
+        service: 'default',
+        token: 'viewer',
+        path: '/mcp',
+        body: getPlanBatch(100),
+        n: 20,
+      },
+      {
+        name: 'POST /mcp: a JSON-RPC batch of 32 `get_plan` of 1 MiB plans (accepted, one slot)',
+        service: 'default',
+        token: 'viewer',
+        path: '/mcp',
+        body: getPlanBatch(32),
+        n: 5,
+      },
     ];
     const results = new Map<Case, Measured>(
       cases.map((c) => [
@@ -235,10 +267,10 @@ async function main(): Promise<void> {
         const service = services[c.service];
         const token = c.token ? viewer[c.service] : null;
         const measured = results.get(c)!;
-        await send(service, token, c.body); // warm-up
+        await send(service, token, c.body, c.path); // warm-up
         const before = cpuMs(service.pid!);
         for (let i = 0; i < c.n; i++) {
-          const { outcome, ms } = await send(service, token, c.body);
+          const { outcome, ms } = await send(service, token, c.body, c.path);
           measured.outcomes.add(outcome);
           measured.latencyMs.push(ms);
         }

@@ -1,9 +1,17 @@
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import type { LoggedRequest } from '../common/logging.js';
 
-/** A JSON-RPC error answer outside any request (the MCP transport's own shape). */
-export function rpcError(code: number, message: string, id: unknown = null) {
-  return { jsonrpc: '2.0', error: { code, message }, id };
+/**
+ * A JSON-RPC error answer outside any request (the MCP transport's own shape); `data`, when
+ * given, carries the refusal's code and extensions as GraphQL gives them.
+ */
+export function rpcError(
+  code: number,
+  message: string,
+  id: unknown = null,
+  data?: Record<string, unknown>,
+) {
+  return { jsonrpc: '2.0', error: { code, message, ...(data ? { data } : {}) }, id };
 }
 
 /** The request log's outcome for a JSON-RPC error the transport answers with. */

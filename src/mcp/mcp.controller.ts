@@ -10,9 +10,14 @@ import { Role } from '../common/role.js';
 import type { LoggedRequest } from '../common/logging.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
-import { authentications } from '../limits/limit-metrics.js';
+import { extensionsOf } from '../common/errors.js';
+import { BusyError } from '../common/limit.errors.js';
+import { Turns } from '../common/turns.js';
+import { HeavyQueryGate } from '../limits/heavy-queries.js';
+import { authentications, refusedRequests } from '../limits/limit-metrics.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { RPC_OUTCOMES, rpcError } from './json-rpc.js';
+import { type McpWeights, priceMcpBody } from './mcp.pricing.js';
 import type { mcpServerFor } from './mcp.server.js';
 import type { McpTools } from './mcp.tools.js';
 
@@ -63,6 +68,11 @@ export class McpController {
   private readonly lookups;
   private loading: Promise<McpRuntime> | null = null;
 
+  /** The slots batches and expensive requests to /mcp run in (GraphQL's heavy queries have theirs). */
+  private readonly heavy: HeavyQueryGate;
+  private readonly weights: McpWeights;
+  private readonly refusedLimits;
+
   constructor(
     private readonly auth: AuthService,
     private readonly moduleRef: ModuleRef,
@@ -71,6 +81,9 @@ export class McpController {
     metrics: MetricsService,
   ) {
     this.lookups = authentications(metrics.registry);
+    this.refusedLimits = refusedRequests(metrics.registry);
+    this.heavy = new HeavyQueryGate(config.limits.maxHeavyQueries, config.limits.heavyQueryWaitMs);
+    this.weights = { contentWeight: Math.ceil(config.maxPlanBytes / 1024), limits: config.limits };
   }
 
   private runtime(): Promise<McpRuntime> {
@@ -191,10 +204,50 @@ export class McpController {
       await reply.send(rpcError(-32602, malformed, (req.body as { id?: unknown }).id ?? null));
       return;
     }
-    const { tools, serverFor, Transport } = await this.runtime();
+    // Priced like a GraphQL query before anything of it runs (mcp.pricing.ts): refused as a
+    // whole over a limit; a batch, or a request as expensive as a heavy query, waits for one
+    // of the few slots such requests run in.
+    const price = priceMcpBody(req.body, this.weights);
+    if (price.refused) {
+      const { limit, max, message } = price.refused;
+      logged.outcome = 'BAD_USER_INPUT';
+      this.refusedLimits.inc({ limit: `mcp_${limit}` });
+      await reply
+        .code(400)
+        .send(rpcError(-32600, message, null, { code: 'BAD_USER_INPUT', limit, max }));
+      return;
+    }
+    let releaseSlot: (() => void) | null = null;
+    if (price.batch || price.cost >= this.config.limits.heavyQueryCost) {
+      try {
+        releaseSlot = await this.heavy.acquire();
+      } catch (error) {
+        if (!(error instanceof BusyError)) throw error;
+        logged.outcome = 'RATE_LIMITED';
+        await reply
+          .code(429)
+          .header('retry-after', String(error.extensions.retryAfterSeconds))
+          .send(rpcError(-32000, error.message, null, extensionsOf(error)));
+        return;
+      }
+    }
+    const release = () => {
+      releaseSlot?.();
+      releaseSlot = null;
+    };
+    reply.raw.on('close', release);
+    let runtime: McpRuntime;
+    try {
+      runtime = await this.runtime();
+    } catch (error) {
+      release();
+      throw error;
+    }
+    const { tools, serverFor, Transport } = runtime;
     const server = serverFor(principal, tools, {
       base: this.base(req),
       refused: (code) => (logged.outcome = code),
+      ...(price.batch ? { turns: new Turns(1) } : {}),
     });
     const transport = new Transport({
       sessionIdGenerator: undefined,

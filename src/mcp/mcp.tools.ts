@@ -8,6 +8,7 @@ import type { Principal } from '../auth/principal.entity.js';
 import { Role } from '../common/role.js';
 import { allowsEnvironment } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
+import { Turns } from '../common/turns.js';
 import { throughMcp } from '../common/via.js';
 import { PlanId } from '../common/ids.js';
 import { sha256 } from '../common/hash.js';
@@ -46,6 +47,7 @@ import { FenceError } from '../fencing/fence.errors.js';
 import { LeaseWaitInput, WaitForDecisionInput } from './dto/tool.inputs.js';
 import { McpError } from './mcp.errors.js';
 import { McpGate, type Operation } from './mcp.gate.js';
+import { brief } from './brief.js';
 import { afterSubmit } from './next-steps.js';
 import { refusal } from './refusals.js';
 
@@ -282,6 +284,11 @@ export interface McpCall {
   base: string;
   /** Hears the code of each refusal (the request's log line). */
   refused?: (code: string) => void;
+  /**
+   * A batch's calls take turns: one runs at a time, each after the event loop has had a turn
+   * (a batch of plan reads would otherwise hold the process for all of them at once).
+   */
+  turns?: Turns;
 }
 
 @Injectable()
@@ -331,13 +338,19 @@ export class McpTools {
           annotations: { title: spec.title, ...spec.annotations },
         },
         async (args: Record<string, unknown>, extra): Promise<CallToolResult> => {
+          const turn = call.turns?.take();
+          if (turn) {
+            await turn.ready;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
           try {
             const output = await spec.run(principal, args, extra.signal, call.base);
             const next = spec.next?.(output);
             return {
               structuredContent: output,
               content: [
-                { type: 'text', text: JSON.stringify(output) },
+                // A summary: the output itself is structuredContent (a plan is sent once).
+                { type: 'text', text: brief(output) },
                 ...(next ? [{ type: 'text' as const, text: next }] : []),
               ],
             };
@@ -345,6 +358,8 @@ export class McpTools {
             const result = refusal(error);
             refused((result.structuredContent as { code: string }).code);
             return result;
+          } finally {
+            turn?.end();
           }
         },
       );
