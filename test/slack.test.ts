@@ -478,6 +478,15 @@ describe('linking', () => {
     ).toBe(true);
   });
 
+  test("the console serves the link page's module, which calls linkSlack with the address's code", async () => {
+    const served = await fetch(`${app.url}/js/slack-link.js`);
+    expect(served.status).toBe(200);
+    const code = await served.text();
+    expect(code).toContain('slack-link');
+    expect(code).toContain('linkSlack(code: $code)');
+    expect(await (await fetch(`${app.url}/js/main.js`)).text()).toContain("from './slack-link.js'");
+  });
+
   test('/planfence status ENV answers the current plan, lease, queue and active deployment to the user alone', async () => {
     const env = await environment();
     const plan = await submitted(env, 'status plan');

@@ -13,6 +13,7 @@ import { currentGeneration, loadAll, markDirty, nextGeneration, showAll, tickLea
 import { refreshQueue } from './queue.js';
 import { failed, openPlan, refreshView, viewedEnvironment, wirePlanView } from './plan-view.js';
 import { tickHeartbeats } from './deployment-panel.js';
+import { offerSlackLink } from './slack-link.js';
 
 function showLogin(message = '') {
   $('login').hidden = false;
@@ -89,6 +90,7 @@ async function consoleStart() {
   if (canAct()) await refreshQueue();
   await refreshView();
   await openLinkedPlan();
+  offerSlackLink(me);
 }
 
 // Every audit event: its environment's card, and shortly after the queue and the plan on screen.

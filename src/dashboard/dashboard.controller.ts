@@ -29,6 +29,7 @@ export const CONSOLE_MODULES = [
   'queue.js',
   'plan-view.js',
   'subscription.js',
+  'slack-link.js',
   'main.js',
 ] as const;
 
