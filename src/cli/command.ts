@@ -69,6 +69,12 @@ export const OPTIONS = {
   format: { type: 'string' },
   'batch-size': { type: 'string' },
   artifact: { type: 'boolean', default: false },
+  summary: { type: 'string' },
+  'details-url': { type: 'string' },
+  'required-checks': { type: 'string' },
+  'promote-from': { type: 'string' },
+  soak: { type: 'string' },
+  'deploy-within': { type: 'string' },
 } as const;
 
 /** What a command gets: the client, its arguments after the command words, and the printers. */

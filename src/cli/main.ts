@@ -12,6 +12,7 @@ import { PlanfenceError, TransportError } from '../client/errors.js';
 import { OPTIONS, UsageError } from './command.js';
 import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
+import { drift } from './commands/preconditions.js';
 import { exitCodeOf } from './exit-codes.js';
 import { COMMANDS, HELP } from './registry.js';
 
@@ -45,6 +46,7 @@ export async function run(
   // The MCP SDK is loaded only for this command: every other command starts without it.
   if (argv[0] === 'mcp') return (await import('./commands/mcp.js')).mcp(argv.slice(1));
   if (argv[0] === 'runner') return (await import('./commands/runner.js')).runner(argv.slice(1));
+  if (argv[0] === 'drift') return drift(argv.slice(1), out);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -20,6 +20,7 @@ import {
   unfreezeEnvironment,
 } from './commands/policies.js';
 import { audit, current } from './commands/reads.js';
+import { reportCheck, setEnvironment } from './commands/preconditions.js';
 import {
   issueToken,
   listTokens,
@@ -40,7 +41,7 @@ export const HELP = `planfence — guard the publication of deployment plans
 Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
 
   token issue NAME ROLE [--group G ...] [--environments PATTERN,...] [--expires-in SECONDS]
-                                        issue a token (ROLE: ADMIN, AGENT, REVIEWER, VIEWER, DEPLOYER),
+                                        issue a token (ROLE: ADMIN, AGENT, REVIEWER, VIEWER, DEPLOYER, CHECKER),
                                         limited to environments matching the patterns, expiring
   token rotate NAME                     a new token for the principal; the old one stops at once
   token list                            principals with role, groups, environments, expiry, revocation
@@ -54,6 +55,10 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
                                         and plan policies (a YAML list, docs/policies.md)
   policy test ENV --file PATH [--policy-file PATH] [--content-type TEXT|TERRAFORM_PLAN_JSON]
                                         what the policies decide for a plan (.json: Terraform); stores nothing
+  env set ENV [--required-checks A,B|none] [--promote-from ENV|none] [--soak 60m] [--deploy-within 30m|none]
+                                        show or set the checks whose SUCCESS publication needs, the
+                                        environment a plan must have succeeded in first (and how long
+                                        ago), the window in which a published plan must start deploying
   env freeze ENV --reason TEXT          nothing is published until unfreeze (but by break-glass)
   env unfreeze ENV
   lease acquire ENV [--ttl SECONDS] [--instance LABEL]
@@ -75,6 +80,12 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   plan show PLAN_ID [--artifact]        the plan and its review; --json: every field of the plan,
                                         the plan file with --artifact (DEPLOYER, ADMIN)
   plan list ENV [--status STATUS] [--first N]
+  check report PLAN_ID NAME --status PENDING|SUCCESS|FAILURE [--summary TEXT] [--details-url URL]
+                                        a check's result on a plan (CHECKER); the SUCCESS that completes
+                                        what publication needs publishes it
+  drift report ENV --detail TEXT        drift seen in ENV: plans made before it are stale (DEPLOYER, CHECKER)
+  drift check ENV --terraform [--chdir DIR]
+                                        terraform plan -refresh-only; reports drift when it finds some
   current ENV [--watch [--interval SECONDS]]
   audit ENV [--first N]
   webhook create URL --event EVENT ... [--environments PATTERN,...] [--format JSON|SLACK] [--batch-size N]
@@ -129,6 +140,7 @@ export const COMMANDS: Record<string, Command> = {
   'env list': listEnvironments,
   'env show': showEnvironment,
   'env policy': environmentPolicy,
+  'env set': setEnvironment,
   'env freeze': freezeEnvironment,
   'env unfreeze': unfreezeEnvironment,
   'lease acquire': acquireLease,
@@ -142,6 +154,7 @@ export const COMMANDS: Record<string, Command> = {
   'plan show': showPlan,
   'plan list': listPlans,
   'plan queue': reviewQueue,
+  'check report': reportCheck,
   'policy test': testPolicies,
   'webhook create': createWebhook,
   'webhook list': listWebhooks,
@@ -164,6 +177,7 @@ export const MUTATIONS: Record<string, string[]> = {
   login: ['exchangeOidcToken'],
   'env create': ['createEnvironment'],
   'env policy': ['updateEnvironmentPolicy'],
+  'env set': ['updateEnvironmentPolicy'],
   'env freeze': ['freezeEnvironment'],
   'env unfreeze': ['unfreezeEnvironment'],
   'lease acquire': ['acquireLease'],
@@ -174,6 +188,9 @@ export const MUTATIONS: Record<string, string[]> = {
   'plan submit': ['submitPlan'],
   'plan approve': ['approvePlan'],
   'plan reject': ['rejectPlan'],
+  'check report': ['reportCheck'],
+  'drift report': ['reportDrift'],
+  'drift check': ['reportDrift'],
   'deploy start': ['startDeployment'],
   'deploy apply': ['startDeployment', 'heartbeatDeployment', 'finishDeployment'],
   runner: ['startDeployment', 'heartbeatDeployment', 'finishDeployment'],
@@ -193,4 +210,4 @@ export const NOT_A_COMMAND: Record<string, string> = {
 };
 
 /** The words of the commands that parse their own arguments. */
-export const OWN_PARSERS = ['deploy', 'login', 'mcp', 'runner'] as const;
+export const OWN_PARSERS = ['deploy', 'login', 'mcp', 'runner', 'drift'] as const;

@@ -46,6 +46,13 @@ export class PreconditionFailedError extends PlanfenceError {
   get currentPlanId(): string | null {
     return (this.extensions.currentPlanId as string | null) ?? null;
   }
+  /**
+   * Which precondition: CURRENT_PLAN, DEPLOYMENT_SEQUENCE, STATE_SERIAL, CONTENT_HASH,
+   * PROMOTION or DEPLOY_WINDOW (null from a service older than that).
+   */
+  get reason(): string | null {
+    return (this.extensions.reason as string | null) ?? null;
+  }
 }
 export class InvalidPlanStateError extends PlanfenceError {
   get status(): string {
