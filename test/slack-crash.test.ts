@@ -23,7 +23,7 @@ function slackConfig(file: object): string {
   return path;
 }
 
-// proves: R22, R45
+// proves: R22
 test('kill -9 between submit and post: after the restart every plan awaiting review gets one message', async () => {
   const slack = new SlackApiServer();
   await slack.start();

@@ -176,8 +176,8 @@ async function submitted(env: string, title = 'db change') {
   return w.submitOk(agent, env, generation, `content of ${title} ${Math.random()}`, { title });
 }
 
-// proves: R22, R45
 describe('messages', () => {
+  // proves: R22, R47
   test('a plan awaiting review gets one message; approvals, publication and supersession update it in place', async () => {
     const env = await environment(2);
     const plan = await submitted(env, 'first plan');
@@ -220,6 +220,7 @@ describe('messages', () => {
     expect(updates.length).toBeGreaterThanOrEqual(3);
   });
 
+  // proves: R22
   test("Slack's 429 Retry-After and a 500 are retried: the plan still gets exactly one message", async () => {
     const env = await environment();
     slack.fail('chat.postMessage', { status: 500 });
@@ -238,6 +239,7 @@ describe('messages', () => {
     expect(postsOf(plan.id)).toHaveLength(1);
   });
 
+  // proves: R22
   test('an environment no channel reviews gets no message; a plan published at submit gets none either', async () => {
     const auto = `quietless-${++environments}`;
     await w.createEnvironment(auto, 'MONOTONIC', false);
@@ -250,8 +252,8 @@ describe('messages', () => {
   });
 });
 
-// proves: R45, R46, R47
 describe('clicks', () => {
+  // proves: R45, R46, R47
   test('a valid click from a linked reviewer publishes, as that reviewer, via slack; a repeated click answers its first outcome', async () => {
     const env = await environment();
     const plan = await submitted(env, 'click to publish');
@@ -284,6 +286,7 @@ describe('clicks', () => {
     expect(approvals).toHaveLength(1);
   });
 
+  // proves: R45
   test('a bad signature, an old timestamp or a replayed body → 401, and nothing changes', async () => {
     const env = await environment();
     const plan = await submitted(env, 'signatures');
@@ -329,6 +332,7 @@ describe('clicks', () => {
     expect((await audit(env)).length).toBe(eventsAfter);
   });
 
+  // proves: R46, R47
   test('an unlinked user, a VIEWER, the submitter, a superseded message and changed content are refused with the reason, audited', async () => {
     const env = await environment();
     const plan = await submitted(env, 'refusals');
@@ -391,6 +395,7 @@ describe('clicks', () => {
     refused('bob', 'PRECONDITION_FAILED');
   });
 
+  // proves: R47
   test('Reject asks for a reason in a modal; its submission rejects the plan and the message loses its buttons', async () => {
     const env = await environment();
     const plan = await submitted(env, 'to reject');
@@ -433,8 +438,8 @@ describe('clicks', () => {
   });
 });
 
-// proves: R46
 describe('linking', () => {
+  // proves: R46
   test('a link code binds once, within 10 minutes; unlinkSlack by the person or an ADMIN; slackLinks lists them', async () => {
     const me = await w.issue('carol', 'REVIEWER');
     expect((await command('UCAROL', 'link')).status).toBe(200);
@@ -478,6 +483,7 @@ describe('linking', () => {
     ).toBe(true);
   });
 
+  // proves: R46
   test("the console serves the link page's module, which calls linkSlack with the address's code", async () => {
     const served = await fetch(`${app.url}/js/slack-link.js`);
     expect(served.status).toBe(200);
@@ -487,6 +493,7 @@ describe('linking', () => {
     expect(await (await fetch(`${app.url}/js/main.js`)).text()).toContain("from './slack-link.js'");
   });
 
+  // proves: R46
   test('/planfence status ENV answers the current plan, lease, queue and active deployment to the user alone', async () => {
     const env = await environment();
     const plan = await submitted(env, 'status plan');
