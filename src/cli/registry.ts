@@ -20,6 +20,7 @@ import {
   unfreezeEnvironment,
 } from './commands/policies.js';
 import { audit, current } from './commands/reads.js';
+import { endSession, listSessions } from './commands/login-sessions.js';
 import { reportCheck, setEnvironment } from './commands/preconditions.js';
 import {
   issueToken,
@@ -86,6 +87,10 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   drift report ENV --detail TEXT        drift seen in ENV: plans made before it are stale (DEPLOYER, CHECKER)
   drift check ENV --terraform [--chdir DIR]
                                         terraform plan -refresh-only; reports drift when it finds some
+  login [--provider N] [--no-browser]   a person signs in with the browser; the session's token is stored (0600)
+  logout                                ends the stored session and forgets its token
+  session list [PRINCIPAL] [--first N]  people's open sessions (ADMIN)
+  session end SESSION_ID                ends a session at once (ADMIN)
   current ENV [--watch [--interval SECONDS]]
   audit ENV [--first N]
   webhook create URL --event EVENT ... [--environments PATTERN,...] [--format JSON|SLACK] [--batch-size N]
@@ -161,6 +166,8 @@ export const COMMANDS: Record<string, Command> = {
   'webhook delete': deleteWebhook,
   'webhook deliveries': webhookDeliveries,
   'webhook redeliver': redeliverWebhook,
+  'session list': listSessions,
+  'session end': endSession,
   current,
   audit,
 };
@@ -175,6 +182,8 @@ export const MUTATIONS: Record<string, string[]> = {
   'token rotate': ['rotateToken'],
   'token groups': ['setPrincipalGroups'],
   login: ['exchangeOidcToken'],
+  logout: ['logout'],
+  'session end': ['endSession'],
   'env create': ['createEnvironment'],
   'env policy': ['updateEnvironmentPolicy'],
   'env set': ['updateEnvironmentPolicy'],
@@ -210,4 +219,4 @@ export const NOT_A_COMMAND: Record<string, string> = {
 };
 
 /** The words of the commands that parse their own arguments. */
-export const OWN_PARSERS = ['deploy', 'login', 'mcp', 'runner', 'drift'] as const;
+export const OWN_PARSERS = ['deploy', 'login', 'logout', 'mcp', 'runner', 'drift'] as const;
