@@ -329,8 +329,8 @@ describe('people sign in and hold sessions', () => {
   });
 });
 
-// proves: R41
 (TEST_DATABASE === 'postgres' ? describe : describe.skip)('sessions across instances', () => {
+  // proves: R41
   it('a principal revoked on one instance: its session ends on the other at once; logout on one holds on the other', async () => {
     const provider = await startProvider({ accounts: PEOPLE });
     const config = loginsConfig(provider.issuer);
