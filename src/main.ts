@@ -3,7 +3,12 @@ import './common/defer-modules.js';
 import { Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig } from './config/config.js';
-import { guardBeforeLoading } from './database/sqlite-files.js';
+import {
+  EXIT_STORAGE_UNSAFE,
+  guardBeforeLoading,
+  onStorageUnsafe,
+  StorageStartError,
+} from './database/sqlite-files.js';
 import { processHeapGrowth } from './limits/large-bodies.js';
 
 async function main(): Promise<void> {
@@ -17,6 +22,12 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  // SQLite's -shm file turned unwritable: the next access to its mapping would end the
+  // process with SIGBUS and no word; stop now, saying why (docs/operations.md).
+  onStorageUnsafe((reason) => {
+    process.stderr.write(`planfence: stopping (exit ${EXIT_STORAGE_UNSAFE}): ${reason}\n`);
+    process.exit(EXIT_STORAGE_UNSAFE);
+  });
   // The application's modules load once the configuration is known to be good and a SQLite
   // file is this process's: a bad value, or a file another process holds, stops the start
   // before any of them is read.
@@ -77,5 +88,5 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   console.error('planfence: failed to start:', error instanceof Error ? error.message : error);
-  process.exit(1);
+  process.exit(error instanceof StorageStartError ? error.exitCode : 1);
 });

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import {
+  accessSync,
   chmodSync,
   closeSync,
+  constants,
   existsSync,
   mkdirSync,
   openSync,
@@ -45,10 +47,74 @@ export function sqliteFiles(database: string): SqliteFiles {
 
 /** The service cannot start on this storage; the message tells the operator what to do. */
 export class StorageStartError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** The process's exit code for it (docs/operations.md, "Exit codes of the service"). */
+    readonly exitCode = 1,
+  ) {
     super(message);
     this.name = 'StorageStartError';
   }
+}
+
+/**
+ * Exit code of a service that stopped (or would not start) because SQLite's shared-memory
+ * file (`-shm`) cannot be written: SQLite maps that file into memory, and the first access
+ * to a mapped page the kernel refuses kills the process with SIGBUS (exit 135), which no
+ * JavaScript handler can catch. The service checks the file before it opens the database,
+ * before every write, after every commit and every SHM_CHECK_MS, and stops with this code
+ * and a message instead.
+ */
+export const EXIT_STORAGE_UNSAFE = 74;
+
+/** How often an open database's -shm file is checked for writability. */
+export const SHM_CHECK_MS = 100;
+
+/**
+ * Why SQLite's -shm file of `files` cannot be written (an immutable attribute, a read-only
+ * mode for a user other than root, a read-only mount), or null when it can or does not exist.
+ * Null too while the database file itself is read-only: SQLite then works read-only and maps
+ * the -shm file read-only (it writes nothing there); writes fail with STORAGE_UNAVAILABLE.
+ */
+export function unwritableShm(files: SqliteFiles): string | null {
+  try {
+    accessSync(files.database, constants.W_OK);
+  } catch {
+    return null;
+  }
+  try {
+    accessSync(files.shm, constants.W_OK);
+    return null;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error';
+    if (code === 'ENOENT') return null;
+    return (
+      `${files.shm} cannot be written (${code}); SQLite maps it into memory and a write ` +
+      `to it would kill the process (SIGBUS). Make it writable again (chattr -i, chmod u+w, ` +
+      `a writable mount), then restart`
+    );
+  }
+}
+
+let unsafeHandler: ((reason: string) => void) | null = null;
+let unsafeReported = false;
+
+/**
+ * Who hears that the -shm file became unwritable: the service's entry point logs the reason
+ * and exits with EXIT_STORAGE_UNSAFE before any access to the mapping. Without a handler (the
+ * service in a test process) the reason is logged once and writes are refused
+ * (StorageMonitor).
+ */
+export function onStorageUnsafe(handler: (reason: string) => void): void {
+  unsafeHandler = handler;
+}
+
+/** Reports an unwritable -shm file (once per process). */
+export function reportStorageUnsafe(reason: string): void {
+  if (unsafeReported) return;
+  unsafeReported = true;
+  logger.error(`stopping: ${reason}`);
+  unsafeHandler?.(reason);
 }
 
 export interface SqliteGuardOptions {
@@ -252,6 +318,8 @@ export function guardSqliteFiles(files: SqliteFiles, options: SqliteGuardOptions
     createPrivateFile(files.database);
     for (const file of [files.database, files.wal, files.shm, files.journal, files.marker])
       restrictMode(file);
+    const shm = unwritableShm(files);
+    if (shm) throw new StorageStartError(shm, EXIT_STORAGE_UNSAFE);
     return lock;
   } catch (error) {
     lock.release();
@@ -332,8 +400,17 @@ export function guardedSqliteDriver(options: SqliteGuardOptions): unknown {
       lock.release();
       throw error;
     }
+    // The -shm file is mapped once the database is used: one that turns unwritable is
+    // reported before the next access to the mapping can kill the process.
+    const files = sqliteFiles(path);
+    const watch = setInterval(() => {
+      const reason = unwritableShm(files);
+      if (reason) reportStorageUnsafe(reason);
+    }, SHM_CHECK_MS);
+    watch.unref();
     const close = connection.close.bind(connection);
     connection.close = () => {
+      clearInterval(watch);
       try {
         return close();
       } finally {

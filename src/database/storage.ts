@@ -2,7 +2,12 @@ import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { DomainError } from '../common/errors.js';
-import { identityOf, type SqliteFiles } from './sqlite-files.js';
+import {
+  identityOf,
+  reportStorageUnsafe,
+  type SqliteFiles,
+  unwritableShm,
+} from './sqlite-files.js';
 
 /**
  * The database cannot take writes: the disk is full, the file is read-only, or the SQLite
@@ -77,6 +82,7 @@ export class StorageMonitor {
   /** Why writes are refused, or null. Checks the files first (a few stat calls). */
   lost(): string | null {
     if (this.lostReason || !this.files) return this.lostReason;
+    if (this.shmUnwritable()) return this.lostReason;
     for (const { path, identity } of this.opened) {
       let now: string | null;
       try {
@@ -105,7 +111,21 @@ export class StorageMonitor {
    * commit checks the files before any write is acknowledged).
    */
   assertWritable(): void {
+    if (!this.lostReason) this.shmUnwritable();
     if (this.lostReason) throw new StorageError(this.lostReason);
+  }
+
+  /**
+   * SQLite's -shm file can no longer be written (sqlite-files.ts, EXIT_STORAGE_UNSAFE): the
+   * service stops (its entry point exits); in a test process, writes are refused from now on.
+   */
+  private shmUnwritable(): boolean {
+    if (!this.files || this.opened.length === 0) return false;
+    const reason = unwritableShm(this.files);
+    if (!reason) return false;
+    this.lostReason = `the database's shared-memory file cannot be written; restart the service once it can`;
+    reportStorageUnsafe(reason);
+    return true;
   }
 
   /** A probe write committed: the database takes writes. */
