@@ -3,12 +3,12 @@
  * the person's browser (here: HTTP with a cookie jar, through the test provider's own
  * login form) signs in at the service, which redirects to the command with a one-time
  * code; the command exchanges it for a session token and stores it (0600). The token is a
- * bearer token of the person's session; `planfence logout` ends it. A code cannot be
+ * bearer token of the person's session; `planfence login --logout` ends it. A code cannot be
  * exchanged twice, nor without the command's verifier.
  */
 import { statSync } from 'node:fs';
 import { ManualClock } from '../src/common/clock.js';
-import { login, logout } from '../src/cli/commands/login.js';
+import { login } from '../src/cli/commands/login.js';
 import { credentialsFile, readCredential, storedToken } from '../src/cli/commands/login-store.js';
 import { codeOf, ok, scratchDir } from './support/app.js';
 import { signInOverHttp } from './support/oidc-provider.js';
@@ -45,7 +45,7 @@ async function loginAs(sub: string): Promise<{ code: number; out: string[]; land
 }
 
 // proves: R40, R41
-test('planfence login signs a person in through the browser and stores a session token (0600) that commands use; logout ends it', async () => {
+test('planfence login signs a person in through the browser and stores a session token (0600) that works as a bearer token; login --logout ends it', async () => {
   const { app } = world;
   const { code, out, landed } = await loginAs('u-rita');
   expect(code).toBe(0);
@@ -71,7 +71,7 @@ test('planfence login signs a person in through the browser and stores a session
   expect(me.mySession.id).toMatch(/^ses_/);
 
   const said: string[] = [];
-  expect(await logout(['--url', app.url], (t) => said.push(t))).toBe(0);
+  expect(await login(['--logout', '--url', app.url], (t) => said.push(t))).toBe(0);
   expect(said).toEqual([`Signed out of ${app.url}.`]);
   expect(readCredential(app.url)).toBeNull();
   expect(codeOf(await app.gql(token, '{ whoami { name } }'))).toBe('UNAUTHENTICATED');

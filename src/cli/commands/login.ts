@@ -10,17 +10,17 @@ import { browserLogin, browserLogout } from './login-browser.js';
 import { credentialsFile } from './login-store.js';
 
 export const LOGIN_HELP = `Usage: planfence login [--provider N] [--no-browser] [--print] [--url URL] [--json]
+       planfence login --logout [--url URL]
        planfence login (--oidc-token-file PATH | --github-actions [--audience AUD]) [--url URL] [--json]
-       planfence logout [--url URL]
 
   A person: opens the browser at the service's sign-in (the organisation's provider,
   authorization code + PKCE, back to a loopback address of this command) and stores the
   session's token in ${'$'}XDG_CONFIG_HOME/planfence/credentials.json (mode 0600), for the
-  session's lifetime; commands use it where no --token or PLANFENCE_TOKEN is given.
+  session's lifetime.
   --provider N             the service's Nth sign-in provider (default: the first)
   --no-browser             only print the address to open
   --print                  also print the token, e.g. export PLANFENCE_TOKEN=$(planfence login --print)
-  logout                   ends the session at the service and forgets the stored token
+  --logout                 ends the stored session at the service and forgets its token
 
   A CI job: exchanges the CI job's OIDC token for a short-lived planfence token and prints it
   (only the token, unless --json), for example:
@@ -48,12 +48,14 @@ export async function login(
       provider: { type: 'string' },
       'no-browser': { type: 'boolean' },
       print: { type: 'boolean' },
+      logout: { type: 'boolean' },
     },
   });
   if (values.help) {
     out(LOGIN_HELP);
     return 0;
   }
+  if (values.logout) return logout(values.url ? ['--url', values.url] : [], out);
   const file = values['oidc-token-file'];
   if (file && values['github-actions']) {
     throw new UsageError('login takes one of --oidc-token-file PATH and --github-actions');
@@ -100,7 +102,7 @@ export async function login(
   return 0;
 }
 
-/** `planfence logout`: ends the stored session of the service at --url and forgets its token. */
+/** `planfence login --logout` (and `planfence logout`): ends the stored session of the service at --url and forgets its token. */
 export async function logout(argv: string[], out: (text: string) => void): Promise<number> {
   const { values } = parseArgs({
     args: argv,
