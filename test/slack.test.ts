@@ -2,7 +2,7 @@
  * Reviews in Slack (DESIGN §20, R45–R47) against a local stand-in for Slack's Web API
  * (test/support/slack-api.ts) and requests signed with Slack's real v0 algorithm.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startApp, type TestApp } from './support/app.js';
@@ -237,6 +237,55 @@ describe('messages', () => {
     const message = await messageOf(plan.id);
     expect(hasButtons(message.blocks)).toBe(true);
     expect(postsOf(plan.id)).toHaveLength(1);
+  });
+
+  // proves: R22
+  test('a Terraform plan: its changes in words, destroys and replacements first, and its policy warnings', async () => {
+    const env = await environment();
+    ok(
+      await w.gql(
+        w.admin,
+        'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+        {
+          input: {
+            environment: env,
+            planPolicies: [
+              {
+                name: 'no-destroys',
+                expression: 'summary.destroy + summary.replace > 0',
+                effect: 'WARN',
+                message: 'this plan destroys something',
+              },
+            ],
+          },
+        },
+      ),
+    );
+    const generation = await w.acquire(agent, env);
+    const { submitPlan } = ok(
+      await w.gql(
+        agent,
+        'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+        {
+          input: {
+            environment: env,
+            generation,
+            idempotencyKey: `tf-${env}`,
+            title: 'terraform',
+            contentType: 'TERRAFORM_PLAN_JSON',
+            content: readFileSync(
+              join(process.cwd(), 'test/fixtures/terraform/mixed.json'),
+              'utf8',
+            ),
+          },
+        },
+      ),
+    );
+    const shown = JSON.stringify((await messageOf(submitPlan.id)).blocks);
+    expect(shown).toMatch(
+      /\*Changes\*: :warning: \d+ to destroy, \d+ to replace, \d+ to add, \d+ to change/,
+    );
+    expect(shown).toContain('no-destroys: this plan destroys something');
   });
 
   // proves: R22

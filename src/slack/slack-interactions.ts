@@ -107,12 +107,17 @@ export class SlackInteractions {
       return;
     }
     if (action.action_id === REJECT_ACTION) {
-      await this.messages
-        .apiClient()
-        .call('views.open', {
-          trigger_id: at(payload, 'trigger_id'),
-          view: rejectModal(pin, channel),
-        });
+      // A role that may not reject is refused (and audited) before it is asked why.
+      const { rejectPlan } = PlansResolver.prototype; // eslint-disable-line @typescript-eslint/unbound-method
+      if (!this.access.mayCall(principal.role, rejectPlan)) {
+        const refused = await this.decide(principal, pin, { kind: 'reject', reason: '' });
+        await this.tell(channel, user, refused.text);
+        return;
+      }
+      await this.messages.apiClient().call('views.open', {
+        trigger_id: at(payload, 'trigger_id'),
+        view: rejectModal(pin, channel),
+      });
       return;
     }
     const outcome = await this.once(user, 'approve', pin, () =>

@@ -5,7 +5,10 @@ import { PolicyEffect, type PolicyResult } from '../policies/plan-policy.model.j
 
 /** What a message shows of a plan, read together (src/slack/plan-view.ts). */
 export interface PlanView {
+  /** The plan without its large fields (content, summary, artifact). */
   plan: Plan;
+  /** countsInWords of its summary. */
+  changes: string | null;
   status: PlanStatus;
   approvals: Approval[];
   pendingRules: ApprovalRule[];
@@ -105,7 +108,7 @@ export function renderMessage(view: PlanView): { text: string; blocks: unknown[]
     { type: 'header', text: { type: 'plain_text', text: title.slice(0, 150), emoji: false } },
     { type: 'section', fields: fields.map((f) => ({ type: 'mrkdwn', text: f })) },
   ];
-  const counts = countsInWords(plan.summary);
+  const counts = view.changes;
   blocks.push({
     type: 'section',
     text: { type: 'mrkdwn', text: `*Changes*: ${counts ?? 'a text plan (no Terraform summary)'}` },

@@ -7,6 +7,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import type { FindOptionsSelect } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import { allowsEnvironment } from '../auth/scope.js';
@@ -14,12 +15,17 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute, jsonList, select } from '../database/database.js';
 import { Outbox } from '../outbox/outbox.service.js';
-import { PlanStatus } from '../plans/plan.entity.js';
+import { Plan, PLAN_FIELDS_BUT_CONTENT, PlanStatus } from '../plans/plan.entity.js';
 import { PlansService } from '../plans/plans.service.js';
 import { reviewUrl } from '../plans/review-url.js';
 import { SlackApi, SlackApiError } from './slack-api.js';
 import type { SlackConfig } from './slack-config.js';
-import { FINAL_STATUSES, type PlanView, renderMessage } from './slack-message.js';
+import { countsInWords, FINAL_STATUSES, type PlanView, renderMessage } from './slack-message.js';
+
+/** What a redraw reads of a plan: not its content, summary or plan file. */
+const SMALL_FIELDS = Object.fromEntries(
+  [...PLAN_FIELDS_BUT_CONTENT, 'policyResults'].map((field) => [field, true]),
+) as FindOptionsSelect<Plan>;
 
 /** Open messages are redrawn (when what they show changed) at least this often. */
 const POLL_MS = 1000;
@@ -65,6 +71,8 @@ export class SlackMessages implements OnApplicationBootstrap, OnModuleDestroy {
   private again = false;
   private stopped = false;
   private unsubscribe: (() => void) | null = null;
+  /** countsInWords of each plan's summary (immutable), so that a redraw never reads the summary again. */
+  private readonly changes = new Map<string, string | null>();
 
   constructor(
     @Inject(CONFIG) private readonly config: Config,
@@ -215,7 +223,13 @@ export class SlackMessages implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** What the message of `planId` shows now; null when the plan is gone. */
   async view(planId: string): Promise<PlanView | null> {
-    const plan = await this.plans.find(planId);
+    // Every open message is looked at each round: its plan is read without its large fields.
+    const plan = await this.db.read((m) =>
+      m.getRepository(Plan).findOne({
+        where: { id: planId },
+        select: SMALL_FIELDS,
+      }),
+    );
     if (!plan) return null;
     const status = await this.plans.status(plan);
     const [approvals, pendingRules, environment] = await Promise.all([
@@ -231,12 +245,26 @@ export class SlackMessages implements OnApplicationBootstrap, OnModuleDestroy {
     ]);
     return {
       plan,
+      changes: await this.changesOf(planId),
       status,
       approvals,
       pendingRules,
       deploymentSequence: Number(environment[0]?.deployment_sequence ?? 0),
       reviewUrl: reviewUrl(this.consoleBase(), plan.id),
     };
+  }
+
+  private async changesOf(planId: string): Promise<string | null> {
+    if (this.changes.has(planId)) return this.changes.get(planId) ?? null;
+    const [row] = await this.db.read((m) =>
+      select<{ summary: string | null }>(m, 'SELECT summary FROM plans WHERE id = :planId', {
+        planId,
+      }),
+    );
+    const words = countsInWords(row?.summary ?? null);
+    if (this.changes.size >= 10_000) this.changes.delete(this.changes.keys().next().value!);
+    this.changes.set(planId, words);
+    return words;
   }
 
   /** Posts or redraws one message if what it shows changed; claimed by this instance meanwhile. */
