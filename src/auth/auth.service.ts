@@ -56,6 +56,14 @@ export class AuthService implements OnApplicationBootstrap {
     this.sessions = authenticate;
   }
 
+  /** R44: OIDC access tokens (JWTs), once the identity service takes them. */
+  private accessTokens: ((token: string) => Promise<Principal>) | null = null;
+
+  /** Called by OidcService: bearer tokens that are JWTs go to it (R44). */
+  useAccessTokens(authenticate: (token: string) => Promise<Principal>): void {
+    this.accessTokens = authenticate;
+  }
+
   /**
    * A session secret's principal and session (R41): from a cookie or a `pfs_` bearer token.
    * UNAUTHENTICATED when sessions are not served or the session no longer authenticates.
@@ -94,6 +102,12 @@ export class AuthService implements OnApplicationBootstrap {
     // "Bearer " with nothing after it: a client whose token variable was empty.
     if (/^Bearer$/i.test(trimmed))
       throw new AuthError('UNAUTHENTICATED', 'no token: expected "Bearer <token>"');
+    // R44: a JWT (an OIDC issuer's access token) goes to the identity service.
+    const jwt = /^Bearer (eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/.exec(trimmed);
+    if (jwt && jwt[1].length <= 8192) {
+      if (!this.accessTokens) throw new AuthError('UNAUTHENTICATED', 'unknown token');
+      return this.accessTokens(jwt[1]);
+    }
     const match = /^Bearer ([A-Za-z0-9._~+/=-]{1,512})$/.exec(trimmed);
     if (!match)
       throw new AuthError(

@@ -1,4 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import {
   createRemoteJWKSet,
   customFetch,
@@ -10,9 +13,10 @@ import {
 import { AuthError } from '../auth/auth.errors.js';
 import { AuthService } from '../auth/auth.service.js';
 import { PRINCIPAL_NAME_PATTERN } from '../auth/dto/token.args.js';
-import type { IssuedToken } from '../auth/principal.entity.js';
+import type { IssuedToken, Principal } from '../auth/principal.entity.js';
 import { matchesPattern } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
+import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
@@ -71,6 +75,35 @@ function principalName(
   return missing ? { missing } : { name };
 }
 
+/** The first rule of `issuer` whose claims `payload` matches, or each rule's failed claims. */
+function mapToRule(
+  issuer: OidcIssuer,
+  payload: JWTPayload,
+): { mapped: { rule: OidcRule; index: number; name: string } | null; failures: string[] } {
+  const failures: string[] = [];
+  for (const [index, rule] of issuer.rules.entries()) {
+    const failed = failedClaims(rule, payload);
+    const made = principalName(rule.principal, payload);
+    if ('missing' in made) failed.push(made.missing);
+    if (failed.length) {
+      failures.push(`rule ${index}: ${failed.join(', ')}`);
+      continue;
+    }
+    return { mapped: { rule, index, name: (made as { name: string }).name }, failures };
+  }
+  return { mapped: null, failures };
+}
+
+/** JWT `typ` headers an access token may carry (RFC 9068 `at+jwt`; none; or plain JWT). */
+const ACCESS_TOKEN_TYPES = ['at+jwt', 'application/at+jwt', 'jwt'];
+
+/** What an access token (R44) authenticates as: its principal's name, until the token's end. */
+interface AccessGrant {
+  name: string;
+  /** performance.now() past which the token is verified again. */
+  until: number;
+}
+
 /**
  * R25: exchanges an OIDC JWT from a configured issuer for a short-lived planfence token.
  *
@@ -88,7 +121,12 @@ function principalName(
 @Injectable()
 export class OidcService {
   private readonly logger = new Logger(OidcService.name);
-  private readonly keySets = new Map<string, KeySet>();
+  private readonly keySets = new Map<string, Promise<KeySet>>();
+  /** R44: access tokens verified, by their SHA-256, and the verifications under way. */
+  private readonly accessGrants = new Map<string, AccessGrant>();
+  private readonly verifying = new Map<string, Promise<AccessGrant>>();
+  /** R44: the planfence secret each access-token principal authenticates with, by name. */
+  private readonly accessSecrets = new Map<string, string>();
   /** Failed discovery and JWKS fetches by URL, answered from here until `until` (performance.now()). */
   private readonly failedFetches = new Map<string, { error: Error; until: number }>();
   private readonly bySource: TokenBuckets;
@@ -98,7 +136,10 @@ export class OidcService {
     private readonly clock: Clock,
     private readonly auth: AuthService,
     @Inject(CONFIG) private readonly config: Config,
+    private readonly adapterHost: HttpAdapterHost,
   ) {
+    if (config.identity.oidc?.issuers.some((issuer) => issuer.accessTokens))
+      auth.useAccessTokens((token) => this.authenticateAccessToken(token));
     const perMinute = config.identity.exchangesPerMinute;
     this.bySource = new TokenBuckets(
       `at most ${perMinute} OIDC exchanges per minute per source address (PLANFENCE_OIDC_EXCHANGES_PER_MINUTE)`,
@@ -161,19 +202,7 @@ export class OidcService {
       throw await refuse('UNAUTHENTICATED', `the OIDC token was refused: ${describe(error)}`);
     }
 
-    const failures: string[] = [];
-    let mapped: { rule: OidcRule; index: number; name: string } | null = null;
-    for (const [index, rule] of issuer.rules.entries()) {
-      const failed = failedClaims(rule, payload);
-      const made = principalName(rule.principal, payload);
-      if ('missing' in made) failed.push(made.missing);
-      if (failed.length) {
-        failures.push(`rule ${index}: ${failed.join(', ')}`);
-        continue;
-      }
-      mapped = { rule, index, name: (made as { name: string }).name };
-      break;
-    }
+    const { mapped, failures } = mapToRule(issuer, payload);
     if (!mapped) {
       throw await refuse(
         'FORBIDDEN',
@@ -256,6 +285,171 @@ export class OidcService {
     return issued;
   }
 
+  /**
+   * R44: the principal an OIDC access token authenticates (`Authorization: Bearer <JWT>`, on
+   * the API and POST /mcp). The token must come from an issuer configured with
+   * `accessTokens: true`, be signed as R25 checks (its JWKS, its algorithms, `exp`/`nbf`, the
+   * required claims but `jti`: an access token is used for many requests), carry `typ`
+   * `at+jwt` (or `JWT`, or none), and be addressed to this service only: every `aud` one of
+   * its resource URLs (RFC 8707: the service's URL and its MCP URL). The issuer's first
+   * matching rule names the principal, as an exchange would (the principal is made or
+   * renewed in the database, `oidc_issuer` = the issuer). The token itself is never passed
+   * on. It is verified once (concurrent first uses share that) and remembered by its SHA-256
+   * until it expires (at most PLANFENCE_OIDC_MAX_TOKEN_SECONDS); every request still checks
+   * the principal as a token's (revoked, expired). UNAUTHENTICATED for a bad token,
+   * FORBIDDEN when no rule maps it.
+   */
+  async authenticateAccessToken(token: string): Promise<Principal> {
+    const key = sha256(token);
+    const known = this.accessGrants.get(key);
+    if (known && known.until > performance.now()) {
+      const secret = this.accessSecrets.get(known.name);
+      if (secret) {
+        try {
+          return await this.auth.authenticate(`Bearer ${secret}`);
+        } catch (error) {
+          // Another access token of the same principal renewed it since: verify this one again.
+          if (!(error instanceof AuthError)) throw error;
+        }
+      }
+    }
+    let verifying = this.verifying.get(key);
+    if (!verifying) {
+      verifying = this.grantAccess(token);
+      this.verifying.set(key, verifying);
+      const done = () => this.verifying.delete(key);
+      verifying.then(done, done);
+    }
+    const grant = await verifying;
+    this.accessGrants.set(key, grant);
+    if (this.accessGrants.size > 10_000) {
+      const now = performance.now();
+      for (const [k, g] of this.accessGrants) if (g.until <= now) this.accessGrants.delete(k);
+    }
+    return this.auth.authenticate(`Bearer ${this.accessSecrets.get(grant.name)}`);
+  }
+
+  /** The resource URLs an access token may be addressed to (RFC 8707): the service and its /mcp. */
+  resourceUrls(): string[] {
+    const { publicUrl, allowedHosts } = this.config.mcp;
+    const bases: string[] = [];
+    if (publicUrl) bases.push(publicUrl.replace(/\/+$/, ''));
+    else {
+      const server = this.adapterHost.httpAdapter?.getHttpServer() as Server | undefined;
+      const address = server?.address();
+      const port = address && typeof address === 'object' ? address.port : null;
+      const hosts =
+        allowedHosts ?? ['127.0.0.1', 'localhost', '[::1]'].map((name) => `${name}:${port}`);
+      for (const host of hosts) bases.push(`http://${host}`);
+    }
+    return bases.flatMap((base) => [base, `${base}/mcp`]);
+  }
+
+  private async grantAccess(token: string): Promise<AccessGrant> {
+    let unverified: JWTPayload;
+    try {
+      unverified = decodeJwt(token);
+    } catch {
+      throw new AuthError('UNAUTHENTICATED', 'unknown token');
+    }
+    const issuer = (this.config.identity.oidc?.issuers ?? []).find(
+      (candidate) => candidate.accessTokens && candidate.issuer === unverified.iss,
+    );
+    if (!issuer)
+      throw new AuthError(
+        'UNAUTHENTICATED',
+        'the access token is not from an issuer configured with accessTokens (PLANFENCE_OIDC_CONFIG)',
+      );
+    const subject = typeof unverified.sub === 'string' ? unverified.sub.slice(0, 255) : null;
+    const refuse = async (code: 'UNAUTHENTICATED' | 'FORBIDDEN', message: string) => {
+      await this.record({
+        issuer: issuer.issuer,
+        subject,
+        principal: null,
+        ruleIndex: null,
+        outcome: 'REJECTED',
+        code,
+        detail: `access token: ${message}`,
+      });
+      return new AuthError(code, message);
+    };
+    const now = await this.clock.now();
+    const resources = this.resourceUrls();
+    let payload: JWTPayload;
+    try {
+      const keys = await this.keySet(issuer);
+      const verified = await jwtVerify(token, keys, {
+        issuer: issuer.issuer,
+        audience: resources,
+        algorithms: issuer.algorithms,
+        clockTolerance: this.config.identity.clockToleranceSeconds,
+        currentDate: new Date(now),
+        requiredClaims: ['exp', ...issuer.requiredClaims.filter((claim) => claim !== 'jti')],
+      });
+      const typ = verified.protectedHeader.typ?.toLowerCase();
+      if (typ !== undefined && !ACCESS_TOKEN_TYPES.includes(typ))
+        throw new Error(`typ "${typ}" is not an access token's (at+jwt)`);
+      const audiences = [verified.payload.aud ?? []].flat();
+      const foreign = audiences.filter((aud) => !resources.includes(aud));
+      if (foreign.length)
+        throw new Error(
+          `aud must be this service's resource URL only (${resources[0]}), not also ${foreign.map((a) => `"${a.slice(0, 100)}"`).join(', ')}`,
+        );
+      payload = verified.payload;
+    } catch (error) {
+      throw await refuse('UNAUTHENTICATED', `the access token was refused: ${describe(error)}`);
+    }
+    const { mapped, failures } = mapToRule(issuer, payload);
+    if (!mapped)
+      throw await refuse(
+        'FORBIDDEN',
+        `no rule of issuer ${issuer.issuer} matches this access token; claims that failed: ${failures.join('; ')}`,
+      );
+    const { rule, index, name } = mapped;
+    if (!PRINCIPAL_NAME_PATTERN.test(name))
+      throw await refuse(
+        'FORBIDDEN',
+        `rule ${index} makes the principal name "${name.slice(0, 80)}", which is not a valid name`,
+      );
+    const expiresAt = Math.min(
+      (payload.exp as number) * 1000,
+      now + this.config.identity.maxTokenSeconds * 1000,
+    );
+    let issued: IssuedToken;
+    try {
+      issued = await this.db.write(async (m) => {
+        const granted = await this.auth.exchangePrincipal(m, {
+          name,
+          role: rule.role,
+          groups: rule.groups,
+          environments: rule.environments,
+          issuer: issuer.issuer,
+          expiresAt,
+          now,
+        });
+        await this.insertRecord(m, now, {
+          issuer: issuer.issuer,
+          subject,
+          principal: name,
+          ruleIndex: index,
+          outcome: 'ACCEPTED',
+          code: null,
+          detail: 'access token',
+        });
+        return granted;
+      });
+    } catch (error) {
+      if (error instanceof AuthError)
+        throw await refuse(error.code as 'UNAUTHENTICATED' | 'FORBIDDEN', error.message);
+      throw error;
+    }
+    this.accessSecrets.set(name, issued.token);
+    this.logger.log(
+      `OIDC access token: issuer ${issuer.issuer}, subject ${subject ?? '(none)'} → ${name} (rule ${index}, ${rule.role}), until ${new Date(expiresAt).toISOString()}`,
+    );
+    return { name, until: performance.now() + (expiresAt - now) };
+  }
+
   private async verify(token: string, issuer: OidcIssuer, now: number): Promise<JWTPayload> {
     const keys = await this.keySet(issuer);
     const { payload } = await jwtVerify(token, keys, {
@@ -275,9 +469,21 @@ export class OidcService {
   }
 
   /** The issuer's cached key set; its JWKS URL from the configuration or the discovery document. */
-  private async keySet(issuer: OidcIssuer): Promise<KeySet> {
-    const cached = this.keySets.get(issuer.issuer);
-    if (cached) return cached;
+  private keySet(issuer: OidcIssuer): Promise<KeySet> {
+    // Concurrent first uses share one discovery (and so one key set and its one JWKS fetch);
+    // a failed one is not kept.
+    let loading = this.keySets.get(issuer.issuer);
+    if (!loading) {
+      loading = this.loadKeySet(issuer);
+      this.keySets.set(issuer.issuer, loading);
+      loading.catch(() => {
+        if (this.keySets.get(issuer.issuer) === loading) this.keySets.delete(issuer.issuer);
+      });
+    }
+    return loading;
+  }
+
+  private async loadKeySet(issuer: OidcIssuer): Promise<KeySet> {
     const { jwksTimeoutMs, jwksCooldownMs } = this.config.identity;
     const uri =
       issuer.jwksUri ?? (await this.remembered(issuer.issuer, () => this.discover(issuer)));
@@ -294,7 +500,6 @@ export class OidcService {
           }),
         ),
     });
-    this.keySets.set(issuer.issuer, keys);
     return keys;
   }
 

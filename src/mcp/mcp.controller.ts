@@ -305,14 +305,23 @@ export class McpController {
     await reply.code(405).header('allow', 'POST').send(rpcError(-32000, 'Method not allowed.'));
   }
 
-  /** RFC 9728: the protected resource's metadata (at the root, and under the resource's path). */
+  /**
+   * RFC 9728: the protected resource's metadata (at the root, and under the resource's path).
+   * `authorization_servers` lists the OIDC issuers whose access tokens the service takes
+   * (R44, `accessTokens: true`): an MCP host that runs OAuth itself gets a token there, for
+   * this resource (RFC 8707), and sends it as its bearer token.
+   */
   @Get(['.well-known/oauth-protected-resource', '.well-known/oauth-protected-resource/mcp'])
   metadata(@Req() req: FastifyRequest): Record<string, unknown> {
     const base = this.base(req);
+    const issuers = (this.config.identity.oidc?.issuers ?? [])
+      .filter((issuer) => issuer.accessTokens)
+      .map((issuer) => issuer.issuer);
     return {
       resource: `${base}/mcp`,
       resource_name: 'planfence',
       bearer_methods_supported: ['header'],
+      ...(issuers.length ? { authorization_servers: issuers } : {}),
     };
   }
 }
