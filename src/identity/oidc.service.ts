@@ -1,7 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import {
   createRemoteJWKSet,
   customFetch,
