@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Brackets, type EntityManager, type ObjectLiteral, type SelectQueryBuilder } from 'typeorm';
 import { AuditEvent } from '../audit/audit-event.entity.js';
 import { allowsEnvironment } from '../auth/scope.js';
@@ -23,6 +23,7 @@ import {
 } from './events.service.js';
 import { RequestLimitError } from '../common/limit.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { loopTurns } from './loop-turns.js';
 import { PgListener } from './pg-listener.js';
 import { ReplayBudget } from './replay-budget.js';
 import { SubscriptionError } from './subscription.errors.js';
@@ -44,6 +45,9 @@ export interface SubscriptionCall {
   eventCost?: number;
 }
 
+/** Bytes a replayed event counts for besides its large fields (ids, names, times). */
+const EVENT_BYTES = 512;
+
 /** One feed's catch-up, read page by page from cursor `C`. */
 interface Replay<T, C> {
   from: C;
@@ -51,6 +55,11 @@ interface Replay<T, C> {
   page(m: EntityManager, cursor: C, limit: number): Promise<T[]>;
   /** How many events follow `cursor`, counted up to `limit`. */
   count(m: EntityManager, cursor: C, limit: number): Promise<number>;
+  /**
+   * The bytes of the large fields (plan content and summary) of the first `limit` events
+   * after `cursor`, when the subscription selects them; absent: the events carry none.
+   */
+  bytes?(m: EntityManager, cursor: C, limit: number): Promise<number>;
   /** The cursor after `last`. */
   after(last: T): C;
 }
@@ -86,8 +95,11 @@ const SOCKET_HIGH_WATER = 1024 * 1024;
  */
 @Injectable()
 export class SubscriptionFeeds {
+  private readonly logger = new Logger('Subscriptions');
   private readonly replayLimit: number;
   private readonly maxCost: number;
+  /** A subscription whose cost per event reaches this selects a large field (content, summary). */
+  private readonly largeFieldCost: number;
   private readonly budget: ReplayBudget;
 
   constructor(
@@ -98,9 +110,11 @@ export class SubscriptionFeeds {
   ) {
     this.replayLimit = config.subscriptions.replayLimit;
     this.maxCost = config.limits.maxCost;
+    this.largeFieldCost = Math.max(2, Math.ceil(config.maxPlanBytes / 1024));
     this.budget = new ReplayBudget(
       config.subscriptions.replayEventsPerMinute,
       config.subscriptions.maxReplaysPerPrincipal,
+      config.limits.maxResponseBytes,
     );
   }
 
@@ -143,6 +157,17 @@ export class SubscriptionFeeds {
             .getMany()
             .then((plans) => plans.map((plan) => this.asPublished(plan))),
         count: (m, c, limit) => countOf(published(m, c).select('p.id', 'id'), limit),
+        bytes:
+          (call.eventCost ?? 0) >= this.largeFieldCost
+            ? (m, c, limit) =>
+                sumOf(
+                  published(m, c).select(
+                    "LENGTH(COALESCE(p.content, '')) + LENGTH(COALESCE(p.summary, ''))",
+                    'n',
+                  ),
+                  limit,
+                )
+            : undefined,
         after: (plan) => ({ generation: plan.generation, sequence: plan.sequence }),
       },
       byId((plan: Plan) => plan.id),
@@ -258,8 +283,11 @@ export class SubscriptionFeeds {
     const stop = this.listener.onRecovery(() => pubsub.close?.());
     let pages: AsyncIterable<T[]> | null = null;
     let endReplay = () => {};
+    const principal = call.req?.principal?.name ?? '';
+    let count = 0;
+    let bytes = 0;
     try {
-      const count = await this.db.read(async (m) => {
+      count = await this.db.read(async (m) => {
         // As the queries on an environment answer: an unknown one is NOT_FOUND, not a silent feed.
         if (!(await exists(m, Environment, { name: environment })))
           throw EnvironmentError.notFound(environment);
@@ -282,19 +310,45 @@ export class SubscriptionFeeds {
           );
         }
         if (count > 0) {
-          endReplay = this.budget.admit(call.req?.principal?.name ?? '', count);
+          bytes =
+            count * EVENT_BYTES +
+            (replay.bytes ? await this.db.read((m) => replay.bytes!(m, replay.from, count)) : 0);
+          endReplay = this.budget.admit(principal, count, bytes);
           pages = this.pages(call, replay, count);
         }
       }
     } catch (error) {
       stop();
       pubsub.close?.();
+      if (replay) {
+        const code = (error as { code?: unknown }).code;
+        this.logger.warn(
+          `replay refused: ${field}(${environment}) for ${principal || '(nobody)'}, ${count} events, ${bytes} bytes: ${typeof code === 'string' ? code : 'error'}: ${(error as Error).message}`,
+        );
+      }
       throw error;
     }
-    return resume(live, field, pages, seam, endReplay, () => {
-      endReplay();
-      stop();
-    });
+    let sent = 0;
+    return resume(
+      live,
+      field,
+      pages,
+      seam,
+      () => {
+        sent = count;
+        endReplay();
+      },
+      () => {
+        if (pages && sent < count) {
+          this.logger.warn(
+            `replay cut: ${field}(${environment}) for ${principal || '(nobody)'} ended after ${sent} of ${count} events (the socket closed or the subscription ended)`,
+          );
+        }
+        endReplay();
+        stop();
+      },
+      () => sent++,
+    );
   }
 
   /** The catch-up's first `count` events, a page at a time, read only while the socket keeps up. */
@@ -310,6 +364,9 @@ export class SubscriptionFeeds {
       while (socket?.open && socket.socket.bufferedAmount > SOCKET_HIGH_WATER) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
+      if (socket && !socket.open) return;
+      // The rest of the service is served between two pages (loop-turns.ts).
+      await loopTurns.turn();
       if (socket && !socket.open) return;
       const size = Math.min(REPLAY_PAGE, left);
       const page = await this.db.read((m) => replay.page(m, cursor, size));
@@ -349,6 +406,12 @@ async function countOf(query: SelectQueryBuilder<ObjectLiteral>, limit: number):
   return (await query.limit(limit).getRawMany()).length;
 }
 
+/** The sum of column `n` over the first `limit` rows of `query`. */
+async function sumOf(query: SelectQueryBuilder<ObjectLiteral>, limit: number): Promise<number> {
+  const rows = await query.limit(limit).getRawMany<{ n: number | string | null }>();
+  return rows.reduce((sum, row) => sum + Number(row.n ?? 0), 0);
+}
+
 /** The events of `live` that `keep`. */
 async function* only(
   live: AsyncIterable<unknown>,
@@ -371,13 +434,18 @@ async function* resume<T>(
   seam: Seam<T>,
   replayDone: () => void,
   ended: () => void,
+  replayedOne: () => void,
 ): AsyncGenerator<unknown> {
   try {
     if (pages) {
       for await (const page of pages) {
         for (const object of page) {
           seam.replayed(object);
+          // One replayed event per turn of the event loop: its large fields are read and
+          // serialized (170 KB of plan content, say) while nothing else waits behind it.
+          await loopTurns.turn();
           yield { [field]: object };
+          replayedOne();
         }
       }
     }
