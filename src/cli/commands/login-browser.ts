@@ -35,6 +35,18 @@ export interface SignedInCredential {
   expiresAt: string;
 }
 
+/** The sign-in providers the service at `url` offers people (GET /auth/logins); empty when none or unreachable. */
+export async function offeredLogins(url: string): Promise<{ label: string }[]> {
+  try {
+    const response = await fetch(`${url.replace(/\/+$/, '')}/auth/logins`);
+    if (!response.ok) return [];
+    const body = (await response.json()) as { logins?: { label: string }[] };
+    return Array.isArray(body.logins) ? body.logins : [];
+  } catch {
+    return [];
+  }
+}
+
 /** Runs the sign-in and stores the session token; resolves with what was stored. */
 export async function browserLogin(options: BrowserLoginOptions): Promise<SignedInCredential> {
   const url = options.url.replace(/\/+$/, '');

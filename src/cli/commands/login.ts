@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { exchangeOidcToken, githubActionsIdToken } from '../../client/identity.js';
 import { readInput, UsageError } from '../command.js';
-import { browserLogin, browserLogout } from './login-browser.js';
+import { browserLogin, browserLogout, offeredLogins } from './login-browser.js';
 import { credentialsFile } from './login-store.js';
 
 export const LOGIN_HELP = `Usage: planfence login [--provider N] [--no-browser] [--print] [--url URL] [--json]
@@ -64,8 +64,18 @@ export async function login(
     const provider = values.provider === undefined ? undefined : Number(values.provider);
     if (provider !== undefined && !(Number.isInteger(provider) && provider >= 0))
       throw new UsageError('--provider must be a number from 0');
+    const url = values.url ?? process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000';
+    const offered = await offeredLogins(url);
+    if (!offered.length)
+      throw new UsageError(
+        `${url} offers no sign-in for people (PLANFENCE_OIDC_CONFIG logins); a CI job: login needs exactly one of --oidc-token-file PATH and --github-actions`,
+      );
+    if (provider !== undefined && provider >= offered.length)
+      throw new UsageError(
+        `--provider: ${url} offers ${offered.length} sign-in provider(s), from 0`,
+      );
     const signedIn = await browserLogin({
-      url: values.url ?? process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
+      url,
       provider,
       noBrowser: values['no-browser'],
       tell,
