@@ -289,6 +289,34 @@ describe('messages', () => {
   });
 
   // proves: R22
+  test("the plan's pending checks, until they pass", async () => {
+    const env = await environment();
+    ok(
+      await w.gql(
+        w.admin,
+        'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+        { input: { environment: env, requiredChecks: ['scan'] } },
+      ),
+    );
+    const checker = await w.issue(`checker-${env}`, 'CHECKER');
+    const plan = await submitted(env, 'checked');
+    const message = await messageOf(plan.id);
+    expect(JSON.stringify(message.blocks)).toContain('*Pending checks*: scan');
+    ok(
+      await w.gql(
+        checker,
+        'mutation($input: ReportCheckInput!) { reportCheck(input: $input) { id } }',
+        { input: { planId: plan.id, name: 'scan', status: 'SUCCESS' } },
+      ),
+    );
+    await until(
+      'the check shown passed',
+      () => !JSON.stringify(message.blocks).includes('Pending checks'),
+    );
+    expect(hasButtons(message.blocks)).toBe(true);
+  });
+
+  // proves: R22
   test('an environment no channel reviews gets no message; a plan published at submit gets none either', async () => {
     const auto = `quietless-${++environments}`;
     await w.createEnvironment(auto, 'MONOTONIC', false);

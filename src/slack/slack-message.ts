@@ -12,6 +12,8 @@ export interface PlanView {
   status: PlanStatus;
   approvals: Approval[];
   pendingRules: ApprovalRule[];
+  /** Required checks whose latest result is not SUCCESS (DESIGN R50). */
+  pendingChecks: string[];
   /** The environment's deployment sequence when the view was read: the buttons pin it. */
   deploymentSequence: number;
   reviewUrl: string;
@@ -131,6 +133,8 @@ export function renderMessage(view: PlanView): { text: string; blocks: unknown[]
       .map((r) => `${r.count} more${r.group ? ` from ${escape(r.group)}` : ''}`)
       .join(', ');
     lines.push(`*Pending approvals*: ${pending || 'none: the next approval publishes'}`);
+    if (view.pendingChecks.length)
+      lines.push(`*Pending checks*: ${view.pendingChecks.map(escape).join(', ')}`);
   }
   if (status === PlanStatus.REJECTED)
     lines.push(

@@ -8,6 +8,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { FindOptionsSelect } from 'typeorm';
+import { ChecksService } from '../checks/checks.service.js';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import { allowsEnvironment } from '../auth/scope.js';
@@ -80,6 +81,7 @@ export class SlackMessages implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly clock: Clock,
     private readonly outbox: Outbox,
     private readonly plans: PlansService,
+    private readonly checks: ChecksService,
     private readonly adapterHost: HttpAdapterHost,
   ) {
     this.slack = config.slack;
@@ -232,9 +234,11 @@ export class SlackMessages implements OnApplicationBootstrap, OnModuleDestroy {
     );
     if (!plan) return null;
     const status = await this.plans.status(plan);
-    const [approvals, pendingRules, environment] = await Promise.all([
+    const proposed = status === PlanStatus.PROPOSED;
+    const [approvals, pendingRules, pendingChecks, environment] = await Promise.all([
       this.plans.approvals(plan),
-      status === PlanStatus.PROPOSED ? this.plans.pendingApprovalRules(plan) : Promise.resolve([]),
+      proposed ? this.plans.pendingApprovalRules(plan) : Promise.resolve([]),
+      proposed ? this.checks.pending(plan) : Promise.resolve([]),
       this.db.read((m) =>
         select<{ deployment_sequence: number | string }>(
           m,
@@ -249,6 +253,7 @@ export class SlackMessages implements OnApplicationBootstrap, OnModuleDestroy {
       status,
       approvals,
       pendingRules,
+      pendingChecks,
       deploymentSequence: Number(environment[0]?.deployment_sequence ?? 0),
       reviewUrl: reviewUrl(this.consoleBase(), plan.id),
     };

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
 import { AuthModule } from '../auth/auth.module.js';
+import { ChecksModule } from '../checks/checks.module.js';
 import { PlansModule } from '../plans/plans.module.js';
 import { SlackCommands } from './slack-commands.js';
 import { SlackInteractions } from './slack-interactions.js';
@@ -11,7 +12,7 @@ import { SlackRoutes } from './slack.routes.js';
 
 /** Reviews in Slack (DESIGN §20, R45–R47, docs/slack.md). */
 @Module({
-  imports: [AuditModule, AuthModule, PlansModule],
+  imports: [AuditModule, AuthModule, ChecksModule, PlansModule],
   providers: [
     SlackLinks,
     SlackMessages,
