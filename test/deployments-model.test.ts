@@ -1,7 +1,8 @@
 /**
  * Model-based test of deployments: random sequences of submits (some made against a
  * deployment sequence, R33, some with a plan file computed from a Terraform state, R56, in
- * environments that publish at once or wait for a review), approvals, starts, heartbeats,
+ * environments that publish at once or wait for a review, some requiring a check, R50, or a
+ * deploy window, R52), approvals, check reports, drift reports (R53), starts, heartbeats,
  * finishes (some reporting the state after the apply), reconciles, time passing and
  * deployers that pause past their heartbeat and report late, run against the reference model
  * (test/model/deployments-model.ts) and the real service over HTTP. After every command the
@@ -11,11 +12,17 @@
  * FC_RUNS sets the number of runs.
  */
 import fc from 'fast-check';
-import { DeploymentsModel, type Outcome, type State } from './model/deployments-model.js';
+import {
+  type CheckStatus,
+  DeploymentsModel,
+  type Outcome,
+  type Preconditions,
+  type State,
+} from './model/deployments-model.js';
 import { Database, select } from '../src/database/database.js';
 import { startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
-import { codeOf, type GqlResult, World } from './support/world.js';
+import { codeOf, type GqlResult, ok, World } from './support/world.js';
 import { MODEL_RUNS, MODEL_SEED } from './support/model-runs.js';
 import { LINEAGE, planFileBase64 } from './support/plan-file.js';
 
@@ -49,6 +56,12 @@ beforeAll(async () => {
   deployments = new Deployments(world);
   tokens.agent = await world.issue('agent', 'AGENT');
   tokens.r = await world.issue('r', 'REVIEWER');
+  tokens.c = ok(
+    await world.gql<{ issueToken: { token: string } }>(
+      world.admin,
+      'mutation { issueToken(name: "c", role: CHECKER) { token } }',
+    ),
+  ).issueToken.token;
   for (const name of DEPLOYERS) tokens[name] = await world.issue(name, 'DEPLOYER');
 });
 afterAll(() => app.close());
@@ -90,7 +103,8 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
        environment(name: $name) { currentPlan { id } activeDeployment { id } deployedPlan { id } deploymentSequence
          terraformState { lineage serial } }
        deployments(environment: $name, first: 500) { id sequence status startedBy reconciledBy plan { id } }
-       plans(environment: $name, first: 100) { id status basedOnDeploymentSequence priorState { lineage serial } }
+       plans(environment: $name, first: 100) { id status basedOnDeploymentSequence priorState { lineage serial }
+         pendingChecks }
      }`,
     { name: model.environment },
   );
@@ -120,6 +134,11 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
       status: p.status,
       basedOnDeploymentSequence: p.basedOn,
       priorState: p.prior,
+      // R50: the required check, while a PROPOSED plan's latest result is not SUCCESS.
+      pendingChecks:
+        p.status === 'PROPOSED' && model.preconditions.requiredCheck && p.check !== 'SUCCESS'
+          ? ['scan']
+          : [],
     }))
     .sort(byId);
   expect([...result.data!.plans].sort(byId)).toEqual(plans);
@@ -171,7 +190,7 @@ function command(
 /** The deployment a command aims at: the newest, an older one, or one that does not exist. */
 function target(model: DeploymentsModel, pick: number): string {
   const all = model.deployments;
-  if (pick === 0 || !all.length) return `${model.environment}#${all.length + 1}`;
+  if (pick === 0 || !all.length) return `${model.environment}#${model.deploymentSequence + 1}`;
   return all[Math.max(0, all.length - pick)].id;
 }
 
@@ -476,6 +495,62 @@ const reconcile = fc.record({ pick: aim, outcome }).map(({ pick, outcome }) =>
   }),
 );
 
+/** R50: the CHECKER reports the required check on the newest plan or an older one. */
+const checkReport = fc
+  .record({
+    which: fc.constantFrom('the newest plan', 'the newest plan', 'an older plan'),
+    status: fc.constantFrom<CheckStatus>('SUCCESS', 'SUCCESS', 'FAILURE', 'PENDING'),
+  })
+  .map(({ which, status }) =>
+    command(
+      `c reports scan ${status} on ${which}`,
+      async (model) => {
+        const plan = which === 'the newest plan' ? model.plans.at(-1) : model.plans.at(-2);
+        const id = plan?.id ?? `${model.environment}@99.1`;
+        return {
+          expected: model.reportCheck(id, status),
+          actual: answerOf(
+            await world.gql(
+              tokens.c,
+              'mutation($input: ReportCheckInput!) { reportCheck(input: $input) { id } }',
+              { input: { planId: id, name: 'scan', status } },
+            ),
+            'reportCheck',
+          ),
+        };
+      },
+      (model) => model.preconditions.requiredCheck,
+    ),
+  );
+
+/** R53: the CHECKER reports drift. */
+const drift = fc.constant(null).map(() =>
+  command(`c reports drift`, async (model) => {
+    const expected = model.drift();
+    const result = await world.gql<{ reportDrift: { name: string } }>(
+      tokens.c,
+      'mutation($e: String!) { reportDrift(environment: $e, detail: "changed by hand") { name } }',
+      { e: model.environment },
+    );
+    return {
+      expected,
+      actual: codeOf(result) === 'OK' ? `OK ${result.data!.reportDrift.name}` : codeOf(result),
+    };
+  }),
+);
+
+/** R52: long enough to close a deploy window. */
+const longTime = fc.constant(null).map(() =>
+  command(
+    `10 minutes pass`,
+    (model) => {
+      pass(model, 600_000);
+      return Promise.resolve({ expected: 'OK', actual: 'OK' });
+    },
+    (model) => model.preconditions.deployWithinMinutes != null,
+  ),
+);
+
 const time = fc.constantFrom(1_000, 4_999, 9_000, 31_000).map((ms) =>
   command(`${ms} ms pass`, (model) => {
     pass(model, ms);
@@ -517,21 +592,56 @@ const weighted = [
   pausedReport,
 ];
 
-// proves: R18, R19, R20, R21, R22, R33, R56, R57
-test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
+/** With preconditions (DESIGN §22): the same commands, check and drift reports, and long waits. */
+const withPreconditions = [...weighted, checkReport, checkReport, drift, longTime];
+
+/** DESIGN §22: a required check (R50) in some runs, a deploy window (R52) in others. */
+const preconditions = fc.record({
+  requiredCheck: fc.constantFrom(false, true, true),
+  deployWithinMinutes: fc.constantFrom<number | null>(null, 15, 15),
+});
+
+/** No preconditions: the runs of R18–R22, R33, R56, R57 as they were before §22. */
+const none = fc.constant<Preconditions>({ requiredCheck: false, deployWithinMinutes: null });
+
+/** Runs the model test with `commands` and `required` preconditions; every outcome of `reached` must come. */
+async function modelRuns(
+  commands: fc.Arbitrary<Command>[],
+  required: fc.Arbitrary<Preconditions>,
+  reached: string[],
+): Promise<void> {
+  outcomes.clear();
   await fc.assert(
     fc.asyncProperty(
       // Most runs review their plans: there, proposals wait while deployments go on (R57).
       fc.constantFrom(true, true, false),
-      fc.commands(weighted, { maxCommands: 20, size: 'large' }),
-      async (requireApproval, cmds) => {
+      required,
+      fc.commands(commands, { maxCommands: 20, size: 'large' }),
+      async (requireApproval, required: Preconditions, cmds) => {
         const name = `dm${++runs}`;
         await world.createEnvironment(name, 'MONOTONIC', requireApproval);
         const model = new DeploymentsModel(name, await app.clock.now(), requireApproval);
         // Every run begins with a published plan, so that most starts have something to
-        // deploy: the plan of a workspace that has no state yet (R56).
+        // deploy: the plan of a workspace that has no state yet (R56). The preconditions are
+        // set after it.
         await submitting('new', 'unbound', 'the reported state').run(model, world);
         if (requireApproval) await approving('the newest plan').run(model, world);
+        model.preconditions = required;
+        if (required.requiredCheck || required.deployWithinMinutes != null) {
+          ok(
+            await world.gql(
+              world.admin,
+              'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+              {
+                input: {
+                  environment: name,
+                  requiredChecks: required.requiredCheck ? ['scan'] : [],
+                  deployWithinMinutes: required.deployWithinMinutes ?? 0,
+                },
+              },
+            ),
+          );
+        }
         await fc.asyncModelRun(() => ({ model, real: world }), cmds);
       },
     ),
@@ -540,43 +650,60 @@ test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
   if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
   // Enough runs reach every outcome of every decision, and every status; fewer (FC_RUNS) may not.
   if (RUNS >= 100)
-    for (const reached of [
-      'starts OK',
-      'starts PRECONDITION_FAILED:CURRENT_PLAN',
-      'starts PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
-      'starts PRECONDITION_FAILED:STATE_SERIAL',
-      'proposals OBSOLETE by a start',
-      'proposals OBSOLETE by a report',
-      'submits OK',
-      'submits PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
-      'submits PRECONDITION_FAILED:STATE_SERIAL',
-      'submits for review OK',
-      'submits for review PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
-      'submits for review PRECONDITION_FAILED:STATE_SERIAL',
-      'approves OK',
-      'approves INVALID_PLAN_STATE:OBSOLETE',
-      'approves STALE_GENERATION',
-      'reports keep the state',
-      'plans read PROPOSED',
-      'plans read OBSOLETE',
-      'plans read SUPERSEDED',
-      'starts DEPLOYMENT_ACTIVE',
-      'starts IDEMPOTENCY_KEY_REUSED',
-      'heartbeats OK',
-      'heartbeats DEPLOYMENT_NOT_ACTIVE',
-      'heartbeats NOT_FOUND',
-      'finishes OK',
-      'finishes DEPLOYMENT_NOT_ACTIVE',
-      'reconciles OK',
-      'reconciles DEPLOYMENT_ACTIVE',
-      'reconciles DEPLOYMENT_NOT_ACTIVE',
-      'pauses-then-finishes OK',
-      'pauses-then-finishes DEPLOYMENT_NOT_ACTIVE',
-      'reads IN_PROGRESS',
-      'reads UNKNOWN',
-      'reads SUCCEEDED',
-      'reads FAILED',
-    ])
-      expect({ [reached]: (outcomes.get(reached) ?? 0) > 0 }).toEqual({ [reached]: true });
+    for (const outcome of reached)
+      expect({ [outcome]: (outcomes.get(outcome) ?? 0) > 0 }).toEqual({ [outcome]: true });
   for (const [kind, n] of outcomes) if (kind.endsWith('INTERNAL')) throw new Error(`${kind}: ${n}`);
+}
+
+// proves: R18, R19, R20, R21, R22, R33, R56, R57
+test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
+  await modelRuns(weighted, none, [
+    'starts OK',
+    'starts PRECONDITION_FAILED:CURRENT_PLAN',
+    'starts PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
+    'starts PRECONDITION_FAILED:STATE_SERIAL',
+    'proposals OBSOLETE by a start',
+    'proposals OBSOLETE by a report',
+    'submits OK',
+    'submits PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
+    'submits PRECONDITION_FAILED:STATE_SERIAL',
+    'submits for review OK',
+    'submits for review PRECONDITION_FAILED:DEPLOYMENT_SEQUENCE',
+    'submits for review PRECONDITION_FAILED:STATE_SERIAL',
+    'approves OK',
+    'approves INVALID_PLAN_STATE:OBSOLETE',
+    'approves STALE_GENERATION',
+    'reports keep the state',
+    'plans read PROPOSED',
+    'plans read OBSOLETE',
+    'plans read SUPERSEDED',
+    'starts DEPLOYMENT_ACTIVE',
+    'starts IDEMPOTENCY_KEY_REUSED',
+    'heartbeats OK',
+    'heartbeats DEPLOYMENT_NOT_ACTIVE',
+    'heartbeats NOT_FOUND',
+    'finishes OK',
+    'finishes DEPLOYMENT_NOT_ACTIVE',
+    'reconciles OK',
+    'reconciles DEPLOYMENT_ACTIVE',
+    'reconciles DEPLOYMENT_NOT_ACTIVE',
+    'pauses-then-finishes OK',
+    'pauses-then-finishes DEPLOYMENT_NOT_ACTIVE',
+    'reads IN_PROGRESS',
+    'reads UNKNOWN',
+    'reads SUCCEEDED',
+    'reads FAILED',
+  ]);
+}, 1_200_000);
+
+// proves: R50, R52, R53
+test(`deployments with required checks, a deploy window and drift behave as the reference model (${RUNS} runs)`, async () => {
+  await modelRuns(withPreconditions, preconditions, [
+    'reports OK',
+    'reports INVALID_PLAN_STATE:PUBLISHED',
+    'starts OK',
+    'starts PRECONDITION_FAILED:DEPLOY_WINDOW',
+    'proposals OBSOLETE by a drift',
+    'plans read PROPOSED',
+  ]);
 }, 1_200_000);

@@ -8,7 +8,11 @@
  *
  * One MONOTONIC environment, one agent (which never goes stale: each generation it acquires is
  * the newest), one reviewer whose one approval publishes (where the environment requires
- * approval), deployers.
+ * approval), deployers. Preconditions (DESIGN §22): the environment may require one check,
+ * reported by a CHECKER (R50: publication waits for its SUCCESS; the approval or the report
+ * that completes what publication needs publishes), may give a published plan a window in
+ * which to start deploying (R52), and drift may be reported (R53: the deployment sequence
+ * moves, proposals made against the old one turn OBSOLETE).
  */
 export type Status = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
 export type Outcome = 'SUCCEEDED' | 'FAILED';
@@ -29,6 +33,22 @@ export interface ModelPlan {
   basedOn: number | null;
   /** R56: the state its plan file was computed from, or null (no plan file). */
   prior: State | null;
+  /** R50: the latest result of the required check reported on it, if any. */
+  check: CheckStatus | null;
+  /** R14: the reviewer approved it (the approval recorded, publication waiting for the check). */
+  approved: boolean;
+  /** R52: when it was published. */
+  publishedAt: number | null;
+}
+
+export type CheckStatus = 'PENDING' | 'SUCCESS' | 'FAILURE';
+
+/** DESIGN §22: what the environment requires besides approval. */
+export interface Preconditions {
+  /** R50: one required check (named "scan"). */
+  requiredCheck: boolean;
+  /** R52: minutes, or null. */
+  deployWithinMinutes: number | null;
 }
 
 export interface ModelDeployment {
@@ -60,7 +80,9 @@ export class DeploymentsModel {
   /** R22: the deployment events the outbox must hold, in commit order (deployment.unknown aside: it is stored when the next write comes). */
   readonly events: string[] = [];
   /** R57: the plans audited PLAN_OBSOLETE, in audit order, and why: a deployment started, or a state was reported. */
-  readonly obsoleted: { planId: string; by: 'start' | 'report' }[] = [];
+  readonly obsoleted: { planId: string; by: 'start' | 'report' | 'drift' }[] = [];
+  /** R53: drift reports so far; each moved the deployment sequence. */
+  drifts = 0;
   /** R56: the state last reported, as the environment keeps it (forward only within a lineage). */
   state: State | null = null;
   /** The agent's newest generation (0: none yet). */
@@ -75,15 +97,17 @@ export class DeploymentsModel {
     public now: number,
     /** Whether a plan waits for a review (else a submit publishes it at once, R5). */
     readonly requireApproval: boolean,
+    /** Set once the run's first plan is published (as the test sets them). */
+    public preconditions: Preconditions = { requiredCheck: false, deployWithinMinutes: null },
   ) {}
 
   get currentPlan(): string | null {
     return this.current?.id ?? null;
   }
 
-  /** The environment's deployment sequence: that of the last deployment started. */
+  /** The environment's deployment sequence: that of the last deployment started, or drift reported (R53). */
   get deploymentSequence(): number {
-    return this.deployments.length;
+    return this.deployments.length + this.drifts;
   }
 
   plan(id: string): ModelPlan | undefined {
@@ -111,9 +135,13 @@ export class DeploymentsModel {
       status: 'PROPOSED',
       basedOn,
       prior: prior && { ...prior },
+      check: null,
+      approved: false,
+      publishedAt: null,
     };
     this.plans.push(plan);
-    if (!this.requireApproval) this.publish(plan);
+    // R50: a plan with a required check is never published by its submit.
+    if (!this.requireApproval && !this.preconditions.requiredCheck) this.publish(plan);
     this.passOver();
     return `OK ${plan.id}`;
   }
@@ -128,11 +156,57 @@ export class DeploymentsModel {
     if (!plan) return 'NOT_FOUND';
     if (plan.generation < this.fence) return 'STALE_GENERATION';
     if (plan.status !== 'PROPOSED') return `INVALID_PLAN_STATE:${plan.status}`;
+    if (plan.approved) return 'ALREADY_APPROVED';
+    // R50: while the check is not SUCCESS the approval is recorded and the plan waits.
+    if (this.checkPending(plan.check)) {
+      plan.approved = true;
+      return `OK ${plan.id}`;
+    }
     const behind = this.behind(plan.basedOn, plan.prior);
     if (behind) return behind;
+    plan.approved = true;
     this.publish(plan);
     this.passOver();
     return `OK ${plan.id}`;
+  }
+
+  /** R50: the required check (if any) would not be SUCCESS with `check` as its latest result. */
+  private checkPending(check: CheckStatus | null): boolean {
+    return this.preconditions.requiredCheck && check !== 'SUCCESS';
+  }
+
+  /**
+   * R50: a CHECKER reports the required check's result on a plan. Refused once the plan is
+   * decided; the report that completes what publication needs (the approval recorded, or none
+   * needed) publishes it, under R33 and R56 (refused, recording nothing, where it cannot).
+   */
+  reportCheck(planId: string, status: CheckStatus): Answer {
+    const plan = this.plan(planId);
+    if (!plan) return 'NOT_FOUND';
+    if (plan.status !== 'PROPOSED') return `INVALID_PLAN_STATE:${plan.status}`;
+    const completes = (plan.approved || !this.requireApproval) && !this.checkPending(status);
+    if (!completes) {
+      plan.check = status;
+      return `OK ${plan.id}`;
+    }
+    if (plan.generation < this.fence) return 'STALE_GENERATION';
+    const behind = this.behind(plan.basedOn, plan.prior);
+    if (behind) return behind;
+    plan.check = status;
+    this.publish(plan);
+    this.passOver();
+    return `OK ${plan.id}`;
+  }
+
+  /**
+   * R53: drift moves the deployment sequence like a deployment's start; proposals made against
+   * an earlier sequence turn OBSOLETE (R57).
+   */
+  drift(): Answer {
+    this.drifts++;
+    const sequence = this.deploymentSequence;
+    this.obsolete('drift', (plan) => plan.basedOn != null && plan.basedOn !== sequence);
+    return `OK ${this.environment}`;
   }
 
   /** R33, R56: why a plan made against `basedOn` from `prior` cannot be published or deployed now, or null. */
@@ -159,6 +233,7 @@ export class DeploymentsModel {
   private publish(plan: ModelPlan): void {
     if (this.current) this.current.status = 'SUPERSEDED';
     plan.status = 'PUBLISHED';
+    plan.publishedAt = this.now;
     this.current = plan;
     this.published.push(plan.id);
   }
@@ -177,7 +252,7 @@ export class DeploymentsModel {
   }
 
   /** R57: the PROPOSED plans `stale` finds turn OBSOLETE, each audited PLAN_OBSOLETE, in id order. */
-  private obsolete(by: 'start' | 'report', stale: (plan: ModelPlan) => boolean): void {
+  private obsolete(by: 'start' | 'report' | 'drift', stale: (plan: ModelPlan) => boolean): void {
     const ids: string[] = [];
     for (const plan of this.plans) {
       if (plan.status !== 'PROPOSED' || !stale(plan)) continue;
@@ -217,8 +292,12 @@ export class DeploymentsModel {
       return `PRECONDITION_FAILED:CURRENT_PLAN:${this.currentPlan ?? 'none'}`;
     const behind = this.behind(this.current!.basedOn, this.current!.prior);
     if (behind) return behind;
+    // R52: a plan published longer ago than the window is not started.
+    const window = this.preconditions.deployWithinMinutes;
+    if (window != null && this.current!.publishedAt! + window * 60_000 < this.now)
+      return 'PRECONDITION_FAILED:DEPLOY_WINDOW';
     if (this.active) return 'DEPLOYMENT_ACTIVE';
-    const sequence = this.deployments.length + 1;
+    const sequence = this.deploymentSequence + 1;
     const id = `${this.environment}#${sequence}`;
     this.deployments.push({
       id,
