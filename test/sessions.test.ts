@@ -6,6 +6,7 @@
  * no rule matches is refused with nothing created; approvals and their audit events name
  * the person (R43), and four eyes holds between the submitter and the person.
  */
+import WebSocket from 'ws';
 import { Database, select } from '../src/database/database.js';
 import {
   ADMIN_TOKEN,
@@ -194,6 +195,22 @@ describe('people sign in and hold sessions', () => {
     // Bearer tokens need neither.
     const bearer = await app.gql(ADMIN_TOKEN, CREATE, input('bearer-ok'));
     expect(ok(bearer).createEnvironment.name).toBe('bearer-ok');
+  });
+
+  // proves: R42
+  it('a WebSocket opened with the cookie (any Origin) is not authenticated by it: without a bearer token it is closed', async () => {
+    const { app } = world;
+    const { jar } = await signIn(app, 'u-ada');
+    const ws = new WebSocket(`${app.url.replace('http', 'ws')}/graphql`, 'graphql-transport-ws', {
+      headers: { cookie: jar.header(), origin: 'https://evil.example' },
+    });
+    const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+      ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
+    ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+    const { code, reason } = await closed;
+    expect(code).toBe(4403);
+    expect(reason).toContain('UNAUTHENTICATED');
   });
 
   // proves: R41
