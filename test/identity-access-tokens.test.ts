@@ -26,6 +26,7 @@ let world: World;
 const AGENT_CLIENT = { clientId: 'deploy-agent', clientSecret: 'agent-secret-0123456789' };
 const ADMIN_CLIENT = { clientId: 'admin-bot', clientSecret: 'admin-secret-0123456789' };
 const UNMAPPED_CLIENT = { clientId: 'stranger', clientSecret: 'stranger-secret-0123456789' };
+const REVOKED_CLIENT = { clientId: 'old-agent', clientSecret: 'old-agent-secret-0123456789' };
 
 beforeAll(async () => {
   provider = await startProvider({
@@ -33,6 +34,7 @@ beforeAll(async () => {
       serviceClient(AGENT_CLIENT.clientId, AGENT_CLIENT.clientSecret),
       serviceClient(ADMIN_CLIENT.clientId, ADMIN_CLIENT.clientSecret),
       serviceClient(UNMAPPED_CLIENT.clientId, UNMAPPED_CLIENT.clientSecret),
+      serviceClient(REVOKED_CLIENT.clientId, REVOKED_CLIENT.clientSecret),
     ],
   });
   const dir = scratchDir();
@@ -51,6 +53,11 @@ beforeAll(async () => {
               principal: 'oauth:{client_id}',
               role: 'AGENT',
               environments: ['staging-*'],
+            },
+            {
+              claims: { client_id: REVOKED_CLIENT.clientId },
+              principal: 'oauth:{client_id}',
+              role: 'AGENT',
             },
             {
               claims: { client_id: ADMIN_CLIENT.clientId },
@@ -164,6 +171,22 @@ describe('an access token of the organisation provider', () => {
       bearer_methods_supported: ['header'],
       authorization_servers: [provider.issuer],
     });
+  });
+
+  // proves: R44
+  test('revoking the principal an access token maps to stops that token at once', async () => {
+    const token = await accessToken(REVOKED_CLIENT);
+    expect((await postMcp(token)).status).toBe(200);
+    const name = `oauth:${REVOKED_CLIENT.clientId}`;
+    const revoked = await world.gql(
+      world.admin,
+      'mutation($name: String!) { revokeToken(name: $name) { name } }',
+      { name },
+    );
+    expect(revoked.errors).toBeUndefined();
+    expect((await postMcp(token)).status).toBe(401);
+    // And a new token for the same principal is refused too: revocation is final for the name.
+    expect((await postMcp(await accessToken(REVOKED_CLIENT))).status).toBe(401);
   });
 
   // proves: R44

@@ -12,13 +12,15 @@ import {
 import { AuthError } from '../auth/auth.errors.js';
 import { AuthService } from '../auth/auth.service.js';
 import { PRINCIPAL_NAME_PATTERN } from '../auth/dto/token.args.js';
-import type { IssuedToken, Principal } from '../auth/principal.entity.js';
+import { type IssuedToken, Principal } from '../auth/principal.entity.js';
 import { matchesPattern } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
+import { findOne } from '../database/rows.js';
+import { PrincipalChanges } from '../events/principal-changes.js';
 import { QuotaError } from '../quotas/quota.errors.js';
 import { TokenBuckets } from '../quotas/token-buckets.js';
 import { fetchBounded } from './bounded-fetch.js';
@@ -124,8 +126,13 @@ export class OidcService {
   /** R44: access tokens verified, by their SHA-256, and the verifications under way. */
   private readonly accessGrants = new Map<string, AccessGrant>();
   private readonly verifying = new Map<string, Promise<AccessGrant>>();
-  /** R44: the planfence secret each access-token principal authenticates with, by name. */
-  private readonly accessSecrets = new Map<string, string>();
+  /**
+   * R44: the principals access tokens authenticate, by name, as last read; forgotten when
+   * the principal changes on any instance (revoked, regrouped, renewed), then read again.
+   */
+  private readonly accessPrincipals = new Map<string, Principal>();
+  /** Changes seen (a read that overlapped one is not kept). */
+  private principalChanges = 0;
   /** Failed discovery and JWKS fetches by URL, answered from here until `until` (performance.now()). */
   private readonly failedFetches = new Map<string, { error: Error; until: number }>();
   private readonly bySource: TokenBuckets;
@@ -136,7 +143,12 @@ export class OidcService {
     private readonly auth: AuthService,
     @Inject(CONFIG) private readonly config: Config,
     private readonly adapterHost: HttpAdapterHost,
+    changes: PrincipalChanges,
   ) {
+    changes.onChange((name) => {
+      this.principalChanges++;
+      this.accessPrincipals.delete(name);
+    });
     if (config.identity.oidc?.issuers.some((issuer) => issuer.accessTokens))
       auth.useAccessTokens((token) => this.authenticateAccessToken(token));
     const perMinute = config.identity.exchangesPerMinute;
@@ -294,38 +306,44 @@ export class OidcService {
    * matching rule names the principal, as an exchange would (the principal is made or
    * renewed in the database, `oidc_issuer` = the issuer). The token itself is never passed
    * on. It is verified once (concurrent first uses share that) and remembered by its SHA-256
-   * until it expires (at most PLANFENCE_OIDC_MAX_TOKEN_SECONDS); every request still checks
-   * the principal as a token's (revoked, expired). UNAUTHENTICATED for a bad token,
-   * FORBIDDEN when no rule maps it.
+   * until it expires (at most PLANFENCE_OIDC_MAX_TOKEN_SECONDS); every request reads the
+   * principal as the database has it (remembered until it changes on any instance, through
+   * PrincipalChanges), so that a revocation stops the token at once. UNAUTHENTICATED for a
+   * bad token or a revoked principal, FORBIDDEN when no rule maps it. (The planfence token
+   * the exchange gives the principal is never handed out.)
    */
   async authenticateAccessToken(token: string): Promise<Principal> {
     const key = sha256(token);
-    const known = this.accessGrants.get(key);
-    if (known && known.until > performance.now()) {
-      const secret = this.accessSecrets.get(known.name);
-      if (secret) {
-        try {
-          return await this.auth.authenticate(`Bearer ${secret}`);
-        } catch (error) {
-          // Another access token of the same principal renewed it since: verify this one again.
-          if (!(error instanceof AuthError)) throw error;
-        }
+    let grant = this.accessGrants.get(key);
+    if (!grant || grant.until <= performance.now()) {
+      let verifying = this.verifying.get(key);
+      if (!verifying) {
+        verifying = this.grantAccess(token);
+        this.verifying.set(key, verifying);
+        const done = () => this.verifying.delete(key);
+        verifying.then(done, done);
+      }
+      grant = await verifying;
+      this.accessGrants.set(key, grant);
+      if (this.accessGrants.size > 10_000) {
+        const now = performance.now();
+        for (const [k, g] of this.accessGrants) if (g.until <= now) this.accessGrants.delete(k);
       }
     }
-    let verifying = this.verifying.get(key);
-    if (!verifying) {
-      verifying = this.grantAccess(token);
-      this.verifying.set(key, verifying);
-      const done = () => this.verifying.delete(key);
-      verifying.then(done, done);
+    return this.accessPrincipal(grant.name);
+  }
+
+  /** The principal `name` as the database has it (remembered until it changes); revoked: UNAUTHENTICATED. */
+  private async accessPrincipal(name: string): Promise<Principal> {
+    let principal = this.accessPrincipals.get(name);
+    if (!principal) {
+      const before = this.principalChanges;
+      principal = (await this.db.read((m) => findOne(m, Principal, { name }))) ?? undefined;
+      if (!principal) throw new AuthError('UNAUTHENTICATED', 'unknown token');
+      if (before === this.principalChanges) this.accessPrincipals.set(name, principal);
     }
-    const grant = await verifying;
-    this.accessGrants.set(key, grant);
-    if (this.accessGrants.size > 10_000) {
-      const now = performance.now();
-      for (const [k, g] of this.accessGrants) if (g.until <= now) this.accessGrants.delete(k);
-    }
-    return this.auth.authenticate(`Bearer ${this.accessSecrets.get(grant.name)}`);
+    if (principal.revokedAt) throw new AuthError('UNAUTHENTICATED', 'this principal was revoked');
+    return principal;
   }
 
   /** The resource URLs an access token may be addressed to (RFC 8707): the service and its /mcp. */
@@ -442,7 +460,7 @@ export class OidcService {
         throw await refuse(error.code as 'UNAUTHENTICATED' | 'FORBIDDEN', error.message);
       throw error;
     }
-    this.accessSecrets.set(name, issued.token);
+    this.accessPrincipals.set(name, issued.principal);
     this.logger.log(
       `OIDC access token: issuer ${issuer.issuer}, subject ${subject ?? '(none)'} → ${name} (rule ${index}, ${rule.role}), until ${new Date(expiresAt).toISOString()}`,
     );
