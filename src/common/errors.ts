@@ -105,10 +105,13 @@ export function extensionsOf(error: DomainError): Extensions {
     case 'POLICY_DENIED':
       return { code, policy: details.policy ?? null, message: details.message ?? null };
     case 'BAD_USER_INPUT':
-      // A plan policy that cannot be saved names itself and what is wrong (DESIGN §16).
+      // A plan policy that cannot be saved names itself and what is wrong (DESIGN §16); an
+      // input over a limit (a Terraform document over its budget) names the limit and its value.
       return 'error' in details
         ? { code, policy: details.policy ?? null, error: details.error }
-        : { code };
+        : 'limit' in details
+          ? { code, limit: details.limit, max: details.max ?? null }
+          : { code };
     case 'UNAUTHENTICATED':
     case 'FORBIDDEN':
     case 'SELF_APPROVAL':

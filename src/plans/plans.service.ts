@@ -29,7 +29,7 @@ import type {
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
 import { Plan, PlanContentType, PlanStatus } from './plan.entity.js';
-import { type ParsedTerraformPlan, parseTerraformPlan } from '../terraform/terraform-plan.js';
+import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
 import { readPriorState } from '../terraform/plan-file.js';
 import { LARGE_PLAN_BYTES, LARGE_PLANS_AT_ONCE } from './large-plans.js';
 import { findOne } from '../database/rows.js';
@@ -126,7 +126,7 @@ export class PlansService {
     // R31: computed here from the content, never taken from the client.
     let parsed: ParsedTerraformPlan | null =
       contentType === PlanContentType.TERRAFORM_PLAN_JSON
-        ? parseTerraformPlan(input.content)
+        ? await this.policies.parseTerraform(input.content)
         : null;
     const summary = parsed ? JSON.stringify(parsed.summary) : null;
     // R54: a Terraform plan is kept, and so handed out through every door, with its sensitive

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { InputError } from '../common/errors.js';
 import { NAME_PATTERN } from '../common/validation.js';
@@ -8,7 +8,10 @@ import { Database, select } from '../database/database.js';
 import { planActivation, type PlanFacts } from './activation.js';
 import { PolicyEffect, type PlanPolicy, type PolicyResult } from './plan-policy.model.js';
 import { decidePolicies, type PolicyDecision } from './policy-decision.js';
-import { PolicyEngine } from './policy-engine.js';
+import { type Lane, PolicyEngine } from './policy-engine.js';
+import { PlanContentType } from '../plans/plan.entity.js';
+import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
+import { TerraformParser } from '../terraform/terraform-parser.js';
 import { PolicyError } from './policy.errors.js';
 import type { PlanPolicyInput } from './dto/plan-policy.input.js';
 
@@ -32,7 +35,7 @@ function parseErrorText(error: string): string {
  * evaluated off the request thread (PolicyEngine), decided fail-closed (decidePolicies).
  */
 @Injectable()
-export class PoliciesService {
+export class PoliciesService implements OnModuleDestroy {
   /**
    * Each environment's policies and policy version as `decide` last read them. A submit is
    * decided only while the version its policies were evaluated at is still the
@@ -43,11 +46,40 @@ export class PoliciesService {
    */
   private readonly remembered = new Map<string, { version: number; policies: PlanPolicy[] }>();
 
+  /**
+   * Terraform plan documents are parsed, summarised and masked on worker threads (R31, R54),
+   * bounded by PLANFENCE_POLICY_PARSE_BUDGET_MS of the worker's time each: submits on their
+   * own workers, dry runs on one of their own.
+   */
+  private readonly terraform: Record<Lane, TerraformParser>;
+
   constructor(
     private readonly db: Database,
     private readonly engine: PolicyEngine,
     @Inject(CONFIG) private readonly config: Config,
-  ) {}
+  ) {
+    const options = {
+      budgetMs: config.policies.parseBudgetMs,
+      budgetVariable: 'PLANFENCE_POLICY_PARSE_BUDGET_MS',
+    };
+    this.terraform = {
+      submit: new TerraformParser({ ...options, workers: config.policies.workers }),
+      trial: new TerraformParser({ ...options, workers: 1 }),
+    };
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await Promise.all([this.terraform.submit.close(), this.terraform.trial.close()]);
+  }
+
+  /**
+   * `parseTerraformPlan(content)` off the request thread: the summary, the masked document
+   * and content (R31, R54); BAD_USER_INPUT for a document that is not a plan, or
+   * BAD_USER_INPUT {limit: "terraformParseMs"} for one that takes longer than its budget.
+   */
+  parseTerraform(content: string, lane: Lane = 'submit'): Promise<ParsedTerraformPlan> {
+    return this.terraform[lane].parse(content);
+  }
 
   /**
    * The policies as they will be stored, or BAD_USER_INPUT {policy, error} for the first
@@ -160,12 +192,20 @@ export class PoliciesService {
     version: number,
     policies: readonly PlanPolicy[],
     facts: PlanFacts,
+    lane: Lane = 'submit',
   ): Promise<PolicyDecision> {
     if (!policies.length) return decidePolicies(version, [], []);
-    const activation = planActivation(facts);
+    // The activation reads the parsed document: parsed on a worker when the caller has none.
+    const parsed =
+      facts.parsed ??
+      (facts.contentType === PlanContentType.TERRAFORM_PLAN_JSON
+        ? await this.parseTerraform(facts.content, lane)
+        : null);
+    const activation = planActivation({ ...facts, parsed });
     const outcomes = await this.engine.evaluate(
       policies.map((policy) => policy.expression),
       activation,
+      lane,
     );
     return decidePolicies(version, policies, outcomes);
   }
@@ -185,7 +225,7 @@ export class PoliciesService {
     const { version, policies } = inputs
       ? { version: 0, policies: await this.validate(inputs) }
       : await this.policiesOf(facts.environment);
-    return (await this.evaluate(version, policies, facts)).results;
+    return (await this.evaluate(version, policies, facts, 'trial')).results;
   }
 }
 

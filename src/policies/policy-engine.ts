@@ -14,6 +14,7 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import type { AstExpr, AstSourceInfo } from './cel-checker.js';
 import type { PolicyActivation } from './activation.js';
 import { policyWorkerMain } from './policy-worker.js';
+import { budgetLeft, threadCpuMs } from '../terraform/thread-cpu.js';
 
 /** One expression's evaluation: whether it matched, or why it could not be decided. */
 export interface EvaluationOutcome {
@@ -35,6 +36,20 @@ type Reply = {
   started?: boolean;
 };
 
+/**
+ * Which workers a job runs on. Submits (`submit`) have `PLANFENCE_POLICY_WORKERS` of their
+ * own; everything else (`trial`: parsing expressions when policies are saved or tried,
+ * evaluating a dry run) has one worker of its own, so that dry runs and policy edits, however
+ * many and however slow, never make a submit wait for a worker.
+ */
+export type Lane = 'submit' | 'trial';
+
+interface Pool {
+  slots: Slot[];
+  free: Slot[];
+  waiting: ((slot: Slot) => void)[];
+}
+
 interface Slot {
   worker: Worker | null;
   /** Where the worker's replies arrive. */
@@ -43,6 +58,8 @@ interface Slot {
   /** The running job's handlers, while one runs. */
   onReply: ((reply: Reply) => void) | null;
   onStop: ((reason: string) => void) | null;
+  /** The worker's thread id, where its CPU time can be read (Linux), else null. */
+  tid?: number | null;
 }
 
 const resolveModule = createRequire(import.meta.url).resolve;
@@ -68,9 +85,7 @@ function ownYoungGeneration(): void {
 export class PolicyEngine implements OnModuleDestroy {
   private readonly logger = new Logger(PolicyEngine.name);
   private readonly budgets: PoliciesConfig;
-  private readonly slots: Slot[];
-  private readonly waiting: ((slot: Slot) => void)[] = [];
-  private readonly free: Slot[];
+  private readonly pools: Record<Lane, Pool>;
   private nextId = 0;
   private closed = false;
 
@@ -79,14 +94,17 @@ export class PolicyEngine implements OnModuleDestroy {
 
   constructor(@Inject(CONFIG) config: Config, metrics: MetricsService) {
     this.budgets = config.policies;
-    this.slots = Array.from({ length: this.budgets.workers }, () => ({
-      worker: null,
-      replies: null,
-      ready: null,
-      onReply: null,
-      onStop: null,
-    }));
-    this.free = [...this.slots];
+    const pool = (workers: number): Pool => {
+      const slots = Array.from({ length: workers }, () => ({
+        worker: null,
+        replies: null,
+        ready: null,
+        onReply: null,
+        onStop: null,
+      }));
+      return { slots, free: [...slots], waiting: [] };
+    };
+    this.pools = { submit: pool(this.budgets.workers), trial: pool(1) };
     this.evaluations = new Counter({
       name: 'planfence_policy_evaluations_total',
       help: 'Plan policy evaluations by outcome: matched, unmatched, error (the expression failed) or budget (it ran out of time); error and budget deny',
@@ -102,21 +120,35 @@ export class PolicyEngine implements OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     this.closed = true;
-    await Promise.all(this.slots.map((slot) => this.stop(slot, 'the service is stopping')));
+    await Promise.all(
+      [...this.pools.submit.slots, ...this.pools.trial.slots].map((slot) =>
+        this.stop(slot, 'the service is stopping'),
+      ),
+    );
   }
 
-  /** Parses one expression (for the type check that follows on this thread). */
+  /** Parses one expression (for the type check that follows on this thread), on the trial lane. */
   parse(expression: string): Promise<ParseOutcome> {
-    return this.withSlot(async (slot) => {
+    return this.withSlot('trial', async (slot) => {
       const id = ++this.nextId;
       return new Promise<ParseOutcome>((resolve) => {
         let answered = false;
-        const timer = setTimeout(() => {
-          this.drain(slot);
-          if (answered) return;
-          void this.stop(slot, 'parse budget');
-          resolve({ error: `parsing took longer than ${this.budgets.parseBudgetMs} ms` });
-        }, this.budgets.parseBudgetMs);
+        const budget = this.budgets.parseBudgetMs;
+        const wall = performance.now();
+        const cpu = this.cpuOf(slot) ?? 0;
+        let timer: NodeJS.Timeout;
+        const wait = (ms: number) => {
+          timer = setTimeout(() => {
+            this.drain(slot);
+            if (answered) return;
+            // The worker waited for a core rather than ran: the rest of its budget is still its.
+            const left = this.left(slot, cpu, wall, budget);
+            if (left > 0) return wait(Math.max(1, left));
+            void this.stop(slot, 'parse budget');
+            resolve({ error: `parsing took longer than ${budget} ms` });
+          }, ms);
+        };
+        wait(budget);
         slot.onStop = (reason) => {
           clearTimeout(timer);
           resolve({ error: `the parser stopped: ${reason}` });
@@ -140,18 +172,18 @@ export class PolicyEngine implements OnModuleDestroy {
   evaluate(
     expressions: readonly string[],
     activation: PolicyActivation,
+    lane: Lane = 'submit',
   ): Promise<EvaluationOutcome[]> {
     if (!expressions.length) return Promise.resolve([]);
     // The parsed document travels to the worker only where some expression can read it.
     const sent = expressions.some((e) => e.includes('terraform'))
       ? activation
       : { ...activation, terraform: null };
-    return this.withSlot(async (slot) => {
+    return this.withSlot(lane, async (slot) => {
       const id = ++this.nextId;
       const { policyBudgetMs, planBudgetMs } = this.budgets;
       const outcomes: EvaluationOutcome[] = [];
       const outcome = await new Promise<EvaluationOutcome[]>((resolve) => {
-        let planDeadline = Infinity;
         let started = false;
         let timer: NodeJS.Timeout | undefined;
         let settled = false;
@@ -168,25 +200,40 @@ export class PolicyEngine implements OnModuleDestroy {
           }
           resolve(outcomes);
         };
+        // Each budget counts the worker thread's own CPU time where the system tells it
+        // (threadCpuMs), so that time spent waiting for a core (two busy workers and the
+        // request thread on a 2-core machine) is not charged to the expression.
+        let policyCpu = 0;
+        let policyWall = 0;
+        let planCpu = 0;
+        let planWall = 0;
         const arm = () => {
+          policyWall = performance.now();
+          policyCpu = this.cpuOf(slot) ?? 0;
+          wait();
+        };
+        const wait = () => {
           clearTimeout(timer);
-          const now = performance.now();
-          const policyDeadline = now + policyBudgetMs;
-          const planFirst = planDeadline <= policyDeadline;
+          const policyLeft = this.left(slot, policyCpu, policyWall, policyBudgetMs);
+          const planLeft = started ? this.left(slot, planCpu, planWall, planBudgetMs) : Infinity;
           timer = setTimeout(
             () => {
               // A stalled request thread can fire this after the worker answered: read first.
               const progress = outcomes.length;
               this.drain(slot);
               if (settled || outcomes.length !== progress) return;
+              const policyNow = this.left(slot, policyCpu, policyWall, policyBudgetMs);
+              const planNow = this.left(slot, planCpu, planWall, planBudgetMs);
+              // The worker waited for a core rather than ran: the rest of its budget is still its.
+              if (Math.min(policyNow, planNow) > 0) return wait();
               void this.stop(slot, 'evaluation budget');
               finish(
-                planFirst
+                planNow <= policyNow
                   ? `the plan's policies ran past their budget of ${planBudgetMs} ms`
                   : `evaluation ran past its budget of ${policyBudgetMs} ms`,
               );
             },
-            Math.max(0, Math.min(policyDeadline, planDeadline) - now),
+            Math.max(1, Math.min(policyLeft, planLeft)),
           );
         };
         slot.onStop = (reason) => finish(`the evaluation stopped: ${reason}`);
@@ -194,7 +241,8 @@ export class PolicyEngine implements OnModuleDestroy {
           if (reply.id !== id) return;
           if (reply.started) {
             started = true;
-            planDeadline = performance.now() + planBudgetMs;
+            planWall = performance.now();
+            planCpu = this.cpuOf(slot) ?? 0;
             return arm();
           }
           if (reply.done) return finish(null);
@@ -233,21 +281,34 @@ export class PolicyEngine implements OnModuleDestroy {
     });
   }
 
-  /** Runs `job` on a free, started worker; the worker is free again when the job ends. */
-  private async withSlot<T>(job: (slot: Slot) => Promise<T>): Promise<T> {
+  /**
+   * Runs `job` on a free, started worker of `lane`; the worker is free again when the job
+   * ends. The job's budgets start when the worker has it: time waiting here never counts.
+   */
+  private async withSlot<T>(lane: Lane, job: (slot: Slot) => Promise<T>): Promise<T> {
     if (this.closed) throw new Error('the policy engine is stopped');
+    const pool = this.pools[lane];
     const slot =
-      this.free.pop() ?? (await new Promise<Slot>((resolve) => this.waiting.push(resolve)));
+      pool.free.pop() ?? (await new Promise<Slot>((resolve) => pool.waiting.push(resolve)));
     try {
       await this.start(slot);
       return await job(slot);
     } finally {
       slot.onReply = null;
       slot.onStop = null;
-      const next = this.waiting.shift();
+      const next = pool.waiting.shift();
       if (next) next(slot);
-      else this.free.push(slot);
+      else pool.free.push(slot);
     }
+  }
+
+  private left(slot: Slot, cpu: number, wall: number, budget: number): number {
+    return budgetLeft(slot.tid, cpu, wall, budget);
+  }
+
+  /** The CPU time of the slot's worker thread in ms, or null where the system does not tell it. */
+  private cpuOf(slot: Slot): number | null {
+    return slot.tid == null ? null : threadCpuMs(slot.tid);
   }
 
   /** Handles the replies that have arrived but not been delivered yet. */
@@ -282,8 +343,10 @@ export class PolicyEngine implements OnModuleDestroy {
     slot.worker = worker;
     slot.replies = port1;
     slot.ready = new Promise<void>((resolve, reject) => {
-      worker.on('message', (reply: { ready?: boolean }) => {
-        if (reply.ready) resolve();
+      worker.on('message', (reply: { ready?: boolean; tid?: number | null }) => {
+        if (!reply.ready) return;
+        slot.tid = reply.tid != null && threadCpuMs(reply.tid) !== null ? reply.tid : null;
+        resolve();
       });
       worker.on('error', (error) => {
         this.logger.warn(`policy worker failed: ${error.message}`);

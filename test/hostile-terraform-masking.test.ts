@@ -1,0 +1,132 @@
+/**
+ * Terraform documents are parsed, summarised and masked (R54) on worker threads, within a
+ * budget of the worker's own time: a 630 KB document whose masking costs the most for its
+ * size (a 30,000-string sensitive variable looked for in a 40,000-string attribute) leaves
+ * /health answering, through GraphQL and through MCP's submit_plan alike, and a document
+ * over the budget is refused with a code naming the limit.
+ */
+import { startApp, type TestApp } from './support/app.js';
+import { codeOf, freshKey, World } from './support/world.js';
+import { connectMcp } from './support/mcp.js';
+import { healthBaseline, healthProbe, stallRatio } from './hostile/health.js';
+import { maskingHeavyDocument } from './hostile/terraform-documents.js';
+
+/** Before: the document was masked on the request thread, /health waited for all of it (~40× its idle p90 here). */
+const MAX_STALL_RATIO = 15;
+
+const SUBMIT = `mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id content summary { change } } }`;
+
+let app: TestApp;
+let world: World;
+let agent: string;
+const document = maskingHeavyDocument();
+
+beforeAll(async () => {
+  app = await startApp({ PLANFENCE_POLICY_PARSE_BUDGET_MS: '20000' });
+  world = new World(app);
+  agent = await world.issue('agent', 'AGENT');
+  await world.createEnvironment('tf', 'MONOTONIC', false);
+});
+afterAll(() => app.close());
+
+test('a large masking submit: masked off the request thread, /health keeps answering', async () => {
+  const generation = await world.acquire(agent, 'tf', 3600);
+  // Once to start the workers, then measured.
+  await world.gql(agent, SUBMIT, {
+    input: {
+      environment: 'tf',
+      generation,
+      content: '{"format_version":"1.2"}',
+      contentType: 'TERRAFORM_PLAN_JSON',
+      idempotencyKey: freshKey(),
+    },
+  });
+  const baseline = await healthBaseline(app.url);
+  const probe = healthProbe(app.url, 5);
+  const submitted = await world.gql<{ submitPlan: { id: string; content: string } }>(
+    agent,
+    SUBMIT,
+    {
+      input: {
+        environment: 'tf',
+        generation,
+        content: document,
+        contentType: 'TERRAFORM_PLAN_JSON',
+        idempotencyKey: freshKey(),
+      },
+    },
+  );
+  const samples = await probe.stop();
+  expect(codeOf(submitted)).toBe('OK');
+  const content = submitted.data!.submitPlan.content;
+  // Masked: none of the sensitive strings is left, not even those copied into the attribute.
+  expect(content).not.toContain('"s00001"');
+  expect(content).toContain('"t00001"');
+  if (process.env.HOSTILE_VERBOSE)
+    console.log({ baseline, max: Math.max(...samples), n: samples.length });
+  expect(stallRatio(samples, baseline)).toBeLessThan(MAX_STALL_RATIO);
+}, 120_000);
+
+test('the same document through MCP submit_plan: /health keeps answering', async () => {
+  const generation = await world.acquire(agent, 'tf', 3600);
+  const mcp = await connectMcp(app.url, agent, 'http');
+  try {
+    const baseline = await healthBaseline(app.url);
+    const probe = healthProbe(app.url, 5);
+    const result = await mcp.call('submit_plan', {
+      environment: 'tf',
+      generation,
+      content: document,
+      contentType: 'TERRAFORM_PLAN_JSON',
+    });
+    const samples = await probe.stop();
+    expect(result.isError).toBeFalsy();
+    if (process.env.HOSTILE_VERBOSE)
+      console.log({ baseline, max: Math.max(...samples), n: samples.length });
+    expect(stallRatio(samples, baseline)).toBeLessThan(MAX_STALL_RATIO);
+  } finally {
+    await mcp.close();
+  }
+}, 120_000);
+
+test('a document over its budget is refused with BAD_USER_INPUT naming the limit, through GraphQL and MCP; nothing stored', async () => {
+  const tight = await startApp({ PLANFENCE_POLICY_PARSE_BUDGET_MS: '5' });
+  try {
+    const w = new World(tight);
+    const a = await w.issue('agent', 'AGENT');
+    await w.createEnvironment('tight', 'MONOTONIC', false);
+    const generation = await w.acquire(a, 'tight', 3600);
+    const refused = await w.gql(a, SUBMIT, {
+      input: {
+        environment: 'tight',
+        generation,
+        content: document,
+        contentType: 'TERRAFORM_PLAN_JSON',
+        idempotencyKey: freshKey(),
+      },
+    });
+    expect(codeOf(refused)).toBe('BAD_USER_INPUT');
+    expect(refused.errors![0].extensions).toMatchObject({ limit: 'terraformParseMs', max: 5 });
+    expect(refused.errors![0].message).toMatch(/PLANFENCE_POLICY_PARSE_BUDGET_MS/);
+    expect(await w.plans('tight')).toEqual([]);
+
+    const mcp = await connectMcp(tight.url, a, 'http');
+    try {
+      const result = await mcp.call('submit_plan', {
+        environment: 'tight',
+        generation,
+        content: document,
+        contentType: 'TERRAFORM_PLAN_JSON',
+      });
+      expect(result.isError).toBe(true);
+      expect(result.structuredContent).toMatchObject({ code: 'BAD_USER_INPUT' });
+      expect(JSON.stringify(result.structuredContent)).toMatch(
+        /PLANFENCE_POLICY_PARSE_BUDGET_MS|terraformParseMs/,
+      );
+    } finally {
+      await mcp.close();
+    }
+  } finally {
+    await tight.close();
+  }
+}, 120_000);
