@@ -43,6 +43,15 @@
  * sends its plan under the generation it was granted: it must be rejected, and B must
  * have been granted at all (the queue never stalls on a paused waiter).
  *
+ * In a check round (every eighth round from the seventh; R50) the environment requires check
+ * `scan` besides an approval. Agent A's plan is approved and waits for the check. A CHECKER
+ * process reads A's plan, as a scanner does before it judges it, and is frozen before it
+ * reports. Meanwhile agent B acquires (fencing A's generation) and submits a newer plan, which
+ * the reviewer approves and, in every other check round, the harness's own scan passes
+ * (publishing it). The CHECKER is thawed and reports SUCCESS on the plan it read: the
+ * report is refused (INVALID_PLAN_STATE {status: OBSOLETE}, or STALE_GENERATION), records
+ * nothing, and A's plan is never published.
+ *
  * A watcher samples every active environment's pointer and fence throughout. At the end
  * a checker that knows only the API and the audit log judges every environment:
  *   - the pointer never moved backwards in (generation, sequence), nor the fence down;
@@ -55,7 +64,9 @@
  *   - quorum rounds: as above for the two concurrent approvals;
  *   - stale-plan rounds: A's plan was never published, and was refused for R33;
  *   - state rounds: A's plan refused or OBSOLETE as its variant says, never published,
- *     never applied; the state and the service's record of it are B's apply.
+ *     never applied; the state and the service's record of it are B's apply;
+ *   - check rounds: the stale SUCCESS was refused, no check result of A's plan was recorded
+ *     after B's plan came, and A's plan was never published.
  *
  *   npm run test:fault -- --rounds 1000 --seed 7 --parallel 8
  *   npm run test:fault -- --rounds 300 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
@@ -66,6 +77,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { AgentProcess, type AgentStep } from './agent-process.js';
+import { CheckerProcess, type CheckerStep } from './checker-process.js';
 import {
   ADMIN_TOKEN,
   deploy,
@@ -120,6 +132,10 @@ function stateOutcome(
     : { refused: ['STATE_SERIAL'] };
 }
 
+/** A check round's variant: whether B's plan is published (its scan passes) before the thaw. */
+type CheckVariant = 'B published' | 'B proposed';
+const CHECK_VARIANTS: CheckVariant[] = ['B published', 'B proposed'];
+
 /** What a state round saw besides A's and B's answers. */
 interface StateSeen {
   /** The state A and B planned from, the one the deployer reported, the one at the end. */
@@ -163,6 +179,10 @@ interface Round {
   /** A state round (R56, R57): A plans with terraform and is frozen while B's plan is applied. */
   state: StateVariant | null;
   stateSeen?: StateSeen;
+  /** A check round (R50): a CHECKER frozen between reading A's plan and reporting on it. */
+  check: CheckVariant | null;
+  /** The frozen CHECKER's answer, when it was thawed. */
+  checker?: CheckerStep;
 }
 
 interface AuditEvent {
@@ -188,6 +208,8 @@ export interface PauseReport {
   stale: number;
   /** Queue rounds played. */
   queueRounds: number;
+  /** Check rounds (R50): how many, and how many stale SUCCESS reports were refused. */
+  check: { rounds: number; refused: number };
   /**
    * State rounds (R56, R57): how many, how A's plan ended (refused at submit, or OBSOLETE),
    * one line each; `skipped` says why none was played.
@@ -239,6 +261,7 @@ export async function runPauseHarness(options: {
     const reviewer2 = await service.issueToken('reviewer-2', 'REVIEWER');
     const deployer = await service.issueToken('deployer', 'DEPLOYER');
     const holder = await service.issueToken('holder', 'AGENT');
+    const checker = await service.issueToken('checker', 'CHECKER');
 
     // Every round's choices are drawn up front from the seed: the same seed plays the same rounds.
     rounds = Array.from({ length: options.rounds }, (_, index): Round => {
@@ -246,6 +269,8 @@ export async function runPauseHarness(options: {
       const queue = index % 4 === 3;
       const state =
         index % 4 === 1 ? STATE_VARIANTS[((index - 1) / 4) % STATE_VARIANTS.length] : null;
+      const check =
+        index % 8 === 6 ? CHECK_VARIANTS[((index - 6) / 8) % CHECK_VARIANTS.length] : null;
       const round: Round = {
         index,
         environment: `round-${index}-${mode.toLowerCase()}`,
@@ -264,14 +289,95 @@ export async function runPauseHarness(options: {
         approvals: [],
         stale: random(5) === 0 && !queue,
         state,
+        check,
       };
       // A state round is only that: B's plan is reviewed, A's is not published by a submit.
       if (state) Object.assign(round, { quorum: false, stale: false, requireApproval: true });
+      // So is a check round.
+      if (check) Object.assign(round, { quorum: false, stale: false, requireApproval: true });
       return round;
     });
 
     const watcher = new Watcher(service);
     const watching = watcher.run();
+
+    /** A check round (R50): see the comment at the top. */
+    async function playCheck(round: Round, variant: CheckVariant): Promise<void> {
+      const a = instances[round.instanceOf.A];
+      const b = instances[round.instanceOf.B];
+      const env = round.environment;
+      await service.ok(
+        ADMIN_TOKEN,
+        'mutation($e: String!) { updateEnvironmentPolicy(input: { environment: $e, requiredChecks: ["scan"] }) { name } }',
+        { e: env },
+      );
+      const submit = async (
+        instance: ServiceProcess,
+        token: string,
+        who: 'agent-a' | 'agent-b',
+      ): Promise<string> => {
+        const content = `plan by ${who} in check round ${round.index}`;
+        round.contents.set(who, content);
+        const { acquireLease } = await instance.ok(
+          token,
+          'mutation($e: String!) { acquireLease(input: { environment: $e, ttlSeconds: 30 }) { generation } }',
+          { e: env },
+        );
+        const { submitPlan } = await instance.ok(
+          token,
+          'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+          {
+            input: {
+              environment: env,
+              generation: acquireLease.generation,
+              content,
+              idempotencyKey: `${env}-${who}`,
+            },
+          },
+        );
+        await instance.ok(
+          token,
+          'mutation($e: String!, $g: Int!) { releaseLease(input: { environment: $e, generation: $g }) }',
+          { e: env, g: acquireLease.generation },
+        );
+        await instance.ok(
+          reviewer,
+          'mutation($id: ID!) { approvePlan(input: { planId: $id }) { id } }',
+          {
+            id: submitPlan.id,
+          },
+        );
+        return submitPlan.id as string;
+      };
+      // A's plan is approved and waits for its scan.
+      const planA = await submit(a, agentA, 'agent-a');
+      round.a = { step: 'result', code: 'OK', planId: planA };
+      // The CHECKER reads A's plan and is frozen before it reports.
+      const scanner = new CheckerProcess(a.url, checker, planA, 'scan');
+      try {
+        const read = await scanner.until('read');
+        if (read.status !== 'PROPOSED')
+          violations.push(`${env}: the checker read A's plan ${planA} as ${read.status}`);
+        scanner.freeze();
+        pauses++;
+        // B's newer plan comes (fencing A's generation) and, in one variant, passes its scan.
+        const planB = await submit(b, agentB, 'agent-b');
+        round.b = { step: 'result', code: 'OK', planId: planB };
+        if (variant === 'B published') {
+          await b.ok(
+            checker,
+            'mutation($id: ID!) { reportCheck(input: { planId: $id, name: "scan", status: SUCCESS }) { status } }',
+            { id: planB },
+          );
+        }
+        scanner.thaw();
+        scanner.goAhead();
+        round.checker = await scanner.until('result');
+        await scanner.exited;
+      } finally {
+        scanner.kill();
+      }
+    }
 
     /** A state round (R56, R57): see the comment at the top. */
     async function playState(round: Round, variant: StateVariant): Promise<void> {
@@ -440,6 +546,12 @@ export async function runPauseHarness(options: {
 
       if (round.state) {
         await playState(round, round.state);
+        watcher.active.delete(round.environment);
+        return;
+      }
+
+      if (round.check) {
+        await playCheck(round, round.check);
         watcher.active.delete(round.environment);
         return;
       }
@@ -706,6 +818,11 @@ export async function runPauseHarness(options: {
     stale: rounds.filter((round) => round.stale && !round.quorum).length,
     queueRounds: rounds.filter((round) => round.queue).length,
     state: stateReport(rounds, stateSkipped),
+    check: {
+      rounds: rounds.filter((round) => round.check).length,
+      refused: rounds.filter((round) => round.check && round.checker && round.checker.code !== 'OK')
+        .length,
+    },
   };
 }
 
@@ -888,8 +1005,11 @@ async function judge(
   if (round.stale && !round.quorum) problems.push(...(await judgeStale(service, round, events)));
   if (round.queue) problems.push(...(await judgeQueue(service, round)));
   if (round.state) problems.push(...(await judgeState(service, round, events, pointers)));
+  if (round.check) problems.push(...(await judgeCheck(service, round, events, pointers)));
   const expected =
-    (round.stale && !round.quorum) || round.state ? null : expectedForA(round, events);
+    (round.stale && !round.quorum) || round.state || round.check
+      ? null
+      : expectedForA(round, events);
   if (round.a && expected && round.a.code !== expected) {
     problems.push(
       `${env}: A got ${round.a.code}, DESIGN §4 says ${expected} (${round.mode}, ${round.order}, paused at ${round.pauseAt})`,
@@ -1141,6 +1261,58 @@ async function judgeState(
  * (R37), B granted after A's lease ran out (R39); A's late plan is rejected (its
  * generation is fenced by B's grant in STRICT, by B's accepted write in MONOTONIC).
  */
+/**
+ * A check round (R50): the CHECKER's SUCCESS, sent after B's newer plan came, was refused
+ * (INVALID_PLAN_STATE {status: OBSOLETE}, or STALE_GENERATION below the fence) and recorded
+ * nothing; A's plan was never published, never seen as the pointer, and reads OBSOLETE; where
+ * B's scan passed, B's plan is the current one.
+ */
+async function judgeCheck(
+  service: ServiceProcess,
+  round: Round,
+  events: AuditEvent[],
+  pointers: Map<string, Set<string>>,
+): Promise<string[]> {
+  const problems: string[] = [];
+  const env = round.environment;
+  const planA = round.a?.planId;
+  const planB = round.b?.planId;
+  if (!planA || !planB) return [`${env}: the check round did not get both plans`];
+  const answer = round.checker;
+  const refused =
+    (answer?.code === 'INVALID_PLAN_STATE' && answer.status === 'OBSOLETE') ||
+    answer?.code === 'STALE_GENERATION';
+  if (!refused)
+    problems.push(
+      `${env}: the stale SUCCESS on ${planA} got ${answer?.code} {status: ${answer?.status}}, not INVALID_PLAN_STATE {status: OBSOLETE} or STALE_GENERATION`,
+    );
+  if (pointers.get(env)?.has(planA)) problems.push(`${env}: the pointer was seen at A's ${planA}`);
+  const publishedA = events.some(
+    (e) => e.outcome === 'ACCEPTED' && e.planId === planA && /(^|; )published/.test(e.detail ?? ''),
+  );
+  if (publishedA) problems.push(`${env}: A's plan ${planA} was published`);
+  if (
+    events.some(
+      (e) => e.action === 'REPORT_CHECK' && e.planId === planA && e.outcome === 'ACCEPTED',
+    )
+  )
+    problems.push(`${env}: a check result of A's plan ${planA} was recorded`);
+  const { plan, environment } = await service.ok(
+    ADMIN_TOKEN,
+    'query($a: ID!, $e: String!) { plan(id: $a) { status checks { name } } environment(name: $e) { currentPlan { id } } }',
+    { a: planA, e: env },
+  );
+  if (plan.status !== 'OBSOLETE')
+    problems.push(`${env}: A's plan reads ${plan.status}, not OBSOLETE`);
+  if (plan.checks.length) problems.push(`${env}: A's plan holds check results`);
+  const expectedCurrent = round.check === 'B published' ? planB : null;
+  if ((environment.currentPlan?.id ?? null) !== expectedCurrent)
+    problems.push(
+      `${env}: the current plan is ${environment.currentPlan?.id ?? 'none'}, not ${expectedCurrent ?? 'none'}`,
+    );
+  return problems;
+}
+
 async function judgeQueue(service: ServiceProcess, round: Round): Promise<string[]> {
   const problems: string[] = [];
   const env = round.environment;
@@ -1213,7 +1385,7 @@ if (!deployers && import.meta.url === pathToFileURL(process.argv[1] ?? '').href)
   for (const line of report.state.lines) console.log(`state round ${line}`);
   if (report.state.skipped) console.log(`state rounds: ${report.state.skipped}`);
   console.log(
-    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)} stale=${report.stale} queueRounds=${report.queueRounds} state=${JSON.stringify({ rounds: report.state.rounds, refused: report.state.refused, obsolete: report.state.obsolete })}`,
+    `rounds=${report.rounds} pauses=${report.pauses} violations=${report.violations.filter((v) => !v.includes(' history:')).length} seed=${report.seed} quorum=${JSON.stringify(report.quorum)} stale=${report.stale} queueRounds=${report.queueRounds} state=${JSON.stringify({ rounds: report.state.rounds, refused: report.state.refused, obsolete: report.state.obsolete })} check=${JSON.stringify(report.check)}`,
   );
   process.exitCode = report.violations.length ? 1 : 0;
 }

@@ -151,7 +151,7 @@ export class ServiceProcess {
   /** Issues a token as the admin and returns it. */
   async issueToken(
     name: string,
-    role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'DEPLOYER' | 'VIEWER',
+    role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'DEPLOYER' | 'VIEWER' | 'CHECKER',
   ): Promise<string> {
     const data = await this.ok<{ issueToken: { token: string } }>(
       ADMIN_TOKEN,
