@@ -11,7 +11,10 @@ import {
   Client as Client2,
   StreamableHTTPClientTransport as Transport2,
 } from '@modelcontextprotocol/client';
-import { startApp, type TestApp } from './support/app.js';
+import { StdioClientTransport as Stdio2 } from '@modelcontextprotocol/client/stdio';
+import { StdioClientTransport as Stdio1 } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { BIN, type Door } from './support/mcp.js';
 import { ok, World } from './support/world.js';
 
 let app: TestApp;
@@ -30,18 +33,29 @@ interface Agent {
 type Sdk = '1.x' | '2.x';
 const open: Agent[] = [];
 
-/** Connects with `sdk`'s client over HTTP; `capabilities` are what the client declares. */
+/**
+ * Connects with `sdk`'s client over `door` (the service's POST /mcp, or `planfence mcp` as a
+ * child process); `capabilities` are what the client declares.
+ */
 async function connect(
   sdk: Sdk,
+  door: Door,
   token: string,
   capabilities: Record<string, unknown> = {},
 ): Promise<Agent> {
   const url = new URL(`${app.url}/mcp`);
   const requestInit = { headers: { authorization: `Bearer ${token}` } };
+  const bridge = {
+    command: process.execPath,
+    args: [BIN, 'mcp', '--url', app.url, '--token', token],
+    stderr: 'pipe' as const,
+  };
   let agent: Agent;
   if (sdk === '1.x') {
     const client = new Client1({ name: 'agent-1x', version: '1.0.0' }, { capabilities });
-    await client.connect(new Transport1(url, { requestInit }));
+    await client.connect(
+      door === 'http' ? new Transport1(url, { requestInit }) : new Stdio1(bridge),
+    );
     // callTool checks each result against the output schemas listTools gave it.
     await client.listTools();
     agent = {
@@ -50,7 +64,9 @@ async function connect(
     };
   } else {
     const client = new Client2({ name: 'agent-2x', version: '1.0.0' }, { capabilities });
-    await client.connect(new Transport2(url, { requestInit }));
+    await client.connect(
+      door === 'http' ? new Transport2(url, { requestInit }) : new Stdio2(bridge),
+    );
     await client.listTools();
     agent = {
       call: (name, args) => client.callTool({ name, arguments: args }),
@@ -93,12 +109,19 @@ async function freshEnvironment(): Promise<string> {
   return name;
 }
 
-describe.each<Sdk>(['1.x', '2.x'])('the %s SDK client', (sdk) => {
+// The stdio bridge is a client of the HTTP endpoint, the same whatever database the service
+// runs on: it is proven once, in the SQLite project.
+const DOORS: Door[] = TEST_DATABASE === 'sqlite' ? ['http', 'stdio'] : ['http'];
+const CASES: [Sdk, Door][] = (['1.x', '2.x'] as const).flatMap((sdk) =>
+  DOORS.map((door): [Sdk, Door] => [sdk, door]),
+);
+
+describe.each<[Sdk, Door]>(CASES)('the %s SDK client over %s', (sdk, door) => {
   // proves: R48
   test('callTool returns LEASE_HELD as a result, with who holds the lease and what to do', async () => {
     const env = await freshEnvironment();
     await world.acquire(tokens['agent-b'], env, 60);
-    const agent = await connect(sdk, tokens['agent-a']);
+    const agent = await connect(sdk, door, tokens['agent-a']);
     const held = await agent.call('acquire_lease', { environment: env });
     expect(held.isError).toBe(true);
     expect(held.structuredContent).toMatchObject({ code: 'LEASE_HELD', holder: 'agent-b' });
@@ -110,7 +133,7 @@ describe.each<Sdk>(['1.x', '2.x'])('the %s SDK client', (sdk) => {
   // proves: R48
   test('callTool returns STALE_GENERATION as a result, with what to do next', async () => {
     const env = await freshEnvironment();
-    const agent = await connect(sdk, tokens['agent-a']);
+    const agent = await connect(sdk, door, tokens['agent-a']);
     const mine = await agent.call('acquire_lease', { environment: env, ttlSeconds: 1 });
     expect(mine.structuredContent).toMatchObject({ generation: 1 });
     await world.release(tokens['agent-a'], env, 1);
@@ -137,7 +160,9 @@ describe.each<Sdk>(['1.x', '2.x'])('the %s SDK client', (sdk) => {
   // proves: R49
   test('a client that declares URL-mode elicitation gets the reviewUrl; whatever it answers, nothing is approved', async () => {
     const env = await freshEnvironment();
-    const agent = await connect(sdk, tokens['agent-a'], { elicitation: { form: {}, url: {} } });
+    const agent = await connect(sdk, door, tokens['agent-a'], {
+      elicitation: { form: {}, url: {} },
+    });
     const lease = (await agent.call('acquire_lease', { environment: env })).structuredContent as {
       generation: number;
     };
