@@ -8,67 +8,42 @@ import {
   TransportError,
 } from './errors.js';
 
-export type FencingMode = 'MONOTONIC' | 'STRICT';
-export type PlanStatus =
-  'PROPOSED' | 'PUBLISHED' | 'SUPERSEDED' | 'OBSOLETE' | 'REJECTED' | 'EXPIRED';
-export type Role = 'ADMIN' | 'AGENT' | 'REVIEWER' | 'VIEWER' | 'DEPLOYER' | 'CHECKER';
+// The contract's types, generated from docs/contract.graphql (`npm run codegen`): the
+// client's types are these, or the fields of them it selects.
+import type * as schema from './schema.js';
 
-export interface Lease {
-  environment: string;
-  holder: string;
-  generation: number;
-  acquiredAt: string;
-  expiresAt: string;
-}
+export type FencingMode = schema.FencingMode;
+export type PlanStatus = schema.PlanStatus;
+export type Role = schema.Role;
+export type PlanContentType = schema.PlanContentType;
 
-export interface Plan {
-  id: string;
-  environment: string;
-  generation: number;
-  sequence: number;
-  status: PlanStatus;
-  title: string | null;
-  content: string;
-  contentHash: string;
-  submittedBy: string;
-  submittedAt: string;
-  basedOnPlanId: string | null;
-  reviewedBy: string | null;
-  reviewedAt: string | null;
-  rejectionReason: string | null;
-  publishedAt: string | null;
-}
+export type Lease = schema.Lease;
 
-export type PlanContentType = 'TEXT' | 'TERRAFORM_PLAN_JSON';
+/** The fields of a plan every read of the client selects. */
+export type Plan = Pick<
+  schema.Plan,
+  | 'id'
+  | 'environment'
+  | 'generation'
+  | 'sequence'
+  | 'status'
+  | 'title'
+  | 'content'
+  | 'contentHash'
+  | 'submittedBy'
+  | 'submittedAt'
+  | 'basedOnPlanId'
+  | 'reviewedBy'
+  | 'reviewedAt'
+  | 'rejectionReason'
+  | 'publishedAt'
+>;
 
 /** One resource in a Terraform plan's summary. */
-export interface ResourceChange {
-  /** e.g. module.db.aws_db_instance.main */
-  address: string;
-  type: string;
-  /** Terraform's actions, e.g. ["delete","create"] for a replacement. */
-  actions: string[];
-  /** JSON of the values before and after, each value Terraform marks sensitive reading "(sensitive)". */
-  before: string | null;
-  after: string | null;
-  /** The attributes whose sensitive value changes (both sides read "(sensitive)"). */
-  sensitiveChanges: string[];
-}
+export type ResourceChange = schema.ResourceChange;
 
 /** Computed by the service from a TERRAFORM_PLAN_JSON plan; immutable (DESIGN §15). */
-export interface PlanSummary {
-  add: number;
-  change: number;
-  destroy: number;
-  replace: number;
-  read: number;
-  noop: number;
-  /** Every resource whose actions are not ["no-op"], in the document's order. */
-  resourceChanges: ResourceChange[];
-  /** Every provisioner of the configuration: local-exec runs its command on the applier. */
-  provisioners: { address: string; type: string; command: string | null }[];
-  terraformVersion: string | null;
-}
+export type PlanSummary = schema.PlanSummary;
 
 /** A plan with what DESIGN §15 adds: its content type, summary, artifact and provenance. */
 export interface TerraformPlan extends Plan {
@@ -85,20 +60,10 @@ export interface TerraformPlan extends Plan {
 }
 
 /** A Terraform state's identity: `terraform state pull` reads it; each write raises `serial` (R56). */
-export interface TerraformState {
-  lineage: string;
-  serial: number;
-}
+export type TerraformState = schema.TerraformState;
 
 /** One check's latest result on a plan (DESIGN R50). */
-export interface CheckResult {
-  name: string;
-  status: 'PENDING' | 'SUCCESS' | 'FAILURE';
-  summary: string | null;
-  detailsUrl: string | null;
-  reportedBy: string;
-  at: string;
-}
+export type CheckResult = schema.CheckResult;
 
 /**
  * Every field of the contract's Plan: what `planInFull` reads and `planfence plan show
@@ -136,25 +101,21 @@ export interface Environment {
   terraformState: TerraformState | null;
 }
 
-export interface Principal {
-  name: string;
-  role: Role;
-  createdAt: string;
-  revokedAt: string | null;
-}
+export type Principal = Pick<schema.Principal, 'name' | 'role' | 'createdAt' | 'revokedAt'>;
 
-export interface AuditEvent {
-  id: string;
-  at: string;
-  environment: string;
-  actor: string;
-  action: string;
-  generation: number | null;
-  planId: string | null;
-  outcome: 'ACCEPTED' | 'REJECTED';
-  code: string | null;
-  detail: string | null;
-}
+export type AuditEvent = Pick<
+  schema.AuditEvent,
+  | 'id'
+  | 'at'
+  | 'environment'
+  | 'actor'
+  | 'action'
+  | 'generation'
+  | 'planId'
+  | 'outcome'
+  | 'code'
+  | 'detail'
+>;
 
 export interface RetryOptions {
   /** Attempts in all, the first included (default 6). */
@@ -216,7 +177,7 @@ export interface WaitOptions {
   onWait?: (ticket: LeaseTicket, waitedMs: number) => void;
 }
 
-export type LeaseTicketStatus = 'WAITING' | 'GRANTED' | 'SUPERSEDED' | 'EXPIRED' | 'CANCELLED';
+export type LeaseTicketStatus = schema.LeaseTicketStatus;
 
 /** A place in an environment's lease queue (docs/leases.md). */
 export interface LeaseTicket {

@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Plan, PlanfenceClient, TerraformState } from './client.js';
 import { TransportError } from './errors.js';
 
-export type DeploymentStatus = 'IN_PROGRESS' | 'SUCCEEDED' | 'FAILED' | 'UNKNOWN';
-export type DeploymentOutcome = 'SUCCEEDED' | 'FAILED';
+import type * as schema from './schema.js';
+
+export type DeploymentStatus = schema.DeploymentStatus;
+export type DeploymentOutcome = schema.DeploymentOutcome;
 
 export interface Deployment {
   /** `<environment>#<sequence>` */
