@@ -27,7 +27,8 @@ const PLAN = `query($id: ID!, $e: String!) {
   plan(id: $id) { id environment generation status title contentType contentHash submittedBy submittedAt
     basedOnPlanId rejectionReason expiresAt sourceRevision artifactHash basedOnDeploymentSequence
     ${TF_SUMMARY} approvals { approver at contentHash breakGlassReason person { name email subject } } pendingApprovalRules { group count }
-    policyResults { policy effect matched message } }
+    policyResults { policy effect matched message }
+    checks { name status summary detailsUrl reportedBy at } pendingChecks }
   environment(name: $e) { name mode fence lastIssuedGeneration lease { holder generation expiresAt }
     approvalRules { group count } freeze { reason frozenBy }
     currentPlan { id title contentType } }
@@ -197,6 +198,49 @@ function drawPolicies(plan) {
   else if (passed) out.append(el('div', 'policy policy-passed', `${passed} passed`));
 }
 
+/** Only http(s) links are followed from a check's details (DESIGN R50). */
+function safeUrl(url) {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === 'https:' || parsed.protocol === 'http:' ? parsed.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The checks reported on the plan (DESIGN R50): each one's latest result, its summary and a
+ * link to its details, and the required checks still waited for. The row is made here, after
+ * "still missing", the first time a plan is drawn.
+ */
+function drawChecks(plan) {
+  let out = $('plan-checks');
+  if (!out) {
+    out = el('dd');
+    out.id = 'plan-checks';
+    $('plan-missing').after(el('dt', null, 'checks'), out);
+  }
+  out.replaceChildren();
+  for (const check of plan.checks ?? []) {
+    const line = el('div', `check check-${check.status}`,
+      el('span', `st st-check-${check.status}`, check.status), ` ${check.name}`);
+    if (check.summary) line.append(`: ${check.summary}`);
+    const href = check.detailsUrl ? safeUrl(check.detailsUrl) : null;
+    if (href) {
+      const link = el('a', null, 'details');
+      link.href = href;
+      link.target = '_blank';
+      link.rel = 'noopener noreferrer';
+      line.append(' · ', link);
+    }
+    line.title = `reported by ${check.reportedBy} at ${new Date(check.at).toLocaleString()}`;
+    out.append(line);
+  }
+  const pending = plan.status === 'PROPOSED' ? plan.pendingChecks ?? [] : [];
+  if (pending.length) out.append(el('div', 'check check-waiting', `waiting for ${pending.join(', ')}`));
+  if (!out.childNodes.length) out.append(el('span', 'check', 'none'));
+}
+
 /** Why the plan on screen can no longer be acted on, or null. */
 function blockedReason() {
   const { plan, env, newest, baseId } = view;
@@ -252,6 +296,7 @@ function drawView() {
   $('plan-missing').textContent = plan.status === 'PROPOSED' ? rulesText(plan.pendingApprovalRules) : '—';
   $('plan-expires').textContent = plan.expiresAt ? new Date(plan.expiresAt).toLocaleString() : 'never';
   drawPolicies(plan);
+  drawChecks(plan);
   $('plan-freeze').hidden = !env.freeze;
   $('plan-frozen-badge').hidden = !env.freeze;
   if (env.freeze) $('plan-freeze').textContent = `${env.name} is frozen by ${env.freeze.frozenBy}: ${env.freeze.reason}`;

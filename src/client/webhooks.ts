@@ -16,7 +16,9 @@ export interface WebhookEvent {
     | 'environment.frozen'
     | 'environment.unfrozen'
     | 'lease.granted'
-    | 'lease.superseded';
+    | 'lease.superseded'
+    | 'check.reported'
+    | 'environment.drifted';
   /** ISO 8601, by the service clock of the deciding transaction. */
   at: string;
   environment: string;
