@@ -9,7 +9,13 @@
 import { statSync } from 'node:fs';
 import { ManualClock } from '../src/common/clock.js';
 import { login } from '../src/cli/commands/login.js';
-import { credentialsFile, readCredential, storedToken } from '../src/cli/commands/login-store.js';
+import {
+  credentialsFile,
+  NO_TOKEN,
+  readCredential,
+  storedToken,
+} from '../src/cli/commands/login-store.js';
+import { PLANFENCE_BIN, run } from './support/commands.js';
 import { codeOf, ok, scratchDir } from './support/app.js';
 import { signInOverHttp } from './support/oidc-provider.js';
 import { type SignInWorld, startSignInWorld } from './support/sign-in.js';
@@ -110,4 +116,24 @@ test('the one-time code works once, only with the verifier of the command that a
     body: JSON.stringify({ code: caught, verifier: 'x' }),
   });
   expect(again.status).toBe(401);
+});
+
+// proves: R41
+test('the other commands use the stored session when given no token; planfence logout ends it and they ask for one', async () => {
+  const { app } = world;
+  expect((await loginAs('u-rita')).code).toBe(0);
+  // The built command line, as a person runs it: no --token, no PLANFENCE_TOKEN.
+  const env = { PLANFENCE_CONFIG_DIR: process.env.PLANFENCE_CONFIG_DIR!, PLANFENCE_TOKEN: '' };
+  const planfence = (...args: string[]) =>
+    run('node', [PLANFENCE_BIN, ...args, '--url', app.url], env);
+  const listed = await planfence('env', 'list', '--json');
+  expect(listed).toMatchObject({ code: 0, stderr: '' });
+  expect(JSON.parse(listed.stdout)).toEqual(expect.any(Array));
+  expect(await planfence('logout')).toMatchObject({
+    code: 0,
+    stdout: `Signed out of ${app.url}.\n`,
+  });
+  const after = await planfence('env', 'list');
+  expect(after.code).toBe(2);
+  expect(after.stderr).toContain(NO_TOKEN);
 });

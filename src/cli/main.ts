@@ -11,7 +11,8 @@ import { LeaseNotGrantedError, PlanfenceClient } from '../client/client.js';
 import { PlanfenceError, TransportError } from '../client/errors.js';
 import { OPTIONS, UsageError } from './command.js';
 import { deploy } from './commands/deploy.js';
-import { login } from './commands/login.js';
+import { login, logout } from './commands/login.js';
+import { NO_TOKEN, tokenFor } from './commands/login-store.js';
 import { drift } from './commands/preconditions.js';
 import { exitCodeOf } from './exit-codes.js';
 import { COMMANDS, HELP } from './registry.js';
@@ -43,6 +44,7 @@ export async function run(
   }
   if (argv[0] === 'deploy') return deploy(argv.slice(1), out);
   if (argv[0] === 'login') return login(argv.slice(1), out);
+  if (argv[0] === 'logout') return logout(argv.slice(1), out);
   // The MCP SDK is loaded only for this command: every other command starts without it.
   if (argv[0] === 'mcp') return (await import('./commands/mcp.js')).mcp(argv.slice(1));
   if (argv[0] === 'runner') return (await import('./commands/runner.js')).runner(argv.slice(1));
@@ -57,8 +59,8 @@ export async function run(
     return values.help ? 0 : 2;
   }
   const url = values.url ?? process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000';
-  const token = values.token ?? process.env.PLANFENCE_TOKEN;
-  if (!token) throw new UsageError('no token: pass --token or set PLANFENCE_TOKEN');
+  const token = tokenFor(url, values.token);
+  if (!token) throw new UsageError(NO_TOKEN);
   const [group, verb, ...rest] = positionals;
   const command =
     COMMANDS[group === 'current' || group === 'audit' ? group : `${group} ${verb ?? ''}`.trim()];

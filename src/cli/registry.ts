@@ -88,7 +88,7 @@ Usage: planfence <command> [arguments] [--url URL] [--token TOKEN] [--json]
   drift check ENV --terraform [--chdir DIR]
                                         terraform plan -refresh-only; reports drift when it finds some
   login [--provider N] [--no-browser]   a person signs in with the browser; the session's token is stored (0600)
-  login --logout                        ends the stored session and forgets its token
+  logout (or login --logout)            ends the stored session and forgets its token
   session list [PRINCIPAL] [--first N]  people's open sessions (ADMIN)
   session end SESSION_ID                ends a session at once (ADMIN)
   current ENV [--watch [--interval SECONDS]]
@@ -181,7 +181,8 @@ export const MUTATIONS: Record<string, string[]> = {
   'token revoke': ['revokeToken'],
   'token rotate': ['rotateToken'],
   'token groups': ['setPrincipalGroups'],
-  login: ['exchangeOidcToken', 'logout'],
+  login: ['exchangeOidcToken'],
+  logout: ['logout'],
   'session end': ['endSession'],
   'env create': ['createEnvironment'],
   'env policy': ['updateEnvironmentPolicy'],
@@ -218,4 +219,4 @@ export const NOT_A_COMMAND: Record<string, string> = {
 };
 
 /** The words of the commands that parse their own arguments. */
-export const OWN_PARSERS = ['deploy', 'login', 'mcp', 'runner', 'drift'] as const;
+export const OWN_PARSERS = ['deploy', 'login', 'logout', 'mcp', 'runner', 'drift'] as const;

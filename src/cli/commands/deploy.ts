@@ -1,4 +1,5 @@
 /** `planfence deploy ...`: deployments of the published plan (docs/design.md §10), for deployers and reviewers. */
+import { NO_TOKEN, tokenFor } from './login-store.js';
 import { parseArgs } from 'node:util';
 import { PlanfenceClient } from '../../client/client.js';
 import { type Deployment, type DeploymentOutcome, Deployments } from '../../client/deployments.js';
@@ -110,12 +111,10 @@ export async function deploy(
     out(DEPLOY_HELP);
     return values.help ? 0 : 2;
   }
-  const token = values.token ?? process.env.PLANFENCE_TOKEN;
-  if (!token) return usage('no token: pass --token or set PLANFENCE_TOKEN');
-  const client = new PlanfenceClient({
-    url: values.url ?? process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000',
-    token,
-  });
+  const url = values.url ?? process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000';
+  const token = tokenFor(url, values.token);
+  if (!token) return usage(NO_TOKEN);
+  const client = new PlanfenceClient({ url, token });
   const deployments = new Deployments(client);
   const whole = (value: string | undefined) =>
     value === undefined ? undefined : /^\d+$/.test(value) ? Number(value) : NaN;

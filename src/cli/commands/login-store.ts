@@ -68,6 +68,17 @@ export function storedToken(url: string, now = Date.now()): string | null {
   return Number.isFinite(ends) && ends <= now ? null : found.token;
 }
 
+/**
+ * The token a command uses for the service at `url`: `--token`, else PLANFENCE_TOKEN, else
+ * the session `planfence login` stored for that URL; null when there is none.
+ */
+export function tokenFor(url: string, given: string | undefined): string | null {
+  return given ?? (process.env.PLANFENCE_TOKEN || storedToken(url));
+}
+
+/** What a command without any token says. */
+export const NO_TOKEN = 'no token: pass --token, set PLANFENCE_TOKEN or run planfence login';
+
 export function forgetCredential(url: string): void {
   const all = readAll();
   if (!(key(url) in all)) return;
