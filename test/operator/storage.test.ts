@@ -370,7 +370,11 @@ if (TEST_DATABASE === 'sqlite' && !canMount) {
 (canMount ? describe : describe.skip)('a full disk', () => {
   test('writes fail with STORAGE_UNAVAILABLE and /health says 503; once space returns writes succeed and /health says 200', async () => {
     const fs = smallFileSystem(8)!;
-    const service = await Service.start(join(fs.path, 'planfence.db'));
+    // An 8 MiB file system never has the room the largest allowed write needs (the default
+    // PLANFENCE_STORAGE_MIN_FREE_BYTES): this case is about writes failing and coming back.
+    const service = await Service.start(join(fs.path, 'planfence.db'), {
+      PLANFENCE_STORAGE_MIN_FREE_BYTES: String(1024 * 1024),
+    });
     try {
       expect(codeOf(await service.createEnvironment('prod'))).toBe('OK');
       const generation = await service.acquire('prod');
