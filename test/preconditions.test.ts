@@ -146,7 +146,11 @@ function drift(token: string, environment: string, detail: string) {
 }
 
 /** Publishes a plan of `revision` in `environment` (no approval needed) and deploys it to `outcome`. */
-async function deployRevision(environment: string, revision: string, outcome: string) {
+async function deployRevision(
+  environment: string,
+  revision: string,
+  outcome: 'SUCCEEDED' | 'FAILED',
+) {
   const generation = await world.acquire(tokens.agent, environment, 600);
   const published = ok(
     await submit(environment, generation, { sourceRevision: revision }),
@@ -282,7 +286,7 @@ describe('R50: required checks', () => {
         report(tokens.checker2, p.id, 'unit', 'SUCCESS'),
         approve(tokens.reviewer, p.id),
       ]);
-      for (const result of results) ok(result);
+      for (const result of results) expect(result.errors).toBeUndefined();
       expect((await plan(p.id)).status).toBe('PUBLISHED');
       const audit = await world.auditEvents('checked-race');
       const publishing = audit.filter(
