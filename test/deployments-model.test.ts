@@ -240,9 +240,17 @@ function priorFor(model: DeploymentsModel, from: From): State | null {
  * against one that is no longer (or not yet) the environment's; with no plan file, or (R56)
  * with one computed from a state chosen against the one last reported.
  */
-function submitting(generation: 'new' | 'same', against: Against, from: From): Command {
+function submitting(
+  generation: 'new' | 'same',
+  against: Against,
+  from: From,
+  /** R51: the commit the plan was made from (undefined: none, as before §22). */
+  revision?: string | null,
+): Command {
   return command(
-    `agent submits a plan (${generation} generation) made against ${against}, from ${from}`,
+    `agent submits a plan (${generation} generation) made against ${against}, from ${from}${
+      revision !== undefined ? `, of revision ${revision ?? 'none'}` : ''
+    }`,
     async (model) => {
       const basedOn =
         against === 'unbound'
@@ -264,6 +272,7 @@ function submitting(generation: 'new' | 'same', against: Against, from: From): C
             generation: g,
             idempotencyKey: `${model.environment}-submit-${++keys}`,
             basedOnDeploymentSequence: basedOn,
+            ...(revision ? { sourceRevision: revision } : {}),
             ...(prior
               ? {
                   content: TERRAFORM_PLAN,
@@ -275,7 +284,7 @@ function submitting(generation: 'new' | 'same', against: Against, from: From): C
         },
       );
       if (acquires) await world.release(tokens.agent, model.environment, g);
-      const expected = model.submit(generation, basedOn, prior);
+      const expected = model.submit(generation, basedOn, prior, revision ?? null);
       const actual = answerOf(plan, 'submitPlan');
       // R57: refused at submit even where the plan would only have been proposed.
       if (model.requireApproval) count(`submits for review ${kindOf(actual)}`);
@@ -523,6 +532,54 @@ const checkReport = fc
     ),
   );
 
+/** R51: submits of plans made from one of two revisions, or none. */
+const submitWithRevision = fc
+  .record({
+    generation: fc.constantFrom<'new' | 'same'>('new', 'new', 'same'),
+    against: fc.constantFrom<Against>('unbound', 'unbound', 'the current sequence'),
+    revision: fc.constantFrom<string | null>('r1', 'r1', 'r2', null),
+  })
+  .map(({ generation, against, revision }) =>
+    submitting(generation, against, 'no plan file', revision),
+  );
+
+/** R51: the upstream environment publishes a plan of a revision and deploys it to an outcome. */
+const upstreamDeploy = fc
+  .record({
+    revision: fc.constantFrom('r1', 'r1', 'r2'),
+    outcome: fc.constantFrom<Outcome>('SUCCEEDED', 'SUCCEEDED', 'FAILED'),
+  })
+  .map(({ revision, outcome }) =>
+    command(
+      `upstream deploys ${revision} ${outcome}`,
+      async (model) => {
+        const up = `${model.environment}-up`;
+        const g = await world.acquire(tokens.agent, up);
+        const { submitPlan } = ok(
+          await world.gql<{ submitPlan: { id: string } }>(
+            tokens.agent,
+            'mutation($input: SubmitPlanInput!) { submitPlan(input: $input) { id } }',
+            {
+              input: {
+                environment: up,
+                generation: g,
+                content: `upstream ${revision}`,
+                sourceRevision: revision,
+                idempotencyKey: `${up}-${++keys}`,
+              },
+            },
+          ),
+        );
+        await world.release(tokens.agent, up, g);
+        const started = await deployments.startOk(tokens.d1, up, submitPlan.id, 30);
+        ok(await deployments.finish(tokens.d1, started.id, outcome));
+        model.upstreamFinished(revision, outcome);
+        return { expected: 'OK', actual: 'OK' };
+      },
+      (model) => model.preconditions.promotionSoakMinutes != null,
+    ),
+  );
+
 /** R53: the CHECKER reports drift. */
 const drift = fc.constant(null).map(() =>
   command(`c reports drift`, async (model) => {
@@ -547,7 +604,9 @@ const longTime = fc.constant(null).map(() =>
       pass(model, 600_000);
       return Promise.resolve({ expected: 'OK', actual: 'OK' });
     },
-    (model) => model.preconditions.deployWithinMinutes != null,
+    (model) =>
+      model.preconditions.deployWithinMinutes != null ||
+      model.preconditions.promotionSoakMinutes != null,
   ),
 );
 
@@ -593,12 +652,24 @@ const weighted = [
 ];
 
 /** With preconditions (DESIGN §22): the same commands, check and drift reports, and long waits. */
-const withPreconditions = [...weighted, checkReport, checkReport, drift, longTime];
+const withPreconditions = [
+  ...weighted,
+  checkReport,
+  checkReport,
+  drift,
+  longTime,
+  longTime,
+  submitWithRevision,
+  submitWithRevision,
+  upstreamDeploy,
+  upstreamDeploy,
+];
 
 /** DESIGN §22: a required check (R50) in some runs, a deploy window (R52) in others. */
 const preconditions = fc.record({
   requiredCheck: fc.constantFrom(false, true, true),
   deployWithinMinutes: fc.constantFrom<number | null>(null, 15, 15),
+  promotionSoakMinutes: fc.constantFrom<number | null>(null, 0, 10),
 });
 
 /** No preconditions: the runs of R18–R22, R33, R56, R57 as they were before §22. */
@@ -627,6 +698,21 @@ async function modelRuns(
         await submitting('new', 'unbound', 'the reported state').run(model, world);
         if (requireApproval) await approving('the newest plan').run(model, world);
         model.preconditions = required;
+        if (required.promotionSoakMinutes != null) {
+          await world.createEnvironment(`${name}-up`, 'MONOTONIC', false);
+          ok(
+            await world.gql(
+              world.admin,
+              'mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) { name } }',
+              {
+                input: {
+                  environment: name,
+                  promotion: { from: `${name}-up`, soakMinutes: required.promotionSoakMinutes },
+                },
+              },
+            ),
+          );
+        }
         if (required.requiredCheck || required.deployWithinMinutes != null) {
           ok(
             await world.gql(
@@ -696,9 +782,10 @@ test(`deployments behave as the reference model (${RUNS} runs)`, async () => {
   ]);
 }, 1_200_000);
 
-// proves: R50, R52, R53
-test(`deployments with required checks, a deploy window and drift behave as the reference model (${RUNS} runs)`, async () => {
+// proves: R50, R51, R52, R53
+test(`deployments with required checks, promotion, a deploy window and drift behave as the reference model (${RUNS} runs)`, async () => {
   await modelRuns(withPreconditions, preconditions, [
+    'approves PRECONDITION_FAILED:PROMOTION',
     'reports OK',
     'reports INVALID_PLAN_STATE:PUBLISHED',
     'starts OK',

@@ -39,6 +39,8 @@ export interface ModelPlan {
   approved: boolean;
   /** R52: when it was published. */
   publishedAt: number | null;
+  /** R51: the commit it was made from, or null. */
+  revision: string | null;
 }
 
 export type CheckStatus = 'PENDING' | 'SUCCESS' | 'FAILURE';
@@ -49,6 +51,8 @@ export interface Preconditions {
   requiredCheck: boolean;
   /** R52: minutes, or null. */
   deployWithinMinutes: number | null;
+  /** R51: soak minutes of a promotion from the upstream environment, or null (no promotion). */
+  promotionSoakMinutes?: number | null;
 }
 
 export interface ModelDeployment {
@@ -83,6 +87,8 @@ export class DeploymentsModel {
   readonly obsoleted: { planId: string; by: 'start' | 'report' | 'drift' }[] = [];
   /** R53: drift reports so far; each moved the deployment sequence. */
   drifts = 0;
+  /** R51: the upstream environment's latest finished deployment: its plan's revision, outcome and time. */
+  upstream: { revision: string; outcome: Outcome; finishedAt: number } | null = null;
   /** R56: the state last reported, as the environment keeps it (forward only within a lineage). */
   state: State | null = null;
   /** The agent's newest generation (0: none yet). */
@@ -121,11 +127,19 @@ export class DeploymentsModel {
    * not the plan would be published now. Accepted, it raises the fence (R3) and is published
    * at once unless the environment requires approval (R5).
    */
-  submit(generation: 'new' | 'same', basedOn: number | null, prior: State | null): Answer {
+  submit(
+    generation: 'new' | 'same',
+    basedOn: number | null,
+    prior: State | null,
+    revision: string | null = null,
+  ): Answer {
     if (generation === 'new' || this.generation === 0) this.generation++;
     const g = this.generation;
     const behind = this.behind(basedOn, prior);
     if (behind) return behind;
+    // R51: a submit that would publish demands the promotion; refused, it stores nothing.
+    const publishes = !this.requireApproval && !this.preconditions.requiredCheck;
+    if (publishes && !this.promoted(revision)) return 'PRECONDITION_FAILED:PROMOTION';
     this.fence = g;
     const sequence = this.plans.filter((p) => p.generation === g).length + 1;
     const plan: ModelPlan = {
@@ -138,6 +152,7 @@ export class DeploymentsModel {
       check: null,
       approved: false,
       publishedAt: null,
+      revision,
     };
     this.plans.push(plan);
     // R50: a plan with a required check is never published by its submit.
@@ -164,10 +179,34 @@ export class DeploymentsModel {
     }
     const behind = this.behind(plan.basedOn, plan.prior);
     if (behind) return behind;
+    if (!this.promoted(plan.revision)) return 'PRECONDITION_FAILED:PROMOTION';
     plan.approved = true;
     this.publish(plan);
     this.passOver();
     return `OK ${plan.id}`;
+  }
+
+  /**
+   * R51: a plan of `revision` may be published as far as promotion goes: none is required, or
+   * the upstream environment's latest finished deployment SUCCEEDED with a plan of that
+   * revision at least the soak time ago. A plan without a revision is never promoted.
+   */
+  private promoted(revision: string | null): boolean {
+    const soak = this.preconditions.promotionSoakMinutes;
+    if (soak == null) return true;
+    const up = this.upstream;
+    return (
+      revision != null &&
+      up != null &&
+      up.outcome === 'SUCCEEDED' &&
+      up.revision === revision &&
+      up.finishedAt + soak * 60_000 <= this.now
+    );
+  }
+
+  /** R51: the upstream environment finished deploying a plan of `revision`. */
+  upstreamFinished(revision: string, outcome: Outcome): void {
+    this.upstream = { revision, outcome, finishedAt: this.now };
   }
 
   /** R50: the required check (if any) would not be SUCCESS with `check` as its latest result. */
@@ -192,6 +231,7 @@ export class DeploymentsModel {
     if (plan.generation < this.fence) return 'STALE_GENERATION';
     const behind = this.behind(plan.basedOn, plan.prior);
     if (behind) return behind;
+    if (!this.promoted(plan.revision)) return 'PRECONDITION_FAILED:PROMOTION';
     plan.check = status;
     this.publish(plan);
     this.passOver();
