@@ -24,6 +24,7 @@ withTools(
       expect.arrayContaining([
         'README.md',
         'docs/policies.md',
+        'docs/preconditions.md',
         'docs/runner.md',
         'docs/terraform.md',
       ]),

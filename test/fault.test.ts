@@ -25,7 +25,7 @@ function expectStateRounds(state: PauseReport['state']): void {
   expect(state).toMatchObject({ rounds: 5, refused: 2, obsolete: 3, skipped: null });
 }
 
-// proves: R1, R3, R6, R12, R39, R56, R57
+// proves: R1, R3, R6, R12, R39, R50, R56, R57
 test(`paused agents never regress the published plan (seed ${seed})`, async () => {
   const report = await runPauseHarness({ rounds: 20, seed, parallel: 10 });
   console.log(
@@ -37,6 +37,9 @@ test(`paused agents never regress the published plan (seed ${seed})`, async () =
   // Every fourth round waits in the lease queue, A frozen at its grant.
   expect(report.queueRounds).toBe(5);
   expectStateRounds(report.state);
+  // Rounds 7 and 15 pause a CHECKER between reading A's plan and reporting SUCCESS while a
+  // newer plan supersedes it: the stale SUCCESS is refused and publishes nothing (R50).
+  expect(report.check).toEqual({ rounds: 2, refused: 2 });
 }, 240_000);
 
 // proves: R1, R6, R9, R37

@@ -206,6 +206,14 @@ describe('every event type', () => {
     const second = await world.submitOk(agent, 'prod', generation, 'drop the database'); // plan.submitted
     ok(await world.reject(reviewer, second.id, 'no')); // plan.rejected
     const third = await world.submitOk(agent, 'prod', generation, 'left alone'); // plan.submitted
+    const checker = await world.issue('checker', 'CHECKER');
+    ok(
+      await world.gql(
+        checker,
+        'mutation($id: ID!) { reportCheck(input: { planId: $id, name: "scan", status: PENDING }) { id } }',
+        { id: third.id },
+      ),
+    ); // check.reported
     // The test clock jumps only while nothing is in flight.
     const quiet = () =>
       until('no delivery pending', async () => {
@@ -252,6 +260,12 @@ describe('every event type', () => {
     ok(await enqueue('a'));
     ok(await enqueue('b')); // lease.superseded
     ok(await world.release(agent, 'prod', held)); // lease.granted
+    ok(
+      await world.gql(
+        deployer,
+        'mutation { reportDrift(environment: "prod", detail: "a security group changed by hand") { name } }',
+      ),
+    ); // environment.drifted
 
     const expected = [
       'plan.submitted',
@@ -259,6 +273,7 @@ describe('every event type', () => {
       'plan.submitted',
       'plan.rejected',
       'plan.submitted',
+      'check.reported',
       'plan.expired',
       'deployment.started',
       'deployment.finished',
@@ -269,6 +284,7 @@ describe('every event type', () => {
       'environment.unfrozen',
       'lease.superseded',
       'lease.granted',
+      'environment.drifted',
     ];
     const delivered = await allDelivered(world, created.webhook.id, expected.length);
     // Arrived once each, in commit order (event ids increase in commit order).

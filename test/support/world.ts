@@ -47,7 +47,7 @@ export class World {
 
   async issue(
     name: string,
-    role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'DEPLOYER' | 'VIEWER',
+    role: 'ADMIN' | 'AGENT' | 'REVIEWER' | 'DEPLOYER' | 'VIEWER' | 'CHECKER',
   ): Promise<string> {
     const result = await this.gql<{ issueToken: { token: string } }>(
       this.admin,
