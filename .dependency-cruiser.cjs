@@ -1,17 +1,20 @@
 /**
  * Import direction (npm run lint): dependencies point down.
  *   1. common/ and config/ at the bottom;
- *   2. storage: database/ and every *.entity.ts (the tables);
- *   3. the guard: fencing/, the only writer of protected state;
- *   4. features: every other folder;
- *   5. wiring on top: app.ts, app.module.ts, main.ts, cli/.
+ *   2. the model: model/ (the entities of protected state and their coded errors) and every
+ *      other *.entity.ts (a table);
+ *   3. storage: database/;
+ *   4. the guard: fencing/, the only writer of protected state;
+ *   5. features: every other folder;
+ *   6. wiring on top: app.ts, app.module.ts, main.ts, cli/.
  * client/ is the published client: it imports nothing of the service.
- * Storage and the guard may name the shapes of what is above them (`import type`), never
- * call it. There is no list of tolerated violations: any one fails the lint.
+ * The model, storage and the guard may name the shapes of what is above them (`import
+ * type`), never call it. There is no list of tolerated violations: any one fails the lint.
  */
-const FEATURES =
-  '^src/(audit|auth|dashboard|decisions|deployments|environments|events|health|idempotency|identity|leases|limits|mcp|metrics|outbox|plans|policies|queue|quotas|retention|terraform|webhooks)/';
-const STORAGE = '^src/database/|\\.entity\\.ts$';
+/** Every folder of src/ that is not one of the floors below or the wiring above. */
+const FEATURES = '^src/(?!(common|config|client|model|database|fencing|cli)/)[^/]+/';
+const MODEL = '^src/model/|\\.entity\\.ts$';
+const STORAGE = '^src/database/';
 const WIRING = '^src/(app\\.ts|app\\.module\\.ts|main\\.ts|cli/)';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -32,13 +35,24 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/(common|config)/' },
     },
     {
+      name: 'model-below-storage',
+      severity: 'error',
+      comment: 'The model (model/, entities) imports only the bottom layer and the model.',
+      from: { path: MODEL },
+      to: {
+        path: '^src/',
+        pathNot: ['^src/(common|config)/', MODEL],
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
       name: 'storage-below-guard-and-features',
       severity: 'error',
-      comment: 'Storage (database/, entities) imports only the bottom layer and other storage.',
+      comment: 'Storage (database/) imports only the bottom layer, the model and storage.',
       from: { path: STORAGE },
       to: {
         path: '^src/',
-        pathNot: ['^src/(common|config)/', STORAGE],
+        pathNot: ['^src/(common|config)/', MODEL, STORAGE],
         dependencyTypesNot: ['type-only'],
       },
     },

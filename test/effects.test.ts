@@ -4,7 +4,7 @@
  * proven end to end by the suites of each feature; this file proves the list's own rules.
  */
 import type { EntityManager } from 'typeorm';
-import type { DeploymentOutcome } from '../src/deployments/deployment.entity.js';
+import type { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { addEffect, type Effect, openEffects, takeEffects } from '../src/fencing/effects.js';
 
 const transaction = () => ({}) as EntityManager;

@@ -1,13 +1,13 @@
 import fc from 'fast-check';
 import pg from 'pg';
-import { AuditEvent } from '../src/audit/audit-event.entity.js';
+import { AuditEvent } from '../src/model/audit-event.entity.js';
 import { ManualClock } from '../src/common/clock.js';
 import { Database, select } from '../src/database/database.js';
 import { JsonLeaf, jsonTemplate } from '../src/database/json-text.js';
 import { encode } from '../src/events/event-wire.js';
 import { EVENTS_CHANNEL } from '../src/events/events.service.js';
 import { planData } from '../src/outbox/outbox.service.js';
-import { Plan } from '../src/plans/plan.entity.js';
+import { Plan } from '../src/model/plan.entity.js';
 import { ok, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { until } from './support/until.js';
 import { World } from './support/world.js';

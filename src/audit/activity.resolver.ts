@@ -1,6 +1,6 @@
 import { Context, Resolver, Subscription } from '@nestjs/graphql';
 import { type SubscriptionCall, SubscriptionFeeds } from '../events/feeds.js';
-import { AuditEvent } from './audit-event.entity.js';
+import { AuditEvent } from '../model/audit-event.entity.js';
 
 /**
  * The audit events of every environment on one subscription: a dashboard stays live

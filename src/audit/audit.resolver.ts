@@ -1,7 +1,7 @@
 import { Args, Context, Query, Resolver, Subscription } from '@nestjs/graphql';
 import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { AuditEventRecordedArgs } from '../events/subscription.args.js';
-import { AuditEvent } from './audit-event.entity.js';
+import { AuditEvent } from '../model/audit-event.entity.js';
 import { AuditService } from './audit.service.js';
 import { AuditEventsArgs } from './dto/audit-events.args.js';
 

@@ -2,9 +2,9 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database.js';
 import { EventsService } from '../events/events.service.js';
-import { Environment } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
-import { AuditEvent, AuditOutcome } from './audit-event.entity.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
+import { AuditEvent, AuditOutcome } from '../model/audit-event.entity.js';
 import { exists, insertRow, insertRowLater } from '../database/rows.js';
 import type { Via } from '../common/via.js';
 

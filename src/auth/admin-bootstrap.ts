@@ -18,7 +18,7 @@ import type { Config } from '../config/config.js';
 import { type Database, execute } from '../database/database.js';
 import { exists, findOne, insertRow } from '../database/rows.js';
 import type { PrincipalChanges } from '../events/principal-changes.js';
-import { Principal } from './principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 
 export const ADMIN_NAME = 'admin';

@@ -12,7 +12,7 @@ import { ModuleRef, Reflector } from '@nestjs/core';
 import { GqlExecutionContext } from '@nestjs/graphql';
 import type { Counter } from 'prom-client';
 import { map, type Observable } from 'rxjs';
-import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditOutcome } from '../model/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
 import type { Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
@@ -20,13 +20,13 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database } from '../database/database.js';
 import { exists } from '../database/rows.js';
-import { Environment } from '../environments/environment.entity.js';
+import { Environment } from '../model/environment.entity.js';
 import { authentications } from '../limits/limit-metrics.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { QuotasService } from '../quotas/quotas.service.js';
 import { AuthError } from './auth.errors.js';
 import { AuthService } from './auth.service.js';
-import type { Principal } from './principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import {
   gqlRequest,

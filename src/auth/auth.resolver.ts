@@ -6,7 +6,7 @@ import {
   RotateTokenArgs,
   SetPrincipalGroupsArgs,
 } from './dto/token.args.js';
-import { IssuedToken, Principal } from './principal.entity.js';
+import { IssuedToken, Principal } from '../model/principal.entity.js';
 import { Person, personOf } from './person.model.js';
 import { CurrentPrincipal, Roles, Unscoped } from './roles.decorator.js';
 

@@ -9,7 +9,7 @@ import { PrincipalChanges } from '../events/principal-changes.js';
 import { bootstrapAdmin, newToken } from './admin-bootstrap.js';
 import { AuthError } from './auth.errors.js';
 import { PrincipalMemory, unchecked } from './principal-memory.js';
-import { type IssuedToken, Principal } from './principal.entity.js';
+import { type IssuedToken, Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { exists, findOne, findOneOrFail, insertRow } from '../database/rows.js';
 

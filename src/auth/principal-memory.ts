@@ -1,5 +1,5 @@
 import type { TokenCheck } from '../database/database.js';
-import type { Principal } from './principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 
 /** At most this many principals are kept in memory (the least recently authenticated go first). */
 const REMEMBERED_PRINCIPALS = 10_000;

@@ -1,6 +1,6 @@
 import { createParamDecorator, type ExecutionContext, SetMetadata } from '@nestjs/common';
 import { GqlExecutionContext } from '@nestjs/graphql';
-import type { Principal } from './principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import type { Role } from '../common/role.js';
 
 export const ROLES_KEY = 'planfence:roles';

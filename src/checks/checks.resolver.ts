@@ -1,8 +1,8 @@
 import { Args, Mutation, Parent, ResolveField, Resolver } from '@nestjs/graphql';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { Role } from '../common/role.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Plan } from '../model/plan.entity.js';
 import { CheckResult } from './check-result.model.js';
 import { ChecksService } from './checks.service.js';
 import { ReportCheckInput } from './dto/report-check.input.js';

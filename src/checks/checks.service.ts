@@ -1,13 +1,13 @@
 import DataLoader from 'dataloader';
 import { Injectable } from '@nestjs/common';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { tokenCheckOf } from '../auth/principal-memory.js';
 import { PlanId } from '../common/ids.js';
 import { READ_TOGETHER } from '../common/read-together.js';
 import { Database, select } from '../database/database.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 import { PlanWrites } from '../fencing/plan-writes.js';
-import { type Plan, PlanStatus } from '../plans/plan.entity.js';
+import { type Plan, PlanStatus } from '../model/plan.entity.js';
 import { CheckResult, CheckStatus } from './check-result.model.js';
 import type { ReportCheckInput } from './dto/report-check.input.js';
 

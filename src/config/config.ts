@@ -1,6 +1,9 @@
 import { dirname, resolve } from 'node:path';
+import { ConfigError } from './config-error.js';
 import { type OidcConfig, OidcConfigProblem, readOidcConfig } from './oidc-config.js';
-import { readSlackConfig, type SlackConfig } from '../slack/slack-config.js';
+import { readSlackConfig, type SlackConfig } from './slack-config.js';
+
+export { ConfigError };
 
 export type LogFormat = 'auto' | 'json' | 'pretty';
 
@@ -234,17 +237,6 @@ export interface HttpConfig {
   maxConnectionsPerAddress: number;
   /** SIGTERM/SIGINT: in-flight requests get this long, then every connection is closed. */
   shutdownTimeoutMs: number;
-}
-
-/** A bad configuration value: the message names the variable, and the start stops. */
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    problem: string,
-  ) {
-    super(`${variable} ${problem}`);
-    this.name = 'ConfigError';
-  }
 }
 
 type Env = Record<string, string | undefined>;

@@ -6,8 +6,8 @@ import { InitialSchema1764400000000 } from '../../migrations/1764400000000-initi
 import { PlanPurgedAt1764500000000 } from '../../migrations/1764500000000-plan-purged-at.js';
 import { ApprovalPolicies1764600000000 } from '../../migrations/1764600000000-approval-policies.js';
 import { StorageIdentity1764610000000 } from '../../migrations/1764610000000-storage-identity.js';
-import { AuditEvent } from '../audit/audit-event.entity.js';
-import { Principal } from '../auth/principal.entity.js';
+import { AuditEvent } from '../model/audit-event.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import type { Config } from '../config/config.js';
 import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
 import { Deployments1764700000000 } from '../../migrations/1764700000000-deployments.js';
@@ -27,12 +27,12 @@ import { TerraformState1766100000000 } from '../../migrations/1766100000000-terr
 import { Sessions1766200000000 } from '../../migrations/1766200000000-sessions.js';
 import { Preconditions1766300000000 } from '../../migrations/1766300000000-preconditions.js';
 import { Slack1766400000000 } from '../../migrations/1766400000000-slack.js';
-import { Deployment } from '../deployments/deployment.entity.js';
-import { Environment } from '../environments/environment.entity.js';
-import { IdempotencyRecord } from '../idempotency/idempotency-record.entity.js';
-import { LeaseGrant } from '../leases/lease-grant.entity.js';
-import { LeaseTicket } from '../leases/lease-ticket.entity.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Deployment } from '../model/deployment.entity.js';
+import { Environment } from '../model/environment.entity.js';
+import { IdempotencyRecord } from '../model/idempotency-record.entity.js';
+import { LeaseGrant } from '../model/lease-grant.entity.js';
+import { LeaseTicket } from '../model/lease-ticket.entity.js';
+import { Plan } from '../model/plan.entity.js';
 
 export const entities = [
   Principal,

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { AuditEvent, AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditEvent, AuditOutcome } from '../model/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';
 import { currentVia, type Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
@@ -24,11 +24,11 @@ import {
   planEvent,
 } from '../outbox/outbox.service.js';
 import { type Effect, type OutboxEffect, openEffects, takeEffects } from '../fencing/effects.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Plan } from '../model/plan.entity.js';
 import { exists, findOneOrFail, takeDrawnId } from '../database/rows.js';
 import { isDecidedByStatements } from '../fencing/plan-writes.js';
 import { submitRecord } from './submit-at-once.js';
-import { Environment } from '../environments/environment.entity.js';
+import { Environment } from '../model/environment.entity.js';
 
 export interface Decision {
   action: string;

@@ -1,4 +1,4 @@
-import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditOutcome } from '../model/audit-event.entity.js';
 import { type AuditEntry, auditEvent } from '../audit/audit.service.js';
 import { JsonLeaf, jsonTemplate } from '../database/json-text.js';
 import { type EventKind, wireCandidates } from '../events/event-wire.js';
@@ -6,7 +6,7 @@ import { EVENTS_CHANNEL } from '../events/events.service.js';
 import { DECIDED_PLAN_FIELDS } from '../fencing/plan-writes.js';
 import type { IdempotentCall } from '../idempotency/idempotency.service.js';
 import { planData } from '../outbox/outbox.service.js';
-import type { Plan } from '../plans/plan.entity.js';
+import type { Plan } from '../model/plan.entity.js';
 
 /** What an admitted submit records besides the plan, but for what the database decides. */
 export interface SubmitRecord {

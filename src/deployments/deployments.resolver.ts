@@ -8,13 +8,13 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { DeploymentChangedArgs } from '../events/subscription.args.js';
-import { Plan } from '../plans/plan.entity.js';
-import { Deployment } from './deployment.entity.js';
+import { Plan } from '../model/plan.entity.js';
+import { Deployment } from '../model/deployment.entity.js';
 import { DeploymentsService } from './deployments.service.js';
 import {
   DeploymentArgs,
@@ -25,7 +25,7 @@ import {
   ReportDriftArgs,
   StartDeploymentInput,
 } from './dto/deployment.input.js';
-import { Environment } from '../environments/environment.entity.js';
+import { Environment } from '../model/environment.entity.js';
 
 @Resolver(() => Deployment)
 export class DeploymentsResolver {

@@ -1,20 +1,20 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import DataLoader from 'dataloader';
 import { type EntityManager, In } from 'typeorm';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { Clock } from '../common/clock.js';
 import { DeploymentId } from '../common/ids.js';
 import { READ_TOGETHER } from '../common/read-together.js';
 import { Database } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
-import { Environment } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 import { DeploymentWrites } from '../fencing/deployment-writes.js';
 import { idempotentCall, type RememberedOutcome } from '../idempotency/idempotency.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { Plan } from '../plans/plan.entity.js';
-import { Deployment, DeploymentStatus, statusAt } from './deployment.entity.js';
+import { Plan } from '../model/plan.entity.js';
+import { Deployment, DeploymentStatus, statusAt } from '../model/deployment.entity.js';
 import type {
   DeploymentsArgs,
   FinishDeploymentInput,

@@ -1,7 +1,7 @@
 import { Parent, ResolveField, Resolver } from '@nestjs/graphql';
-import { Environment } from '../environments/environment.entity.js';
-import { Plan } from '../plans/plan.entity.js';
-import { Deployment } from './deployment.entity.js';
+import { Environment } from '../model/environment.entity.js';
+import { Plan } from '../model/plan.entity.js';
+import { Deployment } from '../model/deployment.entity.js';
 import { DeploymentsService } from './deployments.service.js';
 
 /** The deployment fields of an environment (R21). */

@@ -1,13 +1,13 @@
 import { Args, Mutation, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
 import { TerraformState } from '../terraform/terraform-state.model.js';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { Lease } from '../leases/lease.model.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Plan } from '../model/plan.entity.js';
 import { CreateEnvironmentInput } from './dto/create-environment.input.js';
 import { EnvironmentArgs, EnvironmentNameArgs } from './dto/environment.args.js';
 import { EnvironmentsPageArgs } from './dto/environments-page.args.js';
-import { Environment } from './environment.entity.js';
+import { Environment } from '../model/environment.entity.js';
 import { EnvironmentsService, freezeOf, promotionOf } from './environments.service.js';
 import { FreezeEnvironmentArgs, UpdateEnvironmentPolicyInput } from './dto/policy.inputs.js';
 import { ApprovalRule, Freeze, Promotion } from './policy.model.js';

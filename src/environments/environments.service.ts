@@ -7,11 +7,11 @@ import { DecisionRunner } from '../decisions/decision.runner.js';
 import { EnvironmentWrites } from '../fencing/environment-writes.js';
 import { liveLease } from '../fencing/reads.js';
 import type { Lease } from '../leases/lease.model.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Plan } from '../model/plan.entity.js';
 import type { CreateEnvironmentInput } from './dto/create-environment.input.js';
 import type { ApprovalRuleInput, UpdateEnvironmentPolicyInput } from './dto/policy.inputs.js';
-import { Environment } from './environment.entity.js';
-import { EnvironmentError } from './environment.errors.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
 import { findOne } from '../database/rows.js';
 import {
   type ApprovalRule,

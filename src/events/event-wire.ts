@@ -1,11 +1,11 @@
-import { AuditEvent } from '../audit/audit-event.entity.js';
-import { Deployment } from '../deployments/deployment.entity.js';
+import { AuditEvent } from '../model/audit-event.entity.js';
+import { Deployment } from '../model/deployment.entity.js';
 import {
   Plan,
   PLAN_FIELDS_BUT_CONTENT,
   PLAN_LARGE_FIELDS,
   PlanStatus,
-} from '../plans/plan.entity.js';
+} from '../model/plan.entity.js';
 
 /**
  * How a subscription event travels between instances as a PostgreSQL notification payload

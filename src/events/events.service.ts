@@ -1,11 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { EntityManager } from 'typeorm';
-import { AuditEvent } from '../audit/audit-event.entity.js';
+import { AuditEvent } from '../model/audit-event.entity.js';
 import { Database, select } from '../database/database.js';
 import { findOne } from '../database/rows.js';
-import { Deployment } from '../deployments/deployment.entity.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Deployment } from '../model/deployment.entity.js';
+import { Plan } from '../model/plan.entity.js';
 import { COLUMNS, encode, type EventKind, fromRow, rebuild, type Wire } from './event-wire.js';
 import { PgListener } from './pg-listener.js';
 

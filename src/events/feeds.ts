@@ -1,20 +1,20 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Brackets, type EntityManager, type ObjectLiteral, type SelectQueryBuilder } from 'typeorm';
-import { AuditEvent } from '../audit/audit-event.entity.js';
+import { AuditEvent } from '../model/audit-event.entity.js';
 import { allowsEnvironment } from '../auth/scope.js';
 import { exists } from '../database/rows.js';
-import { Environment } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
-import { Deployment, DeploymentStatus } from '../deployments/deployment.entity.js';
+import { Deployment, DeploymentStatus } from '../model/deployment.entity.js';
 import {
   Plan,
   PLAN_FIELDS_BUT_CONTENT,
   PLAN_LARGE_FIELDS,
   PlanStatus,
-} from '../plans/plan.entity.js';
+} from '../model/plan.entity.js';
 import {
   activityTopic,
   auditRecordedTopic,

@@ -16,7 +16,7 @@ import {
 } from 'graphql';
 import type { WebSocket, WebSocketServer } from 'ws';
 import { AuthService } from '../auth/auth.service.js';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config, SocketLimits } from '../config/config.js';
 import { loopTurns } from './loop-turns.js';

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { AuditOutcome } from '../audit/audit-event.entity.js';
+import { AuditOutcome } from '../model/audit-event.entity.js';
 import { changedOrRetry, execute, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
 import {
@@ -8,10 +8,10 @@ import {
   DeploymentOutcome,
   DeploymentStatus,
   statusAt,
-} from '../deployments/deployment.entity.js';
-import { DeploymentError } from '../deployments/deployments.errors.js';
-import { Environment } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
+} from '../model/deployment.entity.js';
+import { DeploymentError } from '../model/deployments.errors.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
 import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
 import { addEffect } from './effects.js';

@@ -1,10 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import type { AuditEntry } from '../audit/audit.service.js';
-import type { Deployment, DeploymentOutcome } from '../deployments/deployment.entity.js';
-import type { Environment } from '../environments/environment.entity.js';
-import type { LeaseTicket } from '../leases/lease-ticket.entity.js';
+import type { Deployment, DeploymentOutcome } from '../model/deployment.entity.js';
+import type { Environment } from '../model/environment.entity.js';
+import type { LeaseTicket } from '../model/lease-ticket.entity.js';
 import type { EventType, OutboxEvent } from '../outbox/outbox-event.js';
-import type { Plan } from '../plans/plan.entity.js';
+import type { Plan } from '../model/plan.entity.js';
 
 /** An audit event the guard decided to record (besides the decision's own). */
 export interface AuditEffect {

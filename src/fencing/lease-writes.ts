@@ -3,11 +3,11 @@ import type { EntityManager } from 'typeorm';
 import { execute, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail, insertRow } from '../database/rows.js';
 import { holdEnvironment } from './row-locks.js';
-import { type Environment, QueueMode } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
-import { LeaseGrant } from '../leases/lease-grant.entity.js';
-import { LeaseTicket } from '../leases/lease-ticket.entity.js';
-import { QueueError } from '../leases/lease-queue.errors.js';
+import { type Environment, QueueMode } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
+import { LeaseGrant } from '../model/lease-grant.entity.js';
+import { LeaseTicket } from '../model/lease-ticket.entity.js';
+import { QueueError } from '../model/lease-queue.errors.js';
 import type { Lease } from '../leases/lease.model.js';
 import { addEffect } from './effects.js';
 import {

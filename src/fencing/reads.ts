@@ -1,9 +1,9 @@
 import type { EntityManager } from 'typeorm';
 import { findOne } from '../database/rows.js';
-import { Environment } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
 import type { Lease } from '../leases/lease.model.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Plan } from '../model/plan.entity.js';
 import { FenceError } from './fence.errors.js';
 
 /** The live lease of an environment row at `now`, or null. */

@@ -5,7 +5,7 @@ import { canonicalSha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { execute } from '../database/database.js';
-import { IdempotencyRecord } from './idempotency-record.entity.js';
+import { IdempotencyRecord } from '../model/idempotency-record.entity.js';
 import { IdempotencyError } from './idempotency.errors.js';
 import { findOne, insertRowLater } from '../database/rows.js';
 

@@ -1,6 +1,6 @@
 import { Args, Context, Mutation, Resolver } from '@nestjs/graphql';
 import { ExchangeOidcTokenArgs } from '../auth/dto/token.args.js';
-import { IssuedToken } from '../auth/principal.entity.js';
+import { IssuedToken } from '../model/principal.entity.js';
 import { Public } from '../auth/roles.decorator.js';
 import { OidcService } from './oidc.service.js';
 

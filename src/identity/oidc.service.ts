@@ -12,7 +12,7 @@ import {
 import { AuthError } from '../auth/auth.errors.js';
 import { AuthService } from '../auth/auth.service.js';
 import { PRINCIPAL_NAME_PATTERN } from '../auth/dto/token.args.js';
-import { type IssuedToken, Principal } from '../auth/principal.entity.js';
+import { type IssuedToken, Principal } from '../model/principal.entity.js';
 import { matchesPattern } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';

@@ -9,16 +9,16 @@ import {
   Subscription,
 } from '@nestjs/graphql';
 import { Access } from '../auth/auth.guard.js';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { DomainError } from '../common/errors.js';
 import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { EnvironmentArgs } from '../environments/dto/environment.args.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
 import { EnqueueLeaseInput, LeaseTicketArgs } from './dto/lease-queue.inputs.js';
-import { QueueError } from './lease-queue.errors.js';
+import { QueueError } from '../model/lease-queue.errors.js';
 import { LeaseQueueService } from './lease-queue.service.js';
-import { LeaseTicket } from './lease-ticket.entity.js';
+import { LeaseTicket } from '../model/lease-ticket.entity.js';
 import { Lease } from './lease.model.js';
 
 /**

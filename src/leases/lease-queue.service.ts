@@ -1,12 +1,12 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { Gauge } from 'prom-client';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { Clock } from '../common/clock.js';
 import { Database, select } from '../database/database.js';
 import { findOne } from '../database/rows.js';
-import { Environment } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
 import { leaseTicketTopic } from '../events/events.service.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
 import { PgListener } from '../events/pg-listener.js';
@@ -15,8 +15,8 @@ import { LeaseWrites } from '../fencing/lease-writes.js';
 import { liveLease } from '../fencing/reads.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { EnqueueLeaseInput } from './dto/lease-queue.inputs.js';
-import { QueueError } from './lease-queue.errors.js';
-import { LeaseTicket, LeaseTicketStatus } from './lease-ticket.entity.js';
+import { QueueError } from '../model/lease-queue.errors.js';
+import { LeaseTicket, LeaseTicketStatus } from '../model/lease-ticket.entity.js';
 import type { Lease } from './lease.model.js';
 
 /** The lease queue (DESIGN §17): decisions through the guard, and tickets as they read at the service clock's now. */

@@ -1,6 +1,6 @@
 import { Injectable, type Type } from '@nestjs/common';
 import { Access, type Handler } from '../auth/auth.guard.js';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { throughMcp } from '../common/via.js';
 import { validationPipe } from '../common/validation.js';
 import { QuotasService } from '../quotas/quotas.service.js';

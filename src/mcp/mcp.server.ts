@@ -1,5 +1,5 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import type { McpCall, McpTools } from './mcp.tools.js';
 
 export const SERVER_INFO = { name: 'planfence', version: '0.1.0' };

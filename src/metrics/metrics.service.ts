@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { perProcess } from '../common/per-process.js';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { Database } from '../database/database.js';
-import { Environment } from '../environments/environment.entity.js';
+import { Environment } from '../model/environment.entity.js';
 
 /**
  * The process's own metrics (CPU, memory, event loop, GC), collected once per process:

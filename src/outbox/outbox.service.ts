@@ -2,10 +2,10 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database, execute, executeLater, jsonList, select } from '../database/database.js';
 import { lockEnvironment } from '../fencing/row-locks.js';
-import type { Deployment } from '../deployments/deployment.entity.js';
-import type { Environment } from '../environments/environment.entity.js';
-import type { LeaseTicket } from '../leases/lease-ticket.entity.js';
-import { type Plan, PLAN_FIELDS_BUT_CONTENT } from '../plans/plan.entity.js';
+import type { Deployment } from '../model/deployment.entity.js';
+import type { Environment } from '../model/environment.entity.js';
+import type { LeaseTicket } from '../model/lease-ticket.entity.js';
+import { type Plan, PLAN_FIELDS_BUT_CONTENT } from '../model/plan.entity.js';
 import type { EventType, OutboxEvent } from './outbox-event.js';
 import { PlanId } from '../common/ids.js';
 

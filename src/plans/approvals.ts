@@ -4,7 +4,7 @@ import { APPROVALS_OF_RULE, approvalsOfRule } from '../fencing/sql.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval, ApprovalSnapshot } from './approval.model.js';
 import { mergeRules } from '../policies/policy-decision.js';
-import { type Plan, PlanStatus } from './plan.entity.js';
+import { type Plan, PlanStatus } from '../model/plan.entity.js';
 
 /** How a query is run: at once (`select`), or with the transaction's later statements (`selectLater`). */
 type Read = typeof select;

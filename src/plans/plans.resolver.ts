@@ -10,7 +10,7 @@ import {
 } from '@nestjs/graphql';
 import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { PlanPublishedArgs } from '../events/subscription.args.js';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles, TokenCheckedInDecision } from '../auth/roles.decorator.js';
 import {
@@ -23,7 +23,7 @@ import {
 } from './dto/plan.inputs.js';
 import { ApprovalRule } from '../environments/policy.model.js';
 import { Approval } from './approval.model.js';
-import { Plan, PlanStatus } from './plan.entity.js';
+import { Plan, PlanStatus } from '../model/plan.entity.js';
 import { PlansService } from './plans.service.js';
 import { PlanSummary } from '../terraform/plan-summary.model.js';
 import { TerraformState } from '../terraform/terraform-state.model.js';

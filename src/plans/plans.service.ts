@@ -4,7 +4,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { type EntityManager, In } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
 import { tokenCheckOf } from '../auth/principal-memory.js';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
@@ -28,7 +28,7 @@ import type {
   RejectPlanInput,
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
-import { Plan, PlanContentType, PlanStatus } from './plan.entity.js';
+import { Plan, PlanContentType, PlanStatus } from '../model/plan.entity.js';
 import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
 import { readPriorState } from '../terraform/plan-file.js';
 import { LARGE_PLAN_BYTES, LARGE_PLANS_AT_ONCE } from './large-plans.js';

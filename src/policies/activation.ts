@@ -1,4 +1,4 @@
-import { PlanContentType } from '../plans/plan.entity.js';
+import { PlanContentType } from '../model/plan.entity.js';
 import { type ParsedTerraformPlan, parseTerraformPlan } from '../terraform/terraform-plan.js';
 
 export { PlanContentType };

@@ -1,12 +1,12 @@
 import { Args, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { Database, select } from '../database/database.js';
 import { findOne } from '../database/rows.js';
-import { Environment } from '../environments/environment.entity.js';
-import { EnvironmentError } from '../environments/environment.errors.js';
-import { Plan } from '../plans/plan.entity.js';
+import { Environment } from '../model/environment.entity.js';
+import { EnvironmentError } from '../model/environment.errors.js';
+import { Plan } from '../model/plan.entity.js';
 import { DryRunPlanPoliciesArgs } from './dto/plan-policy.input.js';
 import { PlanPolicy, PolicyResult } from './plan-policy.model.js';
 import { PoliciesService } from './policies.service.js';

@@ -9,7 +9,7 @@ import { planActivation, type PlanFacts } from './activation.js';
 import { PolicyEffect, type PlanPolicy, type PolicyResult } from './plan-policy.model.js';
 import { decidePolicies, type PolicyDecision } from './policy-decision.js';
 import { type Lane, PolicyEngine } from './policy-engine.js';
-import { PlanContentType } from '../plans/plan.entity.js';
+import { PlanContentType } from '../model/plan.entity.js';
 import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
 import { TerraformParser } from '../terraform/terraform-parser.js';
 import { PolicyError } from './policy.errors.js';

@@ -1,7 +1,7 @@
 import { type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
 import { GqlExecutionContext } from '@nestjs/graphql';
 import type { GraphQLResolveInfo } from 'graphql';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { QuotasService } from './quotas.service.js';
 
 const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);

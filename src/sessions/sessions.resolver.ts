@@ -9,7 +9,7 @@ import {
   ResolveField,
   Resolver,
 } from '@nestjs/graphql';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { CurrentPrincipal, Roles, Unscoped } from '../auth/roles.decorator.js';
 import type { CookieRequest } from '../auth/auth.guard.js';
 import { AuthError } from '../auth/auth.errors.js';

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
 import { AuthService } from '../auth/auth.service.js';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';

@@ -1,4 +1,4 @@
-import type { SlackConfig } from './slack-config.js';
+import type { SlackConfig } from '../config/slack-config.js';
 
 /** A Web API call that failed: `retryAfterMs` when Slack said when to try again (429). */
 export class SlackApiError extends Error {

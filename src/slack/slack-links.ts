@@ -4,7 +4,7 @@ import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import { Role } from '../common/role.js';
 import { Database, execute, select } from '../database/database.js';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { SlackError } from './slack.errors.js';
 
 /** A one-time link code is good for this long (R46). */

@@ -1,6 +1,6 @@
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { Approval } from '../plans/approval.model.js';
-import { type Plan, PlanStatus } from '../plans/plan.entity.js';
+import { type Plan, PlanStatus } from '../model/plan.entity.js';
 import { PolicyEffect, type PolicyResult } from '../policies/plan-policy.model.js';
 
 /** What a message shows of a plan, read together (src/slack/plan-view.ts). */

@@ -16,11 +16,11 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute, jsonList, select } from '../database/database.js';
 import { Outbox } from '../outbox/outbox.service.js';
-import { Plan, PLAN_FIELDS_BUT_CONTENT, PlanStatus } from '../plans/plan.entity.js';
+import { Plan, PLAN_FIELDS_BUT_CONTENT, PlanStatus } from '../model/plan.entity.js';
 import { PlansService } from '../plans/plans.service.js';
 import { reviewUrl } from '../plans/review-url.js';
 import { SlackApi, SlackApiError } from './slack-api.js';
-import type { SlackConfig } from './slack-config.js';
+import type { SlackConfig } from '../config/slack-config.js';
 import { countsInWords, FINAL_STATUSES, type PlanView, renderMessage } from './slack-message.js';
 
 /** What a redraw reads of a plan: not its content, summary or plan file. */

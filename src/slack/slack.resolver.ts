@@ -8,7 +8,7 @@ import {
   ResolveField,
   Resolver,
 } from '@nestjs/graphql';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { CurrentPrincipal } from '../auth/roles.decorator.js';
 import { SlackLinks } from './slack-links.js';
 

@@ -1,5 +1,5 @@
 import { Args, Mutation, Query, Resolver } from '@nestjs/graphql';
-import { Principal } from '../auth/principal.entity.js';
+import { Principal } from '../model/principal.entity.js';
 import { CurrentPrincipal, Roles, Unscoped } from '../auth/roles.decorator.js';
 import {
   CreateWebhookInput,

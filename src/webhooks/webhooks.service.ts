@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import type { Principal } from '../auth/principal.entity.js';
+import type { Principal } from '../model/principal.entity.js';
 import { ENVIRONMENT_PATTERN, MAX_ENVIRONMENT_PATTERNS } from '../common/environment-pattern.js';
 import { Clock } from '../common/clock.js';
 import { Database, execute, select } from '../database/database.js';

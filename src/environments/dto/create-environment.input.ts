@@ -1,7 +1,7 @@
 import { Field, InputType, Int } from '@nestjs/graphql';
 import { IsBoolean, IsEnum } from 'class-validator';
 import { IsName } from '../../common/validation.js';
-import { FencingMode } from '../environment.entity.js';
+import { FencingMode } from '../../model/environment.entity.js';
 import { ApprovalRuleInput, IsApprovalRules, IsProposalTtl } from './policy.inputs.js';
 
 @InputType()

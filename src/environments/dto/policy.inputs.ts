@@ -14,7 +14,7 @@ import {
 } from 'class-validator';
 import { IsName, IsShortText, NAME_PATTERN } from '../../common/validation.js';
 import { PlanPolicyInput } from '../../policies/dto/plan-policy.input.js';
-import { QueueMode } from '../environment.entity.js';
+import { QueueMode } from '../../model/environment.entity.js';
 
 export const MAX_PROPOSAL_TTL_SECONDS = 2_592_000;
 

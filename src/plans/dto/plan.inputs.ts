@@ -9,7 +9,7 @@ import {
   IsShortText,
   MAX_INT32,
 } from '../../common/validation.js';
-import { PlanContentType, PlanStatus } from '../plan.entity.js';
+import { PlanContentType, PlanStatus } from '../../model/plan.entity.js';
 
 @InputType()
 export class SubmitPlanInput {

@@ -1,7 +1,7 @@
 import { Field, GraphQLISODateTime, ID, Int, ObjectType, registerEnumType } from '@nestjs/graphql';
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import { millis } from '../common/date.transformer.js';
-import type { ApprovalSnapshot } from './approval.model.js';
+import type { ApprovalSnapshot } from '../plans/approval.model.js';
 import type { PolicyResult } from '../policies/plan-policy.model.js';
 
 /** Policy results stored as a JSON array; a plan submitted before policies existed has none. */

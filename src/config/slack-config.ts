@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ConfigError } from '../config/config.js';
+import { ConfigError } from './config-error.js';
 
 /** One channel and the environments (name patterns, `*` any run of characters) it reviews. */
 export interface SlackChannel {
