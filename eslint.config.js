@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // public/ is plain browser JavaScript, covered by the browser test.
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'reports/', '.stryker-tmp/', 'public/', 'test-output/', '*.config.js', '*.config.mjs', 'test/support/*.js', '.dependency-cruiser.cjs', 'scripts/*.mjs'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'reports/', '.stryker-tmp/', 'public/', 'test-output/', '*.config.js', '*.config.mjs', 'test/support/*.js', '.dependency-cruiser.cjs', 'scripts/*.mjs', 'test/**/*.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -7,7 +7,7 @@ import { heldEnvironment, holdEnvironment } from './row-locks.js';
 import { PlanId } from '../common/ids.js';
 import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../model/plan.entity.js';
 import type { PolicyDecision } from '../policies/policy-decision.js';
-import { PolicyError } from '../policies/policy.errors.js';
+import { PolicyError } from '../model/policy.errors.js';
 import { addEffect } from './effects.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
 import {

@@ -12,7 +12,7 @@ import { type Lane, PolicyEngine } from './policy-engine.js';
 import { PlanContentType } from '../model/plan.entity.js';
 import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
 import { TerraformParser } from '../terraform/terraform-parser.js';
-import { PolicyError } from './policy.errors.js';
+import { PolicyError } from '../model/policy.errors.js';
 import type { PlanPolicyInput } from './dto/plan-policy.input.js';
 
 /** DESIGN §6: plan policies per environment, expression bytes, message characters. */
