@@ -131,6 +131,55 @@ test('a reviewer can pin the content they reviewed', async () => {
   expect(ok(right).approvePlan.status).toBe('PUBLISHED');
 });
 
+// proves: R47
+test('a reviewer can pin the deployment sequence they saw: once it moved, the approval is refused in its own statement and nothing is recorded', async () => {
+  const { env, generation } = await leasedEnvironment();
+  const plan = await world.submitOk(agent, env, generation, 'reviewed while nothing ran');
+  const deployer = await world.issue(`deployer-${env}`, 'DEPLOYER');
+  // Drift moves the deployment sequence from 0 to 1 (R53), as a deployment start would.
+  ok(
+    await world.gql(
+      deployer,
+      'mutation($e: String!) { reportDrift(environment: $e, detail: "a change by hand") { name } }',
+      {
+        e: env,
+      },
+    ),
+  );
+  const refused = await world.approve(reviewer, plan.id, { deploymentSequence: 0 });
+  expect(codeOf(refused)).toBe('PRECONDITION_FAILED');
+  expect(refused.errors![0].extensions).toMatchObject({
+    reason: 'DEPLOYMENT_SEQUENCE',
+    deploymentSequence: 1,
+  });
+  expect(refused.errors![0].message).toContain('reviewed against deployment sequence 0');
+  const approvals = async () =>
+    ok(
+      await world.gql<{ plan: { approvals: unknown[] } }>(
+        reviewer,
+        'query($id: ID!) { plan(id: $id) { approvals { approver } } }',
+        { id: plan.id },
+      ),
+    ).plan.approvals;
+  expect(await approvals()).toEqual([]);
+  const accepted = await world.approve(reviewer, plan.id, { deploymentSequence: 1 });
+  expect(ok(accepted).approvePlan.status).toBe('PUBLISHED');
+});
+
+test('each approval records the door it came through', async () => {
+  const { env, generation } = await leasedEnvironment();
+  const plan = await world.submitOk(agent, env, generation, 'approved over GraphQL');
+  ok(await world.approve(reviewer, plan.id));
+  const read = ok(
+    await world.gql<{ plan: { approvals: { approver: string; via: string | null }[] } }>(
+      reviewer,
+      'query($id: ID!) { plan(id: $id) { approvals { approver via } } }',
+      { id: plan.id },
+    ),
+  );
+  expect(read.plan.approvals).toEqual([{ approver: 'reviewer', via: 'graphql' }]);
+});
+
 // proves: R13
 test('nobody approves their own plan, not even an admin (four eyes)', async () => {
   const env = `env-${++envs}`;

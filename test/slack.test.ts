@@ -343,6 +343,14 @@ describe('clicks', () => {
     expect(await said('UALICE', before + 1)).toContain('published');
     expect((await w.plan(plan.id))!.status).toBe('PUBLISHED');
     expect((await w.plan(plan.id))!.reviewedBy).toBe('alice');
+    const recorded = ok(
+      await w.gql<{ plan: { approvals: { approver: string; via: string | null }[] } }>(
+        w.admin,
+        'query($id: ID!) { plan(id: $id) { approvals { approver via } } }',
+        { id: plan.id },
+      ),
+    ).plan.approvals;
+    expect(recorded).toEqual([{ approver: 'alice', via: 'slack' }]);
     await until('the message without buttons', () => !hasButtons(message.blocks));
     const events = await audit(env);
     expect(events).toContainEqual(

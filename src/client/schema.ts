@@ -32,6 +32,8 @@ export type Approval = {
   contentHash: Scalars['String']['output'];
   /** The person, where the approver signed in (DESIGN R43). */
   person: Maybe<Person>;
+  /** The door the approval came through: graphql, mcp or slack (null: recorded before doors were). */
+  via: Maybe<Scalars['String']['output']>;
 };
 
 export type ApprovalRule = {
@@ -51,6 +53,8 @@ export type ApprovePlanInput = {
   breakGlassReason?: InputMaybe<Scalars['String']['input']>;
   /** When given, approval fails with PRECONDITION_FAILED unless the plan's contentHash matches. */
   contentHash?: InputMaybe<Scalars['String']['input']>;
+  /** When given, approval fails with PRECONDITION_FAILED {reason: DEPLOYMENT_SEQUENCE} unless the environment's deploymentSequence is still this: the reviewer saw the plan against it (a Slack message pins it). */
+  deploymentSequence?: InputMaybe<Scalars['Int']['input']>;
   idempotencyKey?: InputMaybe<Scalars['String']['input']>;
   planId: Scalars['ID']['input'];
 };

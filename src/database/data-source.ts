@@ -27,6 +27,7 @@ import { TerraformState1766100000000 } from '../../migrations/1766100000000-terr
 import { Sessions1766200000000 } from '../../migrations/1766200000000-sessions.js';
 import { Preconditions1766300000000 } from '../../migrations/1766300000000-preconditions.js';
 import { Slack1766400000000 } from '../../migrations/1766400000000-slack.js';
+import { ApprovalVia1766500000000 } from '../../migrations/1766500000000-approval-via.js';
 import { Deployment } from '../model/deployment.entity.js';
 import { Environment } from '../model/environment.entity.js';
 import { IdempotencyRecord } from '../model/idempotency-record.entity.js';
@@ -66,6 +67,7 @@ export const migrations = [
   Sessions1766200000000,
   Preconditions1766300000000,
   Slack1766400000000,
+  ApprovalVia1766500000000,
 ];
 
 /**

@@ -295,6 +295,10 @@ export class PlanWrites {
       reviewer: string;
       contentHash: string | null;
       breakGlassReason: string | null;
+      /** R47: the environment's deployment sequence the reviewer saw the plan against. */
+      deploymentSequence?: number | null;
+      /** The door the approval came through, recorded with it. */
+      via?: string | null;
       now: number;
     },
   ): Promise<Plan> {
@@ -302,6 +306,8 @@ export class PlanWrites {
     const breakGlass = p.breakGlassReason != null;
     const params = {
       ...p,
+      deploymentSequence: p.deploymentSequence ?? null,
+      via: p.via ?? null,
       id: plan.id,
       environment: plan.environment,
       generation: plan.generation,
@@ -329,9 +335,9 @@ export class PlanWrites {
       expiringProposals(m, p.now, plan.environment),
       execute(
         m,
-        `INSERT INTO approvals (plan_id, approver, at, content_hash, break_glass_reason)
+        `INSERT INTO approvals (plan_id, approver, at, content_hash, break_glass_reason, via)
        SELECT p.id, CAST(:reviewer AS VARCHAR(63)), CAST(:now AS BIGINT), p.content_hash,
-         CAST(:breakGlassReason AS VARCHAR(255))
+         CAST(:breakGlassReason AS VARCHAR(255)), CAST(:via AS VARCHAR(16))
        FROM plans p JOIN environments e ON e.name = p.environment
        WHERE p.id = :id AND p.status = 'PROPOSED' AND p.purged_at IS NULL
          AND p.submitted_by <> :reviewer
@@ -340,6 +346,7 @@ export class PlanWrites {
          AND (e.current_generation < p.generation
            OR (e.current_generation = p.generation AND e.current_sequence < p.sequence))
          ${p.contentHash != null ? 'AND p.content_hash = :contentHash' : ''}
+         ${p.deploymentSequence != null ? 'AND e.deployment_sequence = :deploymentSequence' : ''}
          AND NOT EXISTS (SELECT 1 FROM approvals mine WHERE mine.plan_id = :id AND mine.approver = :reviewer)
          AND ${
            breakGlass

@@ -232,6 +232,7 @@ export async function whyApprovalRejected(
     reviewer: string;
     contentHash: string | null;
     breakGlassReason: string | null;
+    deploymentSequence?: number | null;
     now: number;
   },
 ): Promise<Error> {
@@ -253,6 +254,17 @@ export async function whyApprovalRejected(
         currentPlanId: env.currentPlanId,
         expectedContentHash: plan.contentHash,
         reviewedContentHash: p.contentHash,
+      },
+    );
+  }
+  if (p.deploymentSequence != null && p.deploymentSequence !== env.deploymentSequence) {
+    return new FenceError(
+      'PRECONDITION_FAILED',
+      `plan ${plan.id} was reviewed against deployment sequence ${p.deploymentSequence} of "${env.name}", which has moved on to ${env.deploymentSequence}: look at the plan again`,
+      {
+        reason: 'DEPLOYMENT_SEQUENCE',
+        currentPlanId: env.currentPlanId,
+        deploymentSequence: env.deploymentSequence,
       },
     );
   }

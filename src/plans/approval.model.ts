@@ -18,6 +18,13 @@ export class Approval {
     description: "Set on an ADMIN's break-glass approval.",
   })
   breakGlassReason: string | null;
+
+  @Field(() => String, {
+    nullable: true,
+    description:
+      'The door the approval came through: graphql, mcp or slack (null: recorded before doors were).',
+  })
+  via: string | null;
 }
 
 /** What an approval's answer shows, read in the approval's own transaction (coherent with its status). */

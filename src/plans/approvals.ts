@@ -17,7 +17,7 @@ export async function approvalsOf(
 ): Promise<Approval[]> {
   const rows = await read<ApprovalRow>(
     m,
-    `SELECT approver, at, content_hash, break_glass_reason FROM approvals
+    `SELECT approver, at, content_hash, break_glass_reason, via FROM approvals
      WHERE plan_id = :id ORDER BY at, approver`,
     { id: planId },
   );
@@ -29,6 +29,7 @@ interface ApprovalRow {
   at: number | string;
   content_hash: string;
   break_glass_reason: string | null;
+  via: string | null;
 }
 
 function approvalOf(row: ApprovalRow): Approval {
@@ -37,6 +38,7 @@ function approvalOf(row: ApprovalRow): Approval {
     at: new Date(Number(row.at)),
     contentHash: row.content_hash,
     breakGlassReason: row.break_glass_reason,
+    via: row.via,
   };
 }
 
@@ -48,7 +50,7 @@ export async function approvalsOfPlans(
 ): Promise<Approval[][]> {
   const rows = await select<ApprovalRow & { plan_id: string }>(
     m,
-    `SELECT plan_id, approver, at, content_hash, break_glass_reason FROM approvals
+    `SELECT plan_id, approver, at, content_hash, break_glass_reason, via FROM approvals
      WHERE plan_id IN (${jsonList(dialect, 'ids', 'text')}) ORDER BY plan_id, at, approver`,
     { ids: JSON.stringify(planIds) },
   );

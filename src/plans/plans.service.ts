@@ -276,11 +276,15 @@ export class PlansService {
   async approve(principal: Principal, input: ApprovePlanInput): Promise<Plan> {
     const { idempotencyKey, ...call } = input;
     const breakGlassReason = call.breakGlassReason ?? null;
+    const deploymentSequence = call.deploymentSequence ?? null;
     const canonical = {
       planId: call.planId,
       contentHash: call.contentHash ?? null,
       ...(breakGlassReason != null ? { breakGlassReason } : {}),
+      ...(deploymentSequence != null ? { deploymentSequence } : {}),
     };
+    // The door is read here, in the request's own context (currentVia).
+    const via = currentVia();
     const { environment, generation } = PlanId.of(input.planId);
     // The approvals as the decision left them, read with its commit (the last attempt's).
     const last: { snapshot?: { of: Plan; read: Promise<ApprovalSnapshot> } } = {};
@@ -307,6 +311,8 @@ export class PlansService {
           planId: canonical.planId,
           contentHash: canonical.contentHash,
           breakGlassReason,
+          deploymentSequence,
+          via,
           reviewer: principal.name,
           now,
         });

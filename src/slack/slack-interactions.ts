@@ -291,7 +291,12 @@ export class SlackInteractions {
       }
       const plan = await throughSlack(() =>
         what.kind === 'approve'
-          ? this.plans.approve(principal, { planId: pin.planId, contentHash: pin.contentHash })
+          ? this.plans.approve(principal, {
+              planId: pin.planId,
+              contentHash: pin.contentHash,
+              // Decided in the approval's own statement, whatever the read above saw (R47).
+              deploymentSequence: pin.deploymentSequence,
+            })
           : this.plans.reject(principal, { planId: pin.planId, reason: what.reason }),
       );
       const status = await this.plans.status(plan);

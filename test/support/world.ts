@@ -137,7 +137,12 @@ export class World {
   approve(
     token: string,
     planId: string,
-    extra: { contentHash?: string; idempotencyKey?: string; breakGlassReason?: string } = {},
+    extra: {
+      contentHash?: string;
+      idempotencyKey?: string;
+      breakGlassReason?: string;
+      deploymentSequence?: number;
+    } = {},
   ) {
     return this.gql<{ approvePlan: Plan }>(
       token,

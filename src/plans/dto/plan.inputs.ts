@@ -89,6 +89,17 @@ export class ApprovePlanInput {
   })
   contentHash?: string | null;
 
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      "When given, approval fails with PRECONDITION_FAILED {reason: DEPLOYMENT_SEQUENCE} unless the environment's deploymentSequence is still this: the reviewer saw the plan against it (a Slack message pins it).",
+  })
+  @IsOptional()
+  @IsInt()
+  @Min(0, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
+  @Max(MAX_INT32, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
+  deploymentSequence?: number | null;
+
   @Field(() => String, { nullable: true })
   @IsOptionalShortText()
   idempotencyKey?: string | null;
