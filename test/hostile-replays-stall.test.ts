@@ -175,7 +175,7 @@ test('20 sockets × 100 plain subscriptions (the documented maximum): all admitt
 }, 180_000);
 
 test('replays are priced by the bytes they carry: a principal that replayed a bucket of plan content waits, RATE_LIMITED naming the byte budget', async () => {
-  const small = await startApp({ PLANFENCE_MAX_RESPONSE_BYTES: String(1024 * 1024) });
+  const small = await startApp({ PLANFENCE_WS_REPLAY_BYTES_PER_MINUTE: String(1024 * 1024) });
   try {
     const w = new World(small);
     const writer = await w.issue('writer', 'AGENT');

@@ -41,7 +41,7 @@ let agent: string;
 const document = maskingHeavyDocument();
 
 beforeAll(async () => {
-  app = await startApp({ PLANFENCE_POLICY_PARSE_BUDGET_MS: '20000' });
+  app = await startApp({ PLANFENCE_TERRAFORM_PARSE_BUDGET_MS: '20000' });
   world = new World(app);
   agent = await world.issue('agent', 'AGENT');
   await world.createEnvironment('tf', 'MONOTONIC', false);
@@ -111,7 +111,7 @@ test('the same document through MCP submit_plan: /health keeps answering', async
 }, 120_000);
 
 test('a document over its budget is refused with BAD_USER_INPUT naming the limit, through GraphQL and MCP; nothing stored', async () => {
-  const tight = await startApp({ PLANFENCE_POLICY_PARSE_BUDGET_MS: '5' });
+  const tight = await startApp({ PLANFENCE_TERRAFORM_PARSE_BUDGET_MS: '5' });
   try {
     const w = new World(tight);
     const a = await w.issue('agent', 'AGENT');
@@ -128,7 +128,7 @@ test('a document over its budget is refused with BAD_USER_INPUT naming the limit
     });
     expect(codeOf(refused)).toBe('BAD_USER_INPUT');
     expect(refused.errors![0].extensions).toMatchObject({ limit: 'terraformParseMs', max: 5 });
-    expect(refused.errors![0].message).toMatch(/PLANFENCE_POLICY_PARSE_BUDGET_MS/);
+    expect(refused.errors![0].message).toMatch(/PLANFENCE_TERRAFORM_PARSE_BUDGET_MS/);
     expect(await w.plans('tight')).toEqual([]);
 
     const mcp = await connectMcp(tight.url, a, 'http');
@@ -142,7 +142,7 @@ test('a document over its budget is refused with BAD_USER_INPUT naming the limit
       expect(result.isError).toBe(true);
       expect(result.structuredContent).toMatchObject({ code: 'BAD_USER_INPUT' });
       expect(JSON.stringify(result.structuredContent)).toMatch(
-        /PLANFENCE_POLICY_PARSE_BUDGET_MS|terraformParseMs/,
+        /PLANFENCE_TERRAFORM_PARSE_BUDGET_MS|terraformParseMs/,
       );
     } finally {
       await mcp.close();

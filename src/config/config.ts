@@ -78,6 +78,8 @@ export interface PoliciesConfig {
   planBudgetMs: number;
   /** Parsing one expression when it is saved or tried. */
   parseBudgetMs: number;
+  /** Parsing, summarising and masking one Terraform plan document, in its worker's CPU time. */
+  terraformBudgetMs: number;
   /** Worker threads (each evaluates one plan at a time). */
   workers: number;
 }
@@ -119,6 +121,8 @@ export interface SubscriptionsConfig {
   replayLimit: number;
   /** Events one principal may have replayed per minute (a token bucket of this size); beyond: RATE_LIMITED. */
   replayEventsPerMinute: number;
+  /** Bytes of plan content and summaries one principal may have replayed per minute (a bucket of this size). */
+  replayBytesPerMinute: number;
   /** Replays of one principal in progress at once; one more: RATE_LIMITED. */
   maxReplaysPerPrincipal: number;
 }
@@ -498,11 +502,19 @@ export function loadConfig(env: Env = process.env): Config {
         100_000_000,
       ),
       maxReplaysPerPrincipal: integer(env, 'PLANFENCE_WS_MAX_REPLAYS_PER_PRINCIPAL', 4, 1, 10_000),
+      replayBytesPerMinute: integer(
+        env,
+        'PLANFENCE_WS_REPLAY_BYTES_PER_MINUTE',
+        128 * 1024 * 1024,
+        1024,
+        Number.MAX_SAFE_INTEGER,
+      ),
     },
     policies: {
       policyBudgetMs: integer(env, 'PLANFENCE_POLICY_BUDGET_MS', 50, 1, 60_000),
       planBudgetMs: integer(env, 'PLANFENCE_PLAN_POLICY_BUDGET_MS', 250, 1, 600_000),
       parseBudgetMs: integer(env, 'PLANFENCE_POLICY_PARSE_BUDGET_MS', 1000, 1, 60_000),
+      terraformBudgetMs: integer(env, 'PLANFENCE_TERRAFORM_PARSE_BUDGET_MS', 1000, 1, 60_000),
       workers: integer(env, 'PLANFENCE_POLICY_WORKERS', 1, 1, 64),
     },
     mcp: mcp(env),

@@ -114,7 +114,7 @@ export class SubscriptionFeeds {
     this.budget = new ReplayBudget(
       config.subscriptions.replayEventsPerMinute,
       config.subscriptions.maxReplaysPerPrincipal,
-      config.limits.maxResponseBytes,
+      config.subscriptions.replayBytesPerMinute,
     );
   }
 

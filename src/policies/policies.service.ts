@@ -48,7 +48,7 @@ export class PoliciesService implements OnModuleDestroy {
 
   /**
    * Terraform plan documents are parsed, summarised and masked on worker threads (R31, R54),
-   * bounded by PLANFENCE_POLICY_PARSE_BUDGET_MS of the worker's time each: submits on their
+   * bounded by PLANFENCE_TERRAFORM_PARSE_BUDGET_MS of the worker's time each: submits on their
    * own workers, dry runs on one of their own.
    */
   private readonly terraform: Record<Lane, TerraformParser>;
@@ -59,8 +59,8 @@ export class PoliciesService implements OnModuleDestroy {
     @Inject(CONFIG) private readonly config: Config,
   ) {
     const options = {
-      budgetMs: config.policies.parseBudgetMs,
-      budgetVariable: 'PLANFENCE_POLICY_PARSE_BUDGET_MS',
+      budgetMs: config.policies.terraformBudgetMs,
+      budgetVariable: 'PLANFENCE_TERRAFORM_PARSE_BUDGET_MS',
     };
     this.terraform = {
       submit: new TerraformParser({ ...options, workers: config.policies.workers }),
