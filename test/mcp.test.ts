@@ -228,6 +228,7 @@ describe.each<Door>(DOORS)('over %s', (door) => {
       contentHash: expect.stringMatching(/^[0-9a-f]{64}$/),
       summary: null,
       pendingApprovalRules: [{ group: null, count: 1 }],
+      pendingChecks: [],
       policyResults: [],
       reviewUrl,
     });
@@ -780,6 +781,7 @@ resource "terraform_data" "db" { input = "db-1" }
         // The counts only: the resources themselves are get_plan's.
         summary: { add: 2, change: 0, destroy: 0, replace: 0, read: 0, noop: 0 },
         pendingApprovalRules: [{ group: null, count: 1 }],
+        pendingChecks: [],
         policyResults: [],
         reviewUrl: `${app.url}/?plan=${encodeURIComponent(id)}`,
       });

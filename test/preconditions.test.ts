@@ -6,6 +6,7 @@
  */
 import { startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
+import { connectMcp } from './support/mcp.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
 
 let app: TestApp;
@@ -163,6 +164,30 @@ async function deployRevision(
 }
 
 describe('R50: required checks', () => {
+  // proves: R50
+  test("an AI agent's submit_plan says which required checks publication waits for", async () => {
+    await environmentWith('checked-mcp', { requiredChecks: ['scan'] });
+    const generation = await world.acquire(tokens.agent, 'checked-mcp', 600);
+    const agent = await connectMcp(app.url, tokens.agent, 'http');
+    try {
+      const result = await agent.call('submit_plan', {
+        environment: 'checked-mcp',
+        generation,
+        content: 'scale web to 3',
+      });
+      expect(result.isError).toBeFalsy();
+      expect(result.structuredContent).toMatchObject({
+        plan: { status: 'PROPOSED', pendingChecks: ['scan'] },
+      });
+      const text = (result.content as { type: string; text: string }[])
+        .map((c) => c.text)
+        .join('\n');
+      expect(text).toContain('required checks scan');
+    } finally {
+      await agent.close();
+    }
+  });
+
   // proves: R50
   test('approvals are recorded while checks are pending; a FAILURE holds; the SUCCESS that completes them publishes; a decided plan refuses reports', async () => {
     await environmentWith('checked', { requiredChecks: ['scan', 'unit'] });

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ChecksModule } from '../checks/checks.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { DeploymentsModule } from '../deployments/deployments.module.js';
 import { EnvironmentsModule } from '../environments/environments.module.js';
@@ -16,6 +17,7 @@ import { McpGate } from './mcp.gate.js';
     EnvironmentsModule,
     LeasesModule,
     PlansModule,
+    ChecksModule,
     DeploymentsModule,
   ],
   controllers: [McpController],

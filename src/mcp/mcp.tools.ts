@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { ChecksService } from '../checks/checks.service.js';
 import { Injectable, type Type } from '@nestjs/common';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
@@ -300,6 +301,7 @@ export class McpTools {
     private readonly gate: McpGate,
     private readonly environments: EnvironmentsService,
     private readonly plans: PlansService,
+    private readonly checks: ChecksService,
     private readonly leases: LeasesService,
     private readonly queue: LeaseQueueService,
     private readonly deployments: DeploymentsService,
@@ -828,6 +830,9 @@ export class McpTools {
               .nullable()
               .describe('TERRAFORM_PLAN_JSON: resource changes counted by action; null for TEXT'),
             pendingApprovalRules: z.array(approvalRule),
+            pendingChecks: z
+              .array(z.string())
+              .describe('required checks whose SUCCESS publication still waits for (R50)'),
             policyResults: z.array(policyResult),
             reviewUrl: z
               .string()
@@ -891,6 +896,7 @@ export class McpTools {
                   contentHash: plan.contentHash,
                   summary: countsOf(await summaryOf(plan)),
                   pendingApprovalRules: await this.plans.pendingApprovalRules(plan),
+                  pendingChecks: await this.checks.pending(plan),
                   policyResults: plan.policyResults ?? [],
                   reviewUrl: reviewUrl(base, plan.id),
                 },
@@ -1033,6 +1039,7 @@ interface SubmittedPlan {
   id: string;
   status: string;
   reviewUrl: string;
+  pendingChecks: string[];
 }
 
 /** The counts of a stored Terraform summary (its resources and version left out), or null. */

@@ -72,10 +72,18 @@ export function nextStep(code: string, extensions: Extensions = {}): string {
  * names the page where a person decides it (R49): the agent may show it to one; it cannot
  * approve it itself (R29).
  */
-export function afterSubmit(plan: { id: string; status: string; reviewUrl: string }): string {
+export function afterSubmit(plan: {
+  id: string;
+  status: string;
+  reviewUrl: string;
+  pendingChecks?: string[];
+}): string {
+  const checks = plan.pendingChecks?.length
+    ? ` Publication also waits for the required checks ${plan.pendingChecks.join(', ')} to report SUCCESS.`
+    : '';
   switch (plan.status) {
     case 'PROPOSED':
-      return `Plan ${plan.id} awaits review: a person approves or rejects it at ${plan.reviewUrl} (give them this link; no tool approves). Call wait_for_decision with planId ${plan.id} to learn the decision.`;
+      return `Plan ${plan.id} awaits review: a person approves or rejects it at ${plan.reviewUrl} (give them this link; no tool approves).${checks} Call wait_for_decision with planId ${plan.id} to learn the decision.`;
     case 'PUBLISHED':
       return `Plan ${plan.id} is published (this environment needs no review; its page: ${plan.reviewUrl}).`;
     default:
