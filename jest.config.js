@@ -77,6 +77,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'console-terraform',
         'contract',
         'graphql-documents',
+        'slack-sign-in',
         'client-types',
         'design',
         'docs-images',
