@@ -4,6 +4,7 @@
  * and `drift report|check` (R53; `drift` parses its own arguments: `--terraform` is a flag
  * there).
  */
+import { NO_TOKEN, tokenFor } from './login-store.js';
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { type CheckStatus, Checks, type EnvironmentPreconditions } from '../../client/checks.js';
@@ -179,8 +180,8 @@ export async function drift(argv: string[], out: (text: string) => void): Promis
     return values.help ? 0 : 2;
   }
   const url = values.url ?? process.env.PLANFENCE_URL ?? 'http://127.0.0.1:4000';
-  const token = values.token ?? process.env.PLANFENCE_TOKEN;
-  if (!token) throw new UsageError('no token: pass --token or set PLANFENCE_TOKEN');
+  const token = tokenFor(url, values.token);
+  if (!token) throw new UsageError(NO_TOKEN);
   const checks = new Checks(new PlanfenceClient({ url, token }));
   const print = (env: EnvironmentPreconditions, line: string) =>
     out(values.json ? JSON.stringify(env, null, 2) : line);
