@@ -1,6 +1,6 @@
 import { Field, ObjectType } from '@nestjs/graphql';
 import type { EntityManager } from 'typeorm';
-import { select } from '../database/sql.js';
+import { selectLater } from '../database/sql.js';
 
 /**
  * A person who signed in (DESIGN R40, R43): the provider's issuer and subject name them
@@ -47,18 +47,17 @@ export function describePerson(person: Person): string {
 const PERSON_DECISIONS = new Set(['APPROVE_PLAN', 'REJECT_PLAN', 'RECONCILE_DEPLOYMENT']);
 
 /**
- * R43: the audit detail of a decision by a signed-in person, with the person appended
- * (`...; person: Alice A <alice@example.com> (subject u-1 at https://idp)`); unchanged for
- * other decisions and for actors that are no person. Read in the decision's transaction.
+ * R43: the person behind the actor of a decision that names one (null for other decisions),
+ * read in the decision's transaction. Started before the decision's own statements, it is
+ * sent with them (PostgreSQL: no round trip of its own); awaited once one of them was.
  */
-export async function withPerson(
+export function personLater(
   m: EntityManager,
   action: string,
   actor: string,
-  detail: string | undefined,
-): Promise<string | undefined> {
-  if (!PERSON_DECISIONS.has(action)) return detail;
-  const [row] = await select<{
+): Promise<Person | null> | null {
+  if (!PERSON_DECISIONS.has(action)) return null;
+  const read = selectLater<{
     person_issuer: string | null;
     person_subject: string | null;
     person_email: string | null;
@@ -67,15 +66,31 @@ export async function withPerson(
     m,
     'SELECT person_issuer, person_subject, person_email, person_name FROM principals WHERE name = :actor',
     { actor },
+  ).then(([row]) =>
+    row
+      ? personOf({
+          personIssuer: row.person_issuer,
+          personSubject: row.person_subject,
+          personEmail: row.person_email,
+          personName: row.person_name,
+        })
+      : null,
   );
-  const person = row
-    ? personOf({
-        personIssuer: row.person_issuer,
-        personSubject: row.person_subject,
-        personEmail: row.person_email,
-        personName: row.person_name,
-      })
-    : null;
-  if (!person) return detail;
-  return `${detail ? `${detail}; ` : ''}person: ${describePerson(person)}`;
+  // A transaction that fails first rejects it; nobody awaits it then.
+  read.catch(() => undefined);
+  return read;
+}
+
+/**
+ * R43: the audit detail of a decision by a signed-in person, with the person appended
+ * (`...; person: Alice A <alice@example.com> (subject u-1 at https://idp)`); unchanged for
+ * other decisions and for actors that are no person.
+ */
+export async function withPerson(
+  detail: string | undefined,
+  person: Promise<Person | null> | null,
+): Promise<string | undefined> {
+  const found = person ? await person : null;
+  if (!found) return detail;
+  return `${detail ? `${detail}; ` : ''}person: ${describePerson(found)}`;
 }

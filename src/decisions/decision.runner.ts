@@ -7,7 +7,7 @@ import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database, isTokenCheckFailure, type TokenCheck } from '../database/database.js';
 import { AuthError } from '../auth/auth.errors.js';
-import { withPerson } from '../auth/person.model.js';
+import { type Person, personLater, withPerson } from '../auth/person.model.js';
 import {
   type IdempotentCall,
   IdempotencyService,
@@ -264,7 +264,13 @@ export class DecisionRunner {
     try {
       remembered = await this.idempotency.recall(m, call, now);
     } catch (error) {
-      return this.rejected(m, now, decision, error);
+      return this.rejected(
+        m,
+        now,
+        decision,
+        error,
+        personLater(m, decision.action, decision.actor),
+      );
     }
     if (remembered) {
       if ('error' in remembered) return remembered;
@@ -304,12 +310,14 @@ export class DecisionRunner {
   ): Promise<Outcome<T>> {
     const now = at ?? (await this.clock.now(m));
     openEffects(m);
+    // R43: the person behind the actor, read with the decision's first statements.
+    const person = personLater(m, decision.action, decision.actor);
     try {
       const result = await work(m, now);
       await this.send(m, takeEffects(m));
       const { detail: said, ...summary } = summarize(result);
       // R43: a decision by a signed-in person names the person.
-      const detail = await withPerson(m, decision.action, decision.actor, said);
+      const detail = await withPerson(said, person);
       await this.audit.record(
         m,
         now,
@@ -318,7 +326,7 @@ export class DecisionRunner {
       );
       return { result };
     } catch (error) {
-      return this.rejected(m, now, decision, error);
+      return this.rejected(m, now, decision, error, person);
     }
   }
 
@@ -327,6 +335,7 @@ export class DecisionRunner {
     now: number,
     decision: Decision,
     error: unknown,
+    person: Promise<Person | null> | null = null,
   ): Promise<{ error: DomainError }> {
     if (!isDomainError(error)) throw error;
     // What the guard decided before it rejected holds whatever the decision.
@@ -339,7 +348,7 @@ export class DecisionRunner {
       ...decision,
       outcome: AuditOutcome.REJECTED,
       code: error.code,
-      detail: await withPerson(m, decision.action, decision.actor, error.message),
+      detail: await withPerson(error.message, person),
     });
     return { error };
   }
