@@ -22,11 +22,13 @@ const worst = (samples: number[]) =>
     .slice(0, 6);
 
 /**
- * The worst /health answer during an attack, as a multiple of the idle median. Before
+ * The worst /health answer during an attack, as a multiple of the idle baseline. Before
  * these defences the attacks below stalled /health 150–400× (one replay of 200 plans of
- * 170 KB, 20 × 100 subscriptions); after them the worst answer waits for one event.
+ * 170 KB, 20 × 100 subscriptions; 885× for plain subscriptions); after them the worst answer
+ * waits for one event, and a collection of the replayed strings: 20–40× on a quiet machine,
+ * up to 71× while the whole suite runs beside it on two cores.
  */
-const MAX_STALL_RATIO = 60;
+const MAX_STALL_RATIO = 120;
 
 const PLANS = (fields: string) =>
   `subscription($e: String!, $after: ID) { planPublished(environment: $e, after: $after) { ${fields} } }`;
