@@ -29,6 +29,11 @@ const worst = (samples: number[]) =>
  * up to 71× while the whole suite runs beside it on two cores.
  */
 const MAX_STALL_RATIO = 120;
+/**
+ * 2,000 plain subscriptions admitted at once: 885× before the defences; after them up to
+ * 166× on PostgreSQL while the whole suite runs beside it on two cores.
+ */
+const MAX_PLAIN_STALL_RATIO = 400;
 
 const PLANS = (fields: string) =>
   `subscription($e: String!, $after: ID) { planPublished(environment: $e, after: $after) { ${fields} } }`;
@@ -173,7 +178,7 @@ test('20 sockets × 100 plain subscriptions (the documented maximum): all admitt
   // Every subscription admitted, none refused, no socket closed (4408 or any other).
   expect(summary).toMatchObject({ next: 0, error: 0, closed: [] });
   if (process.env.HOSTILE_VERBOSE) console.log({ baseline, worst: worst(samples) });
-  expect(stallRatio(samples, baseline)).toBeLessThan(MAX_STALL_RATIO);
+  expect(stallRatio(samples, baseline)).toBeLessThan(MAX_PLAIN_STALL_RATIO);
 }, 180_000);
 
 test('replays are priced by the bytes they carry: a principal that replayed a bucket of plan content waits, RATE_LIMITED naming the byte budget', async () => {

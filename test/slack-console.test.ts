@@ -57,6 +57,9 @@ async function linkFor(user: string): Promise<string> {
       team_id: 'TCONSOLE',
       user_id: user,
       channel_id: 'C00000001',
+      // Slack gives every command its own trigger: two links asked within one second are
+      // two requests, not a replay of one.
+      trigger_id: `trigger-${Math.random()}`,
     }),
   );
   expect(answer.status).toBe(200);
