@@ -261,25 +261,7 @@ export class OidcService {
             );
           }
         }
-        const granted = await this.auth.exchangePrincipal(m, {
-          name,
-          role: rule.role,
-          groups: rule.groups,
-          environments: rule.environments,
-          issuer: issuer.issuer,
-          expiresAt,
-          now,
-        });
-        await this.insertRecord(m, now, {
-          issuer: issuer.issuer,
-          subject,
-          principal: name,
-          ruleIndex: index,
-          outcome: 'ACCEPTED',
-          code: null,
-          detail: null,
-        });
-        return granted;
+        return this.grant(m, now, { issuer, subject, mapped, expiresAt, detail: null });
       });
     } catch (error) {
       if (error instanceof AuthError) {
@@ -435,25 +417,13 @@ export class OidcService {
     let issued: IssuedToken;
     try {
       issued = await this.db.write(async (m) => {
-        const granted = await this.auth.exchangePrincipal(m, {
-          name,
-          role: rule.role,
-          groups: rule.groups,
-          environments: rule.environments,
-          issuer: issuer.issuer,
-          expiresAt,
-          now,
-        });
-        await this.insertRecord(m, now, {
-          issuer: issuer.issuer,
+        return this.grant(m, now, {
+          issuer,
           subject,
-          principal: name,
-          ruleIndex: index,
-          outcome: 'ACCEPTED',
-          code: null,
+          mapped,
+          expiresAt,
           detail: 'access token',
         });
-        return granted;
       });
     } catch (error) {
       if (error instanceof AuthError)
@@ -573,6 +543,40 @@ export class OidcService {
     this.logger.warn(
       `OIDC exchange refused: issuer ${entry.issuer}, subject ${entry.subject ?? '(none)'}: ${entry.code} ${entry.detail}`,
     );
+  }
+
+  /** Grants the mapped rule's principal its token until `expiresAt`, and records the accepted exchange. */
+  private async grant(
+    m: Parameters<typeof execute>[0],
+    now: number,
+    p: {
+      issuer: OidcIssuer;
+      subject: string | null;
+      mapped: { rule: OidcRule; index: number; name: string };
+      expiresAt: number;
+      detail: string | null;
+    },
+  ): Promise<IssuedToken> {
+    const { rule, index, name } = p.mapped;
+    const granted = await this.auth.exchangePrincipal(m, {
+      name,
+      role: rule.role,
+      groups: rule.groups,
+      environments: rule.environments,
+      issuer: p.issuer.issuer,
+      expiresAt: p.expiresAt,
+      now,
+    });
+    await this.insertRecord(m, now, {
+      issuer: p.issuer.issuer,
+      subject: p.subject,
+      principal: name,
+      ruleIndex: index,
+      outcome: 'ACCEPTED',
+      code: null,
+      detail: p.detail,
+    });
+    return granted;
   }
 
   private insertRecord(
