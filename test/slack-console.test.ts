@@ -4,14 +4,11 @@
  * people's sign-in returns to the same address), offers the link and binds it only once the
  * person confirms.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { ManualClock } from '../src/common/clock.js';
 import { startApp, type TestApp } from './support/app.js';
 import { launchChromium } from './support/browser.js';
-import { sendToService, signedForm, SlackApiServer } from './support/slack-api.js';
+import { sendToService, signedForm, SlackApiServer, slackConfigFile } from './support/slack-api.js';
 import { until } from './support/until.js';
 import { ok, World } from './support/world.js';
 
@@ -24,16 +21,7 @@ let browser: Browser;
 beforeAll(async () => {
   slack = new SlackApiServer();
   await slack.start();
-  const config = join(mkdtempSync(join(tmpdir(), 'planfence-slack-')), 'slack.json');
-  writeFileSync(
-    config,
-    JSON.stringify({
-      botToken: slack.token,
-      signingSecret: SECRET,
-      apiUrl: slack.url,
-      channels: [{ environments: ['*'], channel: '#reviews' }],
-    }),
-  );
+  const config = slackConfigFile(slack, SECRET);
   app = await startApp({ PLANFENCE_SLACK_CONFIG: config }, new ManualClock(Date.now()));
   w = new World(app);
   ({ browser } = await launchChromium());

@@ -6,9 +6,6 @@
  * click in Slack then approves as them: the approval and its audit event name the person
  * and say `via: slack` (R43, R47).
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { ManualClock } from '../src/common/clock.js';
 import { ADMIN_TOKEN, ok } from './support/app.js';
@@ -20,6 +17,7 @@ import {
   sendToService,
   signedForm,
   SlackApiServer,
+  slackConfigFile,
 } from './support/slack-api.js';
 import { until } from './support/until.js';
 import { World } from './support/world.js';
@@ -33,16 +31,7 @@ let browser: Browser;
 beforeAll(async () => {
   slack = new SlackApiServer();
   await slack.start();
-  const config = join(mkdtempSync(join(tmpdir(), 'planfence-slack-')), 'slack.json');
-  writeFileSync(
-    config,
-    JSON.stringify({
-      botToken: slack.token,
-      signingSecret: SECRET,
-      apiUrl: slack.url,
-      channels: [{ environments: ['*'], channel: '#reviews' }],
-    }),
-  );
+  const config = slackConfigFile(slack, SECRET);
   world = await startSignInWorld({
     env: { PLANFENCE_SLACK_CONFIG: config },
     clock: new ManualClock(Date.now()),

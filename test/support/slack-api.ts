@@ -6,8 +6,11 @@
  * answer 429 or 500.
  */
 import { createHmac } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export interface SlackCall {
   method: string;
@@ -227,4 +230,20 @@ export async function sendToService(
     body: request.body,
   });
   return { status: response.status, body: await response.text(), ms: Date.now() - started };
+}
+
+/** A PLANFENCE_SLACK_CONFIG file for the service, pointed at `slack` (every environment to #reviews by default). */
+export function slackConfigFile(
+  slack: SlackApiServer,
+  signingSecret: string,
+  channels: { environments: string[]; channel: string }[] = [
+    { environments: ['*'], channel: '#reviews' },
+  ],
+): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'planfence-slack-')), 'slack.json');
+  writeFileSync(
+    path,
+    JSON.stringify({ botToken: slack.token, signingSecret, apiUrl: slack.url, channels }),
+  );
+  return path;
 }
