@@ -1,0 +1,16 @@
+/**
+ * Jest for mutation testing the preconditions beyond approval (npm run
+ * test:mutation:preconditions): the suites that prove R50–R53 over HTTP, on SQLite, and the
+ * deployments model test, whose reference model holds checks, promotion, the deploy window
+ * and drift.
+ */
+import { fileURLToPath } from 'node:url';
+import config from './jest.config.js';
+
+export default {
+  ...config.projects[0],
+  // Stryker's environment wrapper loads this path itself, without resolving <rootDir>.
+  testEnvironment: fileURLToPath(new URL('./test/support/environment.js', import.meta.url)),
+  testMatch: ['**/preconditions.test.ts', '**/deployments-model.test.ts'],
+  testTimeout: 60000,
+};
