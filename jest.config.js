@@ -81,7 +81,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'client-types',
         'design',
         'docs-images',
-        'effects',
+        'guard-writes',
         'hostile/http',
       ]),
       ...SQLITE_ONLY,

@@ -26,8 +26,10 @@ export default {
     '**/plan-staleness.test.ts',
     // What the outbox records for a decision (events, their actors and order), as delivered.
     '**/webhooks.test.ts',
-    // The effects list's own rules (a guard write outside a decision fails).
-    '**/effects.test.ts',
+    // What each guard write decides, as values (outcome and effects), without the service.
+    '**/guard-writes.test.ts',
+    // R50–R53: required checks, promotion, the deploy window and drift.
+    '**/preconditions.test.ts',
   ],
   testTimeout: 60000,
 };

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database.js';
+import type { Transaction } from '../database/transaction.js';
 import { EventsService } from '../events/events.service.js';
 import { Environment } from '../model/environment.entity.js';
 import { EnvironmentError } from '../model/environment.errors.js';
@@ -48,7 +48,7 @@ export class AuditService {
    * Written in the transaction of the decision it describes. With `id` (taken from the
    * table's sequence by the statement that decided) the row is not waited for.
    */
-  async record(m: EntityManager, at: number, entry: AuditEntry, id?: number): Promise<void> {
+  async record(m: Transaction, at: number, entry: AuditEntry, id?: number): Promise<void> {
     const event = auditEvent(at, entry);
     if (id === undefined) event.id = (await insertRow(m, AuditEvent, event))!;
     else await insertRowLater(m, AuditEvent, Object.assign(event, { id }));

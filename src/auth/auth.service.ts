@@ -5,6 +5,7 @@ import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute, select } from '../database/database.js';
+import type { Transaction } from '../database/transaction.js';
 import { PrincipalChanges } from '../events/principal-changes.js';
 import { bootstrapAdmin, newToken } from './admin-bootstrap.js';
 import { AuthError } from './auth.errors.js';
@@ -173,7 +174,7 @@ export class AuthService implements OnApplicationBootstrap {
    * to an issued token or another issuer, or was revoked. Runs in the caller's transaction.
    */
   async exchangePrincipal(
-    m: EntityManager,
+    m: Transaction,
     grant: {
       name: string;
       role: Role;

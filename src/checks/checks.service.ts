@@ -65,15 +65,15 @@ export class ChecksService {
         token: tokenCheckOf(principal),
       },
       null,
-      (m, now) =>
-        this.writes.reportCheck(m, {
+      (tx) =>
+        this.writes.reportCheck(tx, {
           planId: input.planId,
           name: input.name,
           status: input.status,
           summary: input.summary ?? null,
           detailsUrl: input.detailsUrl ?? null,
           reporter: principal.name,
-          now,
+          now: tx.now,
         }),
       (plan) =>
         `check ${input.name} ${input.status}${input.summary ? `: ${input.summary}` : ''}${

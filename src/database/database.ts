@@ -14,6 +14,7 @@ import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { GroupCommit } from './group-commit.js';
 import { migrate } from './migrator.js';
 import { execute, executeLater, openLater, takeLater } from './sql.js';
+import { Transaction } from './transaction.js';
 import { StorageError, StorageMonitor } from './storage.js';
 import { TurnsByKey } from '../common/turns.js';
 
@@ -56,10 +57,6 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   private readonly group: GroupCommit;
   /** Transactions committed, and the writes they carried (more than one per commit with group commit). */
   readonly commits = { transactions: 0, writes: 0 };
-  /** Callbacks to run once the transaction of a manager has committed. */
-  private readonly committed = new WeakMap<EntityManager, (() => void)[]>();
-  /** PostgreSQL: the notifications a transaction makes, sent together before its COMMIT. */
-  private readonly notifications = new WeakMap<EntityManager, [string, string][]>();
 
   /** PostgreSQL: each environment's decisions in the database at once (decide()); null on SQLite. */
   private readonly decisionsByEnvironment: TurnsByKey | null;
@@ -88,7 +85,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
       config.storage.writeFailureMs,
     );
-    this.group = new GroupCommit(dataSource, this.storage, this.commits, this.committed, (work) =>
+    this.group = new GroupCommit(dataSource, this.storage, this.commits, (work) =>
       this.exclusive(work),
     );
   }
@@ -195,7 +192,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * (isTokenCheckFailure). On SQLite the service hears every change of a principal at its
    * commit, so there is nothing to check.
    */
-  write<T>(work: (manager: EntityManager) => Promise<T>, token?: TokenCheck): Promise<T> {
+  write<T>(work: (manager: Transaction) => Promise<T>, token?: TokenCheck): Promise<T> {
     return this.run(false, work, token);
   }
 
@@ -210,7 +207,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    */
   decide<T>(
     environment: string,
-    work: (manager: EntityManager) => Promise<T>,
+    work: (manager: Transaction) => Promise<T>,
     token?: TokenCheck,
   ): Promise<T> {
     const lines = this.decisionsByEnvironment;
@@ -231,7 +228,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    */
   decideAtOnce<T>(
     environment: string,
-    work: (manager: EntityManager) => Promise<T>,
+    work: (manager: Transaction) => Promise<T>,
     token?: TokenCheck,
   ): Promise<T> {
     const lines = this.decisionsByEnvironment;
@@ -293,7 +290,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   /** A write; a client's (not the probe's) outcome is what /health reports (StorageMonitor). */
   private async run<T>(
     probe: boolean,
-    work: (manager: EntityManager) => Promise<T>,
+    work: (manager: Transaction) => Promise<T>,
     token?: TokenCheck,
   ): Promise<T> {
     this.storage.assertWritable();
@@ -309,7 +306,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   }
 
   private async transaction<T>(
-    work: (manager: EntityManager) => Promise<T>,
+    work: (manager: Transaction) => Promise<T>,
     token: TokenCheck | undefined,
   ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
@@ -339,15 +336,13 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * The commit is counted here; the caller runs `callbacks` once it has its values.
    */
   private async pipelined(
-    writes: { work: (manager: EntityManager) => Promise<unknown>; token?: TokenCheck }[],
+    writes: { work: (manager: Transaction) => Promise<unknown>; token?: TokenCheck }[],
     callbacks: (() => void)[],
   ): Promise<unknown[]> {
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
-    const manager = runner.manager;
-    const notifications: [string, string][] = [];
-    this.committed.set(manager, callbacks);
-    this.notifications.set(manager, notifications);
+    const manager = new Transaction(this.dataSource, runner);
+    const { notifications } = manager;
     try {
       inOneWrite(runner);
       const begun = runner.query('BEGIN');
@@ -385,6 +380,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       await committed;
       this.commits.transactions++;
       this.commits.writes += writes.length;
+      callbacks.push(...manager.onCommit);
       return values;
     } catch (error) {
       await runner.query('ROLLBACK').catch(() => undefined);
@@ -395,10 +391,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   }
 
   /** Runs `callback` after the transaction of `manager` commits; never if it rolls back. */
-  afterCommit(manager: EntityManager, callback: () => void): void {
-    const callbacks = this.committed.get(manager);
-    if (!callbacks) throw new Error('afterCommit() needs a manager of Database.write()');
-    callbacks.push(callback);
+  afterCommit(manager: Transaction, callback: () => void): void {
+    manager.onCommit.push(callback);
   }
 
   /**
@@ -406,11 +400,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * listening instance hears it once the transaction commits, never if it rolls back. A
    * transaction's notifications are sent in one statement just before its COMMIT.
    */
-  notify(manager: EntityManager, channel: string, payload: string): void {
-    const notifications = this.notifications.get(manager);
-    if (!notifications)
-      throw new Error('notify() needs a manager of a PostgreSQL Database.write()');
-    notifications.push([channel, payload]);
+  notify(manager: Transaction, channel: string, payload: string): void {
+    if (this.serialized) throw new Error('notify() is for PostgreSQL transactions');
+    manager.notifications.push([channel, payload]);
   }
 
   /** Reads committed state only. */
@@ -431,7 +423,7 @@ const TOGETHER_LIMIT = 64;
 
 /** A decision at once waiting, gathered, for its environment's next transaction (decideAtOnce). */
 interface Gathered {
-  work: (manager: EntityManager) => Promise<unknown>;
+  work: (manager: Transaction) => Promise<unknown>;
   token: TokenCheck | undefined;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;

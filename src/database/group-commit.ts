@@ -1,14 +1,15 @@
 import { Logger } from '@nestjs/common';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { sqliteStatement } from './sql.js';
 import { StorageError, type StorageMonitor } from './storage.js';
+import { Transaction } from './transaction.js';
 
 /** At most this many writes share one commit (bounds the wait of the first of them). */
 const GROUP_LIMIT = 256;
 
 interface WaitingWrite {
-  work: (manager: EntityManager) => Promise<unknown>;
+  work: (manager: Transaction) => Promise<unknown>;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -31,13 +32,11 @@ export class GroupCommit {
     private readonly storage: StorageMonitor,
     /** Transactions committed, and the writes they carried. */
     private readonly commits: { transactions: number; writes: number },
-    /** Callbacks to run once the transaction of a manager has committed. */
-    private readonly committed: WeakMap<EntityManager, (() => void)[]>,
     /** Runs work alone on the one connection. */
     private readonly exclusive: (work: () => Promise<void>) => Promise<void>,
   ) {}
 
-  write<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  write<T>(work: (manager: Transaction) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.waiting.push({ work, resolve: resolve as (value: unknown) => void, reject });
       this.scheduleGroup();
@@ -72,14 +71,13 @@ export class GroupCommit {
       while (this.waiting.length && group.length < GROUP_LIMIT) {
         current = this.waiting.shift()!;
         for (let attempt = 1; ; attempt++) {
-          const manager = this.dataSource.createEntityManager(runner);
-          const own: (() => void)[] = [];
-          this.committed.set(manager, own);
+          // Each write, and each attempt of it, is a transaction of its own: its savepoint.
+          const manager = new Transaction(this.dataSource, runner);
           sqliteStatement(manager, 'SAVEPOINT write')!.run();
           try {
             const result = await current.work(manager);
             sqliteStatement(manager, 'RELEASE write')!.run();
-            callbacks.set(current, own);
+            callbacks.set(current, manager.onCommit);
             group.push({ write: current, outcome: { result } });
             break;
           } catch (error) {

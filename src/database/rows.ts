@@ -1,5 +1,6 @@
 import type { EntityManager, EntityMetadata, ObjectLiteral } from 'typeorm';
 import { execute, executeLater, select, updateReturning } from './database.js';
+import type { Transaction } from './transaction.js';
 
 type Target<E> = new () => E;
 
@@ -111,9 +112,6 @@ function insertStatement<E extends ObjectLiteral>(
   return { metadata, sql, parameters };
 }
 
-/** Ids drawn ahead of their rows, per transaction and entity (drawId). */
-const drawnIds = new WeakMap<EntityManager, Map<Target<unknown>, Promise<number>>>();
-
 /**
  * PostgreSQL: draws the next generated id of `entity` now, in a statement sent with those
  * the caller sends next (no round trip of its own), for a row the transaction inserts later
@@ -122,7 +120,7 @@ const drawnIds = new WeakMap<EntityManager, Map<Target<unknown>, Promise<number>
  * inserts no other row of the table before that one. Elsewhere nothing is drawn: SQLite
  * answers an insert at once.
  */
-export function drawId<E extends ObjectLiteral>(m: EntityManager, entity: Target<E>): void {
+export function drawId<E extends ObjectLiteral>(m: Transaction, entity: Target<E>): void {
   if (m.connection.options.type !== 'postgres') return;
   const metadata = m.connection.getMetadata(entity);
   const generated = generatedColumn(metadata);
@@ -136,19 +134,16 @@ export function drawId<E extends ObjectLiteral>(m: EntityManager, entity: Target
   const drawn = select<{ id: number | string }>(m, sql).then(([row]) => Number(row.id));
   // Awaited by whoever takes it; a transaction that fails before then rolls back anyway.
   drawn.catch(() => undefined);
-  let byEntity = drawnIds.get(m);
-  if (!byEntity) drawnIds.set(m, (byEntity = new Map<Target<unknown>, Promise<number>>()));
-  byEntity.set(entity, drawn);
+  m.drawnIds.set(entity, drawn);
 }
 
 /** The id drawn for `entity` in the transaction of `m` (drawId), once; undefined if none was. */
 export function takeDrawnId<E extends ObjectLiteral>(
-  m: EntityManager,
+  m: Transaction,
   entity: Target<E>,
 ): Promise<number> | undefined {
-  const byEntity = drawnIds.get(m);
-  const drawn = byEntity?.get(entity);
-  byEntity?.delete(entity);
+  const drawn = m.drawnIds.get(entity);
+  m.drawnIds.delete(entity);
   return drawn;
 }
 

@@ -1,4 +1,5 @@
 import { type EntityManager, QueryFailedError } from 'typeorm';
+import { type Later, Transaction } from './transaction.js';
 
 /**
  * Statements with named `:parameters`, bound once per text and, on SQLite, prepared once on
@@ -105,20 +106,19 @@ async function run(
   return result.affected ?? 0;
 }
 
-/**
- * PostgreSQL: a transaction's later statements (executeLater): those not sent yet, and the
- * answers still to come of those sent.
- */
-const later = new WeakMap<EntityManager, { unsent: Later[]; answers: Promise<unknown>[] }>();
-
 /** Starts the list of a PostgreSQL transaction's later statements (Database opens it). */
-export function openLater(manager: EntityManager, first: Promise<unknown>): void {
-  later.set(manager, { unsent: [], answers: [first] });
+export function openLater(manager: Transaction, first: Promise<unknown>): void {
+  manager.later = { unsent: [], answers: [first] };
+}
+
+/** The later statements of the transaction of `manager`, if it holds statements back. */
+function laterOf(manager: EntityManager) {
+  return manager instanceof Transaction ? manager.later : null;
 }
 
 /** Sends the later statements not sent yet, in the order they were made. */
 function sendLater(manager: EntityManager): void {
-  const list = later.get(manager);
+  const list = laterOf(manager);
   if (!list?.unsent.length) return;
   for (const [sql, parameters, reader] of joined(list.unsent.splice(0))) {
     const answer = reader ? rowsOf(manager, sql, parameters) : run(manager, sql, parameters);
@@ -128,14 +128,6 @@ function sendLater(manager: EntityManager): void {
     list.answers.push(answer);
   }
 }
-
-/** Who waits for the rows of a read held back with the later statements (selectLater). */
-interface Reader {
-  resolve: (rows: unknown) => void;
-  reject: (error: unknown) => void;
-}
-
-type Later = [string, Record<string, unknown>, Reader?];
 
 /** What `joined` needs to know of a statement's text: the table of a plain INSERT (no RETURNING), or a SELECT. */
 type Kind = { insertInto: string } | 'select' | 'other';
@@ -236,13 +228,13 @@ function withQueries(inserts: Later[], main: Later | null): Later {
  * Ends that list and returns the answers still to come, in order: first sending what was not
  * sent (`send`, the commit) or dropping it (a transaction that failed).
  */
-export function takeLater(manager: EntityManager, send: boolean): Promise<unknown>[] {
-  const list = later.get(manager);
+export function takeLater(manager: Transaction, send: boolean): Promise<unknown>[] {
+  const list = manager.later;
   if (send) sendLater(manager);
   else
     for (const [, , reader] of list?.unsent ?? [])
       reader?.reject(new Error('the transaction failed before this read was sent'));
-  later.delete(manager);
+  manager.later = null;
   return list?.answers ?? [];
 }
 
@@ -258,7 +250,7 @@ export async function executeLater(
   sql: string,
   parameters: Record<string, unknown> = {},
 ): Promise<void> {
-  const list = later.get(manager);
+  const list = laterOf(manager);
   if (list) list.unsent.push([sql, parameters]);
   else await execute(manager, sql, parameters);
 }
@@ -297,7 +289,7 @@ export function selectLater<R>(
   sql: string,
   parameters: Record<string, unknown> = {},
 ): Promise<R[]> {
-  const list = later.get(manager);
+  const list = laterOf(manager);
   if (!list) return select<R>(manager, sql, parameters);
   return new Promise<R[]>((resolve, reject) => {
     list.unsent.push([sql, parameters, { resolve: resolve as (rows: unknown) => void, reject }]);

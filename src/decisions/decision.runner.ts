@@ -23,7 +23,8 @@ import {
   Outbox,
   planEvent,
 } from '../outbox/outbox.service.js';
-import { type Effect, type OutboxEffect, openEffects, takeEffects } from '../fencing/effects.js';
+import { DecisionTx, type Effect, type OutboxEffect } from '../fencing/effects.js';
+import type { Transaction } from '../database/transaction.js';
 import { Plan } from '../model/plan.entity.js';
 import { exists, findOneOrFail, takeDrawnId } from '../database/rows.js';
 import { isDecidedByStatements } from '../fencing/plan-writes.js';
@@ -66,8 +67,9 @@ type Outcome<T> = { result: T } | { error: DomainError };
  * audit event (and remembered error) and is thrown after the commit; a rejection that names
  * an environment that does not exist is audited nowhere (there is no log to keep it in).
  *
- * The guard (src/fencing/) only decides: what else its decision causes it adds to the
- * transaction's effects list (src/fencing/effects.ts), and this runner alone sends it, in
+ * The guard (src/fencing/) only decides: each attempt hands its write a DecisionTx
+ * (src/fencing/effects.ts), where the write leaves what else its decision causes as values
+ * (`effects`), and this runner alone sends them, in
  * the order decided and before the decision's own audit event: the audit and outbox rows in
  * the deciding transaction, the subscription announcements handed to EventsService in it
  * (heard only after the commit), the metrics counted after the commit. A rejection keeps the
@@ -87,22 +89,22 @@ export class DecisionRunner {
   ) {}
 
   /**
-   * A write that is no client's decision (the retention job's sweep): `work` runs in one
-   * transaction, and the effects the guard decided in it are sent as a decision's are. No
-   * audit event of its own, no decision metric.
+   * A write that is no client's decision (the retention job's sweep), made at `now`: `work`
+   * runs in one transaction, and the effects the guard decided in it are sent as a
+   * decision's are. No audit event of its own, no decision metric.
    */
-  write<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+  write<T>(now: number, work: (tx: DecisionTx) => Promise<T>): Promise<T> {
     return this.db.write(async (m) => {
-      openEffects(m);
-      const result = await work(m);
-      await this.send(m, takeEffects(m));
+      const tx = new DecisionTx(m, now);
+      const result = await work(tx);
+      await this.send(m, tx.effects);
       return result;
     });
   }
 
   async decide<T>(
     request: Decision,
-    work: (m: EntityManager, now: number) => Promise<T>,
+    work: (tx: DecisionTx) => Promise<T>,
     summarize: (result: T) => Summary = () => ({}),
   ): Promise<T> {
     const decision = withDoor(request);
@@ -118,7 +120,7 @@ export class DecisionRunner {
   decidePlan(
     decision: Decision,
     call: IdempotentCall | null,
-    work: (m: EntityManager, now: number) => Promise<Plan>,
+    work: (tx: DecisionTx) => Promise<Plan>,
     /** What the accepted decision's audit event says besides the plan (e.g. a break-glass reason). */
     detail: (plan: Plan) => string | undefined = () => undefined,
   ): Promise<Plan> {
@@ -133,7 +135,7 @@ export class DecisionRunner {
   async decideOnce<T>(
     request: Decision,
     call: IdempotentCall | null,
-    work: (m: EntityManager, now: number) => Promise<T>,
+    work: (tx: DecisionTx) => Promise<T>,
     result: Remembering<T>,
   ): Promise<T> {
     const decision = withDoor(request);
@@ -154,8 +156,8 @@ export class DecisionRunner {
   async decidePlanInOneStatement(
     request: Decision,
     call: IdempotentCall | null,
-    begin: (m: EntityManager, now: number | null) => Promise<Begun<Plan> | null>,
-    work: (m: EntityManager, now: number) => Promise<Plan>,
+    begin: (m: Transaction, now: number | null) => Promise<Begun<Plan> | null>,
+    work: (tx: DecisionTx) => Promise<Plan>,
     detail: (plan: Plan) => string | undefined,
   ): Promise<Plan> {
     const decision = withDoor(request);
@@ -167,7 +169,7 @@ export class DecisionRunner {
       const first = await this.attempt(
         m,
         decision,
-        () => begun.finish(),
+        (tx) => begun.finish(tx),
         result.summarize,
         begun.now,
         begun.auditId,
@@ -192,12 +194,12 @@ export class DecisionRunner {
     request: Decision,
     call: IdempotentCall | null,
     atOnce: (
-      m: EntityManager,
+      m: Transaction,
       now: number | null,
       record: (provisional: Plan) => object,
     ) => Promise<Plan | null>,
-    begin: (m: EntityManager, now: number | null) => Promise<Begun<Plan> | null>,
-    work: (m: EntityManager, now: number) => Promise<Plan>,
+    begin: (m: Transaction, now: number | null) => Promise<Begun<Plan> | null>,
+    work: (tx: DecisionTx) => Promise<Plan>,
     detail: (plan: Plan) => string | undefined,
   ): Promise<Plan> {
     const decision = withDoor(request);
@@ -238,7 +240,7 @@ export class DecisionRunner {
    */
   private async transaction<T>(
     decision: Decision,
-    work: (m: EntityManager) => Promise<T>,
+    work: (m: Transaction) => Promise<T>,
     atOnce = false,
   ): Promise<T> {
     try {
@@ -252,10 +254,10 @@ export class DecisionRunner {
   }
 
   private async once<T>(
-    m: EntityManager,
+    m: Transaction,
     decision: Decision,
     call: IdempotentCall | null,
-    work: (m: EntityManager, now: number) => Promise<T>,
+    work: (tx: DecisionTx) => Promise<T>,
     result: Remembering<T>,
   ): Promise<Outcome<T>> {
     if (!call) return this.attempt(m, decision, work, result.summarize);
@@ -285,7 +287,7 @@ export class DecisionRunner {
   }
 
   private remember<T>(
-    m: EntityManager,
+    m: Transaction,
     call: IdempotentCall,
     now: number,
     first: Outcome<T>,
@@ -300,21 +302,21 @@ export class DecisionRunner {
   }
 
   private async attempt<T>(
-    m: EntityManager,
+    m: Transaction,
     decision: Decision,
-    work: (m: EntityManager, now: number) => Promise<T>,
+    work: (tx: DecisionTx) => Promise<T>,
     summarize: (result: T) => Summary,
     at?: number,
     /** The id the accepted decision's audit event takes, when its statement took one. */
     auditId?: number | null,
   ): Promise<Outcome<T>> {
     const now = at ?? (await this.clock.now(m));
-    openEffects(m);
+    const tx = new DecisionTx(m, now);
     // R43: the person behind the actor, read with the decision's first statements.
     const person = personLater(m, decision.action, decision.actor);
     try {
-      const result = await work(m, now);
-      await this.send(m, takeEffects(m));
+      const result = await work(tx);
+      await this.send(m, tx.effects);
       const { detail: said, ...summary } = summarize(result);
       // R43: a decision by a signed-in person names the person.
       const detail = await withPerson(said, person);
@@ -326,20 +328,21 @@ export class DecisionRunner {
       );
       return { result };
     } catch (error) {
-      return this.rejected(m, now, decision, error, person);
+      return this.rejected(m, now, decision, error, person, tx.effects);
     }
   }
 
   private async rejected(
-    m: EntityManager,
+    m: Transaction,
     now: number,
     decision: Decision,
     error: unknown,
     person: Promise<Person | null> | null = null,
+    /** What the guard decided before it rejected: it holds whatever the decision. */
+    decided: readonly Effect[] = [],
   ): Promise<{ error: DomainError }> {
     if (!isDomainError(error)) throw error;
-    // What the guard decided before it rejected holds whatever the decision.
-    await this.send(m, takeEffects(m));
+    await this.send(m, decided);
     // An environment's audit log starts with the environment: a rejection naming one that
     // does not exist (yet) is answered but leaves no row that a later environment of that
     // name would inherit.
@@ -361,7 +364,7 @@ export class DecisionRunner {
   }
 
   /** The guard's effects, in the order it decided them (see the class comment). */
-  private async send(m: EntityManager, effects: readonly Effect[]): Promise<void> {
+  private async send(m: Transaction, effects: readonly Effect[]): Promise<void> {
     // The outbox rows go in together, after the audit rows: the two tables do not share an order.
     const events: OutboxEvent[] = [];
     for (const effect of effects) {
@@ -408,7 +411,7 @@ interface Remembering<T> {
 export interface Begun<T> {
   now: number;
   auditId: number | null;
-  finish: () => Promise<T>;
+  finish: (tx: DecisionTx) => Promise<T>;
 }
 
 function planResult(detail: (plan: Plan) => string | undefined): Remembering<Plan> {

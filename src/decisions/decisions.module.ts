@@ -3,7 +3,7 @@ import { AuditModule } from '../audit/audit.module.js';
 import { IdempotencyModule } from '../idempotency/idempotency.module.js';
 import { DecisionRunner } from './decision.runner.js';
 
-/** The decision runner: the one sender of what the guard decided (src/fencing/effects.ts). */
+/** The decision runner: the one sender of what the guard decided (DecisionTx.effects, src/fencing/effects.ts). */
 @Module({
   imports: [AuditModule, IdempotencyModule],
   providers: [DecisionRunner],

@@ -69,13 +69,13 @@ export class DeploymentsService implements OnModuleInit {
         planId: input.planId,
       },
       idempotentCall(principal.name, idempotencyKey, 'startDeployment', canonical),
-      (m, now) =>
-        this.writes.start(m, {
+      (tx) =>
+        this.writes.start(tx, {
           environment: input.environment,
           planId: input.planId,
           principal: principal.name,
           heartbeatMs: input.heartbeatSeconds * 1000,
-          now,
+          now: tx.now,
         }),
       remembered,
     );
@@ -85,12 +85,12 @@ export class DeploymentsService implements OnModuleInit {
   async heartbeat(principal: Principal, input: HeartbeatDeploymentInput): Promise<Deployment> {
     const deployment = await this.decisions.decide(
       this.decision('HEARTBEAT_DEPLOYMENT', principal, input.deploymentId),
-      (m, now) =>
-        this.writes.heartbeat(m, {
+      (tx) =>
+        this.writes.heartbeat(tx, {
           id: input.deploymentId,
           principal: principal.name,
           heartbeatMs: input.heartbeatSeconds * 1000,
-          now,
+          now: tx.now,
         }),
       remembered.summarize,
     );
@@ -107,14 +107,14 @@ export class DeploymentsService implements OnModuleInit {
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'finishDeployment', canonical)
         : null,
-      (m, now) =>
-        this.writes.finish(m, {
+      (tx) =>
+        this.writes.finish(tx, {
           id: input.deploymentId,
           principal: principal.name,
           outcome: input.outcome,
           detail: canonical.detail,
           state,
-          now,
+          now: tx.now,
         }),
       remembered,
     );
@@ -124,13 +124,13 @@ export class DeploymentsService implements OnModuleInit {
   async reconcile(principal: Principal, input: ReconcileDeploymentInput): Promise<Deployment> {
     const deployment = await this.decisions.decide(
       this.decision('RECONCILE_DEPLOYMENT', principal, input.deploymentId),
-      (m, now) =>
-        this.writes.reconcile(m, {
+      (tx) =>
+        this.writes.reconcile(tx, {
           id: input.deploymentId,
           reviewer: principal.name,
           outcome: input.outcome,
           note: input.note,
-          now,
+          now: tx.now,
         }),
       remembered.summarize,
     );
@@ -141,12 +141,12 @@ export class DeploymentsService implements OnModuleInit {
   reportDrift(principal: Principal, args: ReportDriftArgs): Promise<Environment> {
     return this.decisions.decide(
       { action: 'REPORT_DRIFT', environment: args.environment, actor: principal.name },
-      (m, now) =>
-        this.writes.reportDrift(m, {
+      (tx) =>
+        this.writes.reportDrift(tx, {
           environment: args.environment,
           detail: args.detail,
           reporter: principal.name,
-          now,
+          now: tx.now,
         }),
       (env) => ({
         detail: `drift (deployment sequence ${env.deploymentSequence}): ${args.detail}`,

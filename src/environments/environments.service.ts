@@ -57,14 +57,14 @@ export class EnvironmentsService {
     const rules = input.approvalRules ? approvalRules(input.approvalRules) : DEFAULT_APPROVAL_RULES;
     return this.decisions.decide(
       { action: 'CREATE_ENVIRONMENT', environment: input.name, actor },
-      (m, now) =>
-        this.writes.createEnvironment(m, {
+      (tx) =>
+        this.writes.createEnvironment(tx, {
           name: input.name,
           mode: input.mode,
           requireApproval: input.requireApproval,
           approvalRules: rules,
           proposalTtlSeconds: input.proposalTtlSeconds ?? null,
-          now,
+          now: tx.now,
         }),
       (env) => ({
         detail: `mode ${env.mode}, requireApproval ${env.requireApproval}, ${describePolicy(rules, env.proposalTtlSeconds)}`,
@@ -103,9 +103,9 @@ export class EnvironmentsService {
     }
     return this.decisions.decide(
       { action: 'UPDATE_POLICY', environment: input.environment, actor },
-      async (m, now) => {
+      async (tx) => {
         if (invalid) throw invalid;
-        return this.writes.updatePolicy(m, {
+        return this.writes.updatePolicy(tx, {
           environment: input.environment,
           approvalRules: rules,
           proposalTtlSeconds: input.proposalTtlSeconds,
@@ -120,7 +120,7 @@ export class EnvironmentsService {
               : input.deployWithinMinutes === 0
                 ? null
                 : input.deployWithinMinutes,
-          now,
+          now: tx.now,
         });
       },
       (env) => ({
@@ -152,14 +152,14 @@ export class EnvironmentsService {
   freeze(actor: string, environment: string, reason: string): Promise<Environment> {
     return this.decisions.decide(
       { action: 'FREEZE', environment, actor },
-      (m, now) => this.writes.freeze(m, { environment, reason, actor, now }),
+      (tx) => this.writes.freeze(tx, { environment, reason, actor, now: tx.now }),
       () => ({ detail: reason }),
     );
   }
 
   unfreeze(actor: string, environment: string): Promise<Environment> {
-    return this.decisions.decide({ action: 'UNFREEZE', environment, actor }, (m, now) =>
-      this.writes.unfreeze(m, { environment, actor, now }),
+    return this.decisions.decide({ action: 'UNFREEZE', environment, actor }, (tx) =>
+      this.writes.unfreeze(tx, { environment, actor, now: tx.now }),
     );
   }
 

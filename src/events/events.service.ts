@@ -1,8 +1,8 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import type { EntityManager } from 'typeorm';
 import { AuditEvent } from '../model/audit-event.entity.js';
 import { Database, select } from '../database/database.js';
+import type { Transaction } from '../database/transaction.js';
 import { findOne } from '../database/rows.js';
 import { Deployment } from '../model/deployment.entity.js';
 import { Plan } from '../model/plan.entity.js';
@@ -70,22 +70,22 @@ export class EventsService {
    * A lease ticket changed status. Only its id travels: a ticket changes status once
    * (WAITING to its final status), so its row, read when the event is heard, is that change.
    */
-  leaseTicketChanged(m: EntityManager, id: number): void {
+  leaseTicketChanged(m: Transaction, id: number): void {
     if (this.distributed) return this.db.notify(m, TICKETS_CHANNEL, String(id));
     this.db.afterCommit(m, () => this.publish(leaseTicketTopic(id), { id: String(id) }));
   }
 
-  planPublished(m: EntityManager, plan: Plan): void {
+  planPublished(m: Transaction, plan: Plan): void {
     if (this.distributed) return this.db.notify(m, EVENTS_CHANNEL, encode('plan', plan));
     this.db.afterCommit(m, () => this.deliver('plan', plan));
   }
 
-  auditEventRecorded(m: EntityManager, event: AuditEvent): void {
+  auditEventRecorded(m: Transaction, event: AuditEvent): void {
     if (this.distributed) return this.db.notify(m, EVENTS_CHANNEL, encode('audit', event));
     this.db.afterCommit(m, () => this.deliver('audit', event));
   }
 
-  deploymentChanged(m: EntityManager, deployment: Deployment): void {
+  deploymentChanged(m: Transaction, deployment: Deployment): void {
     if (this.distributed)
       return this.db.notify(m, EVENTS_CHANNEL, encode('deployment', deployment));
     this.db.afterCommit(m, () => this.deliver('deployment', deployment));

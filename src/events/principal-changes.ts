@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Injectable } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database.js';
+import type { Transaction } from '../database/transaction.js';
 import { PgListener } from './pg-listener.js';
 
 /** The PostgreSQL channel on which every instance hears that a principal's access changed. */
@@ -32,7 +32,7 @@ export class PrincipalChanges {
   }
 
   /** Marks `name`'s access as changed by the transaction of `m`. */
-  changed(m: EntityManager, name: string): void {
+  changed(m: Transaction, name: string): void {
     if (this.db.dialect === 'postgres') this.db.notify(m, PRINCIPAL_CHANNEL, name);
     this.db.afterCommit(m, () => this.local.emit('changed', name));
   }

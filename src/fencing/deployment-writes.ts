@@ -14,7 +14,7 @@ import { Environment } from '../model/environment.entity.js';
 import { EnvironmentError } from '../model/environment.errors.js';
 import type { EventType } from '../outbox/outbox-event.js';
 import { DeploymentId } from '../common/ids.js';
-import { addEffect } from './effects.js';
+import type { DecisionTx } from './effects.js';
 import { stateOlder } from './rejections.js';
 import { ACTIVE_DEPLOYMENT, priorStateOlder, stateNotOlder, withinDeployWindow } from './sql.js';
 
@@ -34,7 +34,8 @@ export class DeploymentWrites {
    * R19: an IN_PROGRESS deployment whose heartbeat lapsed by `now` is stored as UNKNOWN (it
    * already reads so). In one environment, or in all of them (`null`: the retention job).
    */
-  async markLapsed(m: EntityManager, environment: string | null, now: number): Promise<number> {
+  async markLapsed(tx: DecisionTx, environment: string | null, now: number): Promise<number> {
+    const m = tx.manager;
     const lapsed = await updateReturning<{ id: string }>(
       m,
       `UPDATE deployments SET status = 'UNKNOWN'
@@ -45,7 +46,7 @@ export class DeploymentWrites {
     );
     for (const { id } of lapsed) {
       const deployment = await findOneOrFail(m, Deployment, { id });
-      addEffect(m, {
+      tx.decided({
         kind: 'audit',
         at: now,
         entry: {
@@ -57,8 +58,8 @@ export class DeploymentWrites {
           detail: `the heartbeat of deployment ${id} lapsed: its outcome is UNKNOWN`,
         },
       });
-      this.changed(m, deployment);
-      this.announce(m, 'deployment.unknown', deployment, 'planfence', now);
+      this.changed(tx, deployment);
+      this.announce(tx, 'deployment.unknown', deployment, 'planfence', now);
     }
     return lapsed.length;
   }
@@ -72,10 +73,11 @@ export class DeploymentWrites {
    * {deploymentId, status}.
    */
   async start(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { environment: string; planId: string; principal: string; heartbeatMs: number; now: number },
   ): Promise<Deployment> {
-    await this.markLapsed(m, p.environment, p.now);
+    const m = tx.manager;
+    await this.markLapsed(tx, p.environment, p.now);
     // Two concurrent starts (PostgreSQL) compute the same sequence: the unique index on
     // (environment, sequence) fails the later one, whose transaction runs again and then
     // sees the first deployment.
@@ -113,11 +115,11 @@ export class DeploymentWrites {
     const deployment = await findOneOrFail(m, Deployment, {
       id: DeploymentId.format(p.environment, sequence),
     });
-    this.changed(m, deployment);
-    this.announce(m, 'deployment.started', deployment, p.principal, p.now);
+    this.changed(tx, deployment);
+    this.announce(tx, 'deployment.started', deployment, p.principal, p.now);
     // R57: proposals made against the sequence that just moved can never be published.
     await this.obsolete(
-      m,
+      tx,
       p.environment,
       `based_on_deployment_sequence IS NOT NULL AND based_on_deployment_sequence <> :sequence`,
       { sequence },
@@ -133,13 +135,14 @@ export class DeploymentWrites {
    * with them. Each is audited as PLAN_OBSOLETE with `why`.
    */
   private async obsolete(
-    m: EntityManager,
+    tx: DecisionTx,
     environment: string,
     where: string,
     params: Record<string, unknown>,
     why: string,
     now: number,
   ): Promise<void> {
+    const m = tx.manager;
     const stale = await updateReturning<{ id: string }>(
       m,
       `UPDATE plans SET status = 'OBSOLETE'
@@ -148,7 +151,7 @@ export class DeploymentWrites {
       { ...params, environment },
     );
     for (const { id } of [...stale].sort((a, b) => (a.id < b.id ? -1 : 1))) {
-      addEffect(m, {
+      tx.decided({
         kind: 'audit',
         at: now,
         entry: {
@@ -170,11 +173,12 @@ export class DeploymentWrites {
    * (R57).
    */
   private async reportState(
-    m: EntityManager,
+    tx: DecisionTx,
     id: string,
     state: { lineage: string; serial: number },
     now: number,
   ): Promise<void> {
+    const m = tx.manager;
     const { environment } = DeploymentId.of(id);
     await execute(
       m,
@@ -184,7 +188,7 @@ export class DeploymentWrites {
       { ...state, environment },
     );
     await this.obsolete(
-      m,
+      tx,
       environment,
       priorStateOlder(
         { lineage: 'prior_state_lineage', serial: 'prior_state_serial' },
@@ -204,9 +208,10 @@ export class DeploymentWrites {
    * environment.drifted. NOT_FOUND for an unknown environment.
    */
   async reportDrift(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { environment: string; detail: string; reporter: string; now: number },
   ): Promise<Environment> {
+    const m = tx.manager;
     const [moved] = await updateReturning<{ sequence: number | string }>(
       m,
       `UPDATE environments SET deployment_sequence = deployment_sequence + 1,
@@ -218,7 +223,7 @@ export class DeploymentWrites {
     if (!moved) throw EnvironmentError.notFound(p.environment);
     const sequence = Number(moved.sequence);
     await this.obsolete(
-      m,
+      tx,
       p.environment,
       `based_on_deployment_sequence IS NOT NULL AND based_on_deployment_sequence <> :sequence`,
       { sequence },
@@ -226,7 +231,7 @@ export class DeploymentWrites {
       p.now,
     );
     const env = await findOneOrFail(m, Environment, { name: p.environment });
-    addEffect(m, {
+    tx.decided({
       kind: 'outbox',
       subject: 'event',
       type: 'environment.drifted',
@@ -249,10 +254,11 @@ export class DeploymentWrites {
 
   /** R19: only the starter, only while IN_PROGRESS or UNKNOWN and unreconciled; it reads IN_PROGRESS again. */
   async heartbeat(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { id: string; principal: string; heartbeatMs: number; now: number },
   ): Promise<Deployment> {
-    await this.markLapsed(m, DeploymentId.of(p.id).environment, p.now);
+    const m = tx.manager;
+    await this.markLapsed(tx, DeploymentId.of(p.id).environment, p.now);
     const params = { ...p, expiresAt: p.now + p.heartbeatMs };
     // A heartbeat after a lapse (before any reconcile) brings the deployment back: a change of status.
     const revived = await execute(
@@ -271,13 +277,13 @@ export class DeploymentWrites {
       ));
     if (!beaten) throw await this.whyReportRejected(m, p);
     const deployment = await findOneOrFail(m, Deployment, { id: p.id });
-    if (revived) this.changed(m, deployment);
+    if (revived) this.changed(tx, deployment);
     return deployment;
   }
 
   /** R19: the starter's report, while IN_PROGRESS or UNKNOWN and unreconciled. */
   async finish(
-    m: EntityManager,
+    tx: DecisionTx,
     p: {
       id: string;
       principal: string;
@@ -288,7 +294,8 @@ export class DeploymentWrites {
       now: number;
     },
   ): Promise<Deployment> {
-    await this.markLapsed(m, DeploymentId.of(p.id).environment, p.now);
+    const m = tx.manager;
+    await this.markLapsed(tx, DeploymentId.of(p.id).environment, p.now);
     const finished = await execute(
       m,
       `UPDATE deployments SET status = :outcome, finished_at = :now, detail = :detail
@@ -296,9 +303,9 @@ export class DeploymentWrites {
       p,
     );
     if (!finished) throw await this.whyReportRejected(m, p);
-    if (p.state) await this.reportState(m, p.id, p.state, p.now);
-    const deployment = await this.ended(m, p.id, p.outcome);
-    this.announce(m, 'deployment.finished', deployment, p.principal, p.now);
+    if (p.state) await this.reportState(tx, p.id, p.state, p.now);
+    const deployment = await this.ended(tx, p.id, p.outcome);
+    this.announce(tx, 'deployment.finished', deployment, p.principal, p.now);
     return deployment;
   }
 
@@ -307,10 +314,11 @@ export class DeploymentWrites {
    * DEPLOYMENT_ACTIVE {status}; a finished one → DEPLOYMENT_NOT_ACTIVE {status}.
    */
   async reconcile(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { id: string; reviewer: string; outcome: DeploymentOutcome; note: string; now: number },
   ): Promise<Deployment> {
-    await this.markLapsed(m, DeploymentId.of(p.id).environment, p.now);
+    const m = tx.manager;
+    await this.markLapsed(tx, DeploymentId.of(p.id).environment, p.now);
     const reconciled = await execute(
       m,
       `UPDATE deployments SET status = :outcome, finished_at = :now, reconciled_by = :reviewer,
@@ -330,32 +338,33 @@ export class DeploymentWrites {
       }
       throw this.notActive(deployment, `deployment ${p.id} is already ${deployment.status}`);
     }
-    const deployment = await this.ended(m, p.id, p.outcome);
-    this.announce(m, 'deployment.reconciled', deployment, p.reviewer, p.now);
+    const deployment = await this.ended(tx, p.id, p.outcome);
+    this.announce(tx, 'deployment.reconciled', deployment, p.reviewer, p.now);
     return deployment;
   }
 
-  private async ended(m: EntityManager, id: string, outcome: DeploymentOutcome) {
+  private async ended(tx: DecisionTx, id: string, outcome: DeploymentOutcome) {
+    const m = tx.manager;
     const deployment = await findOneOrFail(m, Deployment, { id });
-    addEffect(m, { kind: 'deploymentEnded', outcome });
-    this.changed(m, deployment);
+    tx.decided({ kind: 'deploymentEnded', outcome });
+    this.changed(tx, deployment);
     return deployment;
   }
 
   /** The deployment's subscribers hear of its change. */
-  private changed(m: EntityManager, deployment: Deployment): void {
-    addEffect(m, { kind: 'deploymentChanged', deployment });
+  private changed(tx: DecisionTx, deployment: Deployment): void {
+    tx.decided({ kind: 'deploymentChanged', deployment });
   }
 
   /** The deployment's outbox event (R22). */
   private announce(
-    m: EntityManager,
+    tx: DecisionTx,
     type: EventType,
     deployment: Deployment,
     actor: string,
     at: number,
   ): void {
-    addEffect(m, { kind: 'outbox', subject: 'deployment', type, deployment, actor, at });
+    tx.decided({ kind: 'outbox', subject: 'deployment', type, deployment, actor, at });
   }
 
   /** The deployment as it reads at `now`, or NOT_FOUND. */

@@ -1,5 +1,5 @@
-import type { EntityManager } from 'typeorm';
 import type { AuditEntry } from '../audit/audit.service.js';
+import type { Transaction } from '../database/transaction.js';
 import type { Deployment, DeploymentOutcome } from '../model/deployment.entity.js';
 import type { Environment } from '../model/environment.entity.js';
 import type { LeaseTicket } from '../model/lease-ticket.entity.js';
@@ -43,28 +43,23 @@ export interface MetricEffect {
 export type Effect = AuditEffect | OutboxEffect | Announcement | MetricEffect;
 
 /**
- * What the guard decided besides its own writes, in the order it decided it. The guard only
- * adds to the list of the transaction (`m`) it runs in; the decision runner (src/decisions/)
- * opens the list, writes the audit and outbox rows in the same transaction, hands the
- * announcements over and counts the metrics after the commit.
+ * One decision's transaction as the guard is handed it: the transaction itself, the time the
+ * decision is made at, and the list of what the decision decided besides its own writes, in
+ * the order decided. The decision runner (src/decisions/) creates it for each attempt, passes
+ * it to the guard's write, and alone records `effects` once the write has returned (or been
+ * rejected): the audit and outbox rows in the same transaction, the announcements and the
+ * metrics after the commit. The guard only adds to the list; it sends nothing itself.
  */
-const lists = new WeakMap<EntityManager, Effect[]>();
+export class DecisionTx {
+  readonly effects: Effect[] = [];
 
-/** Starts the effects list of a transaction; a list already open there is discarded. */
-export function openEffects(m: EntityManager): void {
-  lists.set(m, []);
-}
+  constructor(
+    readonly manager: Transaction,
+    readonly now: number,
+  ) {}
 
-/** Ends the effects list of a transaction and returns what was added to it, in order. */
-export function takeEffects(m: EntityManager): Effect[] {
-  const effects = lists.get(m) ?? [];
-  lists.delete(m);
-  return effects;
-}
-
-/** Adds to the effects list of the transaction `m`. */
-export function addEffect(m: EntityManager, effect: Effect): void {
-  const effects = lists.get(m);
-  if (!effects) throw new Error('the guard decides only inside a decision (DecisionRunner)');
-  effects.push(effect);
+  /** Adds to what the decision decided, after what it decided before. */
+  decided(effect: Effect): void {
+    this.effects.push(effect);
+  }
 }

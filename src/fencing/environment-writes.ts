@@ -6,7 +6,7 @@ import { Environment, FencingMode, QueueMode } from '../model/environment.entity
 import { EnvironmentError } from '../model/environment.errors.js';
 import type { ApprovalRule } from '../environments/policy.model.js';
 import type { PlanPolicy } from '../policies/plan-policy.model.js';
-import { addEffect } from './effects.js';
+import type { DecisionTx } from './effects.js';
 import { expireProposals } from './plan-status.js';
 import { readEnvironment } from './reads.js';
 
@@ -19,7 +19,7 @@ import { readEnvironment } from './reads.js';
 @Injectable()
 export class EnvironmentWrites {
   async createEnvironment(
-    m: EntityManager,
+    tx: DecisionTx,
     p: {
       name: string;
       mode: FencingMode;
@@ -29,6 +29,7 @@ export class EnvironmentWrites {
       now: number;
     },
   ): Promise<Environment> {
+    const m = tx.manager;
     if (await exists(m, Environment, { name: p.name })) {
       throw new EnvironmentError('ALREADY_EXISTS', `environment "${p.name}" already exists`);
     }
@@ -52,7 +53,7 @@ export class EnvironmentWrites {
    * leaves one as it is.
    */
   async updatePolicy(
-    m: EntityManager,
+    tx: DecisionTx,
     p: {
       environment: string;
       approvalRules?: readonly ApprovalRule[] | null;
@@ -69,6 +70,7 @@ export class EnvironmentWrites {
       now: number;
     },
   ): Promise<Environment> {
+    const m = tx.manager;
     // R34, R50, R51: a submit is decided under the version of the policies and preconditions
     // it read; a change of either bumps it.
     const bump =
@@ -106,15 +108,16 @@ export class EnvironmentWrites {
     if (p.approvalRules) await this.replaceRules(m, p.environment, p.approvalRules);
     if (p.planPolicies) await this.replacePlanPolicies(m, p.environment, p.planPolicies);
     if (p.requiredChecks) await this.replaceRequiredChecks(m, p.environment, p.requiredChecks);
-    await expireProposals(m, p.now, p.environment);
+    await expireProposals(tx, p.now, p.environment);
     return readEnvironment(m, p.environment);
   }
 
   /** R17: while frozen, nothing is published but by an ADMIN's break-glass approval. Freezing again replaces the reason. */
   async freeze(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { environment: string; reason: string; actor: string; now: number },
   ): Promise<Environment> {
+    const m = tx.manager;
     const frozen = await execute(
       m,
       `UPDATE environments SET frozen_reason = :reason, frozen_by = :actor, frozen_at = :now
@@ -122,9 +125,9 @@ export class EnvironmentWrites {
       p,
     );
     if (!frozen) throw EnvironmentError.notFound(p.environment);
-    await expireProposals(m, p.now, p.environment);
+    await expireProposals(tx, p.now, p.environment);
     const env = await readEnvironment(m, p.environment);
-    addEffect(m, {
+    tx.decided({
       kind: 'outbox',
       subject: 'environment',
       type: 'environment.frozen',
@@ -136,9 +139,10 @@ export class EnvironmentWrites {
   }
 
   async unfreeze(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { environment: string; actor: string; now: number },
   ): Promise<Environment> {
+    const m = tx.manager;
     const found = await execute(
       m,
       `UPDATE environments SET frozen_reason = NULL, frozen_by = NULL, frozen_at = NULL
@@ -146,9 +150,9 @@ export class EnvironmentWrites {
       p,
     );
     if (!found) throw EnvironmentError.notFound(p.environment);
-    await expireProposals(m, p.now, p.environment);
+    await expireProposals(tx, p.now, p.environment);
     const env = await readEnvironment(m, p.environment);
-    addEffect(m, {
+    tx.decided({
       kind: 'outbox',
       subject: 'environment',
       type: 'environment.unfrozen',

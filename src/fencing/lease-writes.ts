@@ -9,7 +9,7 @@ import { LeaseGrant } from '../model/lease-grant.entity.js';
 import { LeaseTicket } from '../model/lease-ticket.entity.js';
 import { QueueError } from '../model/lease-queue.errors.js';
 import type { Lease } from '../leases/lease.model.js';
-import { addEffect } from './effects.js';
+import type { DecisionTx } from './effects.js';
 import {
   announceExpired,
   expireProposals,
@@ -41,10 +41,11 @@ export class LeaseWrites {
    * R38: refused while lease tickets wait, after the queue was handed the lease if it was free.
    */
   async grantLease(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { environment: string; principal: string; holder: string; ttlMs: number; now: number },
   ): Promise<Lease> {
-    await this.handOffLease(m, p.environment, p.now);
+    const m = tx.manager;
+    await this.handOffLease(tx, p.environment, p.now);
     // The read after the decision is sent with it (one round trip on PostgreSQL).
     const [granted, env] = await Promise.all([
       execute(
@@ -61,15 +62,16 @@ export class LeaseWrites {
       readEnvironment(m, p.environment),
     ]);
     if (!granted) throw await leaseHeld(m, env, p.now, p);
-    await this.recordGrant(m, env, p, p.now);
+    await this.recordGrant(tx, env, p, p.now);
     return liveLease(env, p.now)!;
   }
 
   /** R10: keeps the generation; only the caller's own live lease can be renewed. */
   async renewLease(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { environment: string; principal: string; generation: number; ttlMs: number; now: number },
   ): Promise<Lease> {
+    const m = tx.manager;
     const renewed = await execute(
       m,
       `UPDATE environments SET lease_expires_at = :expiresAt
@@ -80,7 +82,7 @@ export class LeaseWrites {
       // Named as things stood when the renewal was refused; then the caller's lease being
       // over, the queue is handed the environment (R37).
       const refused = await leaseNotHeld(m, p);
-      await this.handOffLease(m, p.environment, p.now);
+      await this.handOffLease(tx, p.environment, p.now);
       throw refused;
     }
     // Sent together (one round trip on PostgreSQL): the read does not depend on the expiries.
@@ -88,14 +90,15 @@ export class LeaseWrites {
       expiringProposals(m, p.now, p.environment),
       readEnvironment(m, p.environment),
     ]);
-    await announceExpired(m, expired, p.now);
+    await announceExpired(tx, expired, p.now);
     return liveLease(environment, p.now)!;
   }
 
   async releaseLease(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { environment: string; principal: string; generation: number; now: number },
   ): Promise<void> {
+    const m = tx.manager;
     const released = await execute(
       m,
       `UPDATE environments SET lease_holder = NULL, lease_principal = NULL, lease_generation = NULL,
@@ -105,9 +108,9 @@ export class LeaseWrites {
     );
     const refused = released ? null : await leaseNotHeld(m, p);
     // R37: the head ticket, if any, is granted in the transaction that frees the environment.
-    await this.handOffLease(m, p.environment, p.now);
+    await this.handOffLease(tx, p.environment, p.now);
     if (refused) throw refused;
-    await expireProposals(m, p.now, p.environment);
+    await expireProposals(tx, p.now, p.environment);
   }
 
   // The lease queue (DESIGN §17, R37–R39). Every writer of an environment's tickets first
@@ -120,10 +123,11 @@ export class LeaseWrites {
    * Holds whatever the caller then decides. Returns the ticket granted, if one was.
    */
   async handOffLease(
-    m: EntityManager,
+    tx: DecisionTx,
     environment: string,
     now: number,
   ): Promise<{ expired: number; granted: LeaseTicket | null }> {
+    const m = tx.manager;
     // Sent together (one round trip on PostgreSQL), run in this order: without the
     // environment's row the other two find nothing to change.
     const [held, expired, granted] = await Promise.all([
@@ -138,10 +142,10 @@ export class LeaseWrites {
       this.grantHeadTicket(m, environment, now),
     ]);
     if (!held) throw EnvironmentError.notFound(environment);
-    for (const { id } of expired) addEffect(m, { kind: 'leaseTicketChanged', id: Number(id) });
+    for (const { id } of expired) tx.decided({ kind: 'leaseTicketChanged', id: Number(id) });
     return {
       expired: expired.length,
-      granted: granted ? await this.recordHeadGrant(m, environment, now) : null,
+      granted: granted ? await this.recordHeadGrant(tx, environment, now) : null,
     };
   }
 
@@ -170,10 +174,11 @@ export class LeaseWrites {
 
   /** What grantHeadTicket's statement leaves to record when it granted: the ticket, GRANTED. */
   private async recordHeadGrant(
-    m: EntityManager,
+    tx: DecisionTx,
     environment: string,
     now: number,
   ): Promise<LeaseTicket> {
+    const m = tx.manager;
     const env = await readEnvironment(m, environment);
     const generation = env.lastIssuedGeneration;
     // The environment's row is held since handOffLease: the head is the ticket just granted.
@@ -186,8 +191,8 @@ export class LeaseWrites {
       { environment, now, generation },
     );
     const ticket = await findOneOrFail(m, LeaseTicket, { id: Number(marked.id) });
-    await this.recordGrant(m, env, ticket, now);
-    addEffect(m, {
+    await this.recordGrant(tx, env, ticket, now);
+    tx.decided({
       kind: 'outbox',
       subject: 'leaseTicket',
       type: 'lease.granted',
@@ -195,7 +200,7 @@ export class LeaseWrites {
       actor: 'planfence',
       at: now,
     });
-    addEffect(m, { kind: 'leaseTicketChanged', id: ticket.id });
+    tx.decided({ kind: 'leaseTicketChanged', id: ticket.id });
     return ticket;
   }
 
@@ -205,7 +210,7 @@ export class LeaseWrites {
    * ticket. QUEUE_FULL {max} when maxQueueLength tickets wait.
    */
   async enqueueLease(
-    m: EntityManager,
+    tx: DecisionTx,
     p: {
       environment: string;
       principal: string;
@@ -215,7 +220,8 @@ export class LeaseWrites {
       now: number;
     },
   ): Promise<LeaseTicket> {
-    await this.handOffLease(m, p.environment, p.now);
+    const m = tx.manager;
+    await this.handOffLease(tx, p.environment, p.now);
     const superseded = await updateReturning<{ id: number | string }>(
       m,
       `UPDATE lease_tickets SET status = 'SUPERSEDED', ended_at = :now
@@ -227,7 +233,7 @@ export class LeaseWrites {
     );
     for (const { id } of superseded.sort((a, b) => Number(a.id) - Number(b.id))) {
       const ticket = await findOneOrFail(m, LeaseTicket, { id: Number(id) });
-      addEffect(m, {
+      tx.decided({
         kind: 'outbox',
         subject: 'leaseTicket',
         type: 'lease.superseded',
@@ -235,7 +241,7 @@ export class LeaseWrites {
         actor: p.holder,
         at: p.now,
       });
-      addEffect(m, { kind: 'leaseTicketChanged', id: ticket.id });
+      tx.decided({ kind: 'leaseTicketChanged', id: ticket.id });
     }
     const [inserted] = await select<{ id: number | string }>(
       m,
@@ -261,22 +267,23 @@ export class LeaseWrites {
       );
     }
     if (await this.grantHeadTicket(m, p.environment, p.now))
-      await this.recordHeadGrant(m, p.environment, p.now);
+      await this.recordHeadGrant(tx, p.environment, p.now);
     return findOneOrFail(m, LeaseTicket, { id: Number(inserted.id) });
   }
 
   /** R39: a WAITING ticket turns CANCELLED; any other is returned as it is. */
-  async cancelLeaseTicket(m: EntityManager, p: { id: number; now: number }): Promise<LeaseTicket> {
+  async cancelLeaseTicket(tx: DecisionTx, p: { id: number; now: number }): Promise<LeaseTicket> {
+    const m = tx.manager;
     const ticket = await findOne(m, LeaseTicket, { id: p.id });
     if (!ticket) throw QueueError.ticketNotFound(p.id);
-    await this.handOffLease(m, ticket.environment, p.now);
+    await this.handOffLease(tx, ticket.environment, p.now);
     const cancelled = await execute(
       m,
       `UPDATE lease_tickets SET status = 'CANCELLED', ended_at = :now
        WHERE id = :id AND status = 'WAITING'`,
       p,
     );
-    if (cancelled) addEffect(m, { kind: 'leaseTicketChanged', id: p.id });
+    if (cancelled) tx.decided({ kind: 'leaseTicketChanged', id: p.id });
     return findOneOrFail(m, LeaseTicket, { id: p.id });
   }
 
@@ -286,11 +293,12 @@ export class LeaseWrites {
    * (R16) and, where the grant raised the fence (STRICT, R3), the proposals now below it (R8).
    */
   private async recordGrant(
-    m: EntityManager,
+    tx: DecisionTx,
     env: Environment,
     to: { principal: string; holder: string },
     now: number,
   ): Promise<void> {
+    const m = tx.manager;
     // Sent together (one round trip on PostgreSQL), run in this order.
     const [, expired] = await Promise.all([
       insertRow(m, LeaseGrant, {
@@ -304,6 +312,6 @@ export class LeaseWrites {
       // A MONOTONIC grant moves no fence: there the statement finds nothing to mark.
       markObsolete(m, env.name),
     ]);
-    await announceExpired(m, expired, now);
+    await announceExpired(tx, expired, now);
   }
 }

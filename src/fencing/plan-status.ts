@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { execute, updateReturning } from '../database/database.js';
-import { addEffect } from './effects.js';
+import type { DecisionTx } from './effects.js';
 import { readPlan } from './reads.js';
 
 /*
@@ -14,12 +14,12 @@ import { readPlan } from './reads.js';
  * instant already; this makes it the stored status, and announces each (plan.expired).
  */
 export async function expireProposals(
-  m: EntityManager,
+  tx: DecisionTx,
   now: number,
   environment?: string,
 ): Promise<number> {
-  const expired = await expiringProposals(m, now, environment);
-  await announceExpired(m, expired, now);
+  const expired = await expiringProposals(tx.manager, now, environment);
+  await announceExpired(tx, expired, now);
   return expired.length;
 }
 
@@ -46,14 +46,14 @@ export async function expiringProposals(
 
 /** R16: announces the plans that just turned EXPIRED (plan.expired), in id order. */
 export async function announceExpired(
-  m: EntityManager,
+  tx: DecisionTx,
   ids: readonly string[],
   now: number,
 ): Promise<void> {
   // In id order: the order the outbox announces them in does not depend on the database's.
   for (const id of [...ids].sort((a, b) => (a < b ? -1 : 1))) {
-    const plan = await readPlan(m, id);
-    addEffect(m, {
+    const plan = await readPlan(tx.manager, id);
+    tx.decided({
       kind: 'outbox',
       subject: 'plan',
       type: 'plan.expired',

@@ -8,7 +8,8 @@ import { PlanId } from '../common/ids.js';
 import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../model/plan.entity.js';
 import type { PolicyDecision } from '../policies/policy-decision.js';
 import { PolicyError } from '../model/policy.errors.js';
-import { addEffect } from './effects.js';
+import type { DecisionTx } from './effects.js';
+import type { Transaction } from '../database/transaction.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
 import {
   afterPublication,
@@ -48,8 +49,8 @@ const LARGE_FIELDS = Object.keys(PLAN_LARGE_FIELDS) as (keyof typeof PLAN_LARGE_
 @Injectable()
 export class PlanWrites {
   /** R16, for the retention job: every environment's proposals whose time has come. */
-  expireProposals(m: EntityManager, now: number): Promise<number> {
-    return expireProposals(m, now);
+  expireProposals(tx: DecisionTx, now: number): Promise<number> {
+    return expireProposals(tx, now);
   }
 
   /**
@@ -71,7 +72,8 @@ export class PlanWrites {
    * (submitInOneStatement): a change to these statements is a change to that function too (a
    * new migration); the model test holds both databases to one decision table.
    */
-  async admitPlan(m: EntityManager, p: Submit & { now: number }): Promise<Plan> {
+  async admitPlan(tx: DecisionTx, p: Submit & { now: number }): Promise<Plan> {
+    const m = tx.manager;
     const before = await readEnvironment(m, p.environment);
     const params = {
       ...p,
@@ -127,7 +129,7 @@ export class PlanWrites {
       throw await whySubmitRejected(m, params, publish, casOnPointer);
     }
     heldEnvironment(m, p.environment);
-    await expireProposals(m, p.now, p.environment);
+    await expireProposals(tx, p.now, p.environment);
 
     const [{ next }] = await select<{ next: number | string }>(
       m,
@@ -169,7 +171,7 @@ export class PlanWrites {
       // Never the new plan: it is of the fence's generation and after the current plan.
       await markObsolete(m, p.environment);
     }
-    announceSubmitted(m, plan, publish, p.now);
+    announceSubmitted(tx, plan, publish, p.now);
     return plan;
   }
 
@@ -200,9 +202,13 @@ export class PlanWrites {
    * it.
    */
   async submitInOneStatement(
-    m: EntityManager,
+    m: Transaction,
     p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
-  ): Promise<{ now: number; auditId: number | null; finish: () => Promise<Plan> } | null> {
+  ): Promise<{
+    now: number;
+    auditId: number | null;
+    finish: (tx: DecisionTx) => Promise<Plan>;
+  } | null> {
     if (!this.decidesInOneStatement(p)) throw new Error('this submit is decided by admitPlan');
     const [{ decision }] = await select<{ decision: SubmitDecision }>(
       m,
@@ -229,9 +235,9 @@ export class PlanWrites {
     return {
       now,
       auditId: Number(decision.auditId),
-      finish: async () => {
-        await announceExpired(m, decision.expired, now);
-        announceSubmitted(m, plan, decision.publish, now);
+      finish: async (tx) => {
+        await announceExpired(tx, decision.expired, now);
+        announceSubmitted(tx, plan, decision.publish, now);
         return plan;
       },
     };
@@ -289,7 +295,7 @@ export class PlanWrites {
    * When (2) moves nothing, the approval was not the completing one.
    */
   async approvePlan(
-    m: EntityManager,
+    tx: DecisionTx,
     p: {
       planId: string;
       reviewer: string;
@@ -302,6 +308,7 @@ export class PlanWrites {
       now: number;
     },
   ): Promise<Plan> {
+    const m = tx.manager;
     const plan = await readPlan(m, p.planId);
     const breakGlass = p.breakGlassReason != null;
     const params = {
@@ -357,7 +364,7 @@ export class PlanWrites {
         params,
       ),
     ]);
-    await announceExpired(m, expired, p.now);
+    await announceExpired(tx, expired, p.now);
     if (!approved) throw await whyApprovalRejected(m, plan, p);
     // The pointer moves on its own conditions. Those it repeats from the approval (the
     // compare-and-swaps, the content hash, a break-glass approval's reason) cannot change
@@ -407,7 +414,7 @@ export class PlanWrites {
       // R50: break-glass skips the required checks still pending, and says so.
       const skipped = await pendingChecksOf(m, after);
       if (skipped.length) {
-        addEffect(m, {
+        tx.decided({
           kind: 'audit',
           at: p.now,
           entry: {
@@ -421,7 +428,7 @@ export class PlanWrites {
         });
       }
     }
-    addEffect(m, {
+    tx.decided({
       kind: 'outbox',
       subject: 'plan',
       type: 'plan.published',
@@ -429,7 +436,7 @@ export class PlanWrites {
       actor: p.reviewer,
       at: p.now,
     });
-    addEffect(m, { kind: 'planPublished', plan: after });
+    tx.decided({ kind: 'planPublished', plan: after });
     return after;
   }
 
@@ -450,7 +457,7 @@ export class PlanWrites {
    * Announced: check.reported, and plan.published when it published.
    */
   async reportCheck(
-    m: EntityManager,
+    tx: DecisionTx,
     p: {
       planId: string;
       name: string;
@@ -461,6 +468,7 @@ export class PlanWrites {
       now: number;
     },
   ): Promise<Plan> {
+    const m = tx.manager;
     const plan = await readPlan(m, p.planId);
     // requireApproval never changes after an environment is created.
     const { requireApproval } = await readEnvironment(m, plan.environment);
@@ -508,7 +516,7 @@ export class PlanWrites {
         params,
       ),
     ]);
-    await announceExpired(m, expired, p.now);
+    await announceExpired(tx, expired, p.now);
     if (!recorded) throw await whyReportRejected(m, plan, p.now);
     drawId(m, AuditEvent);
     const [published, marked, , after] = await Promise.all([
@@ -535,7 +543,7 @@ export class PlanWrites {
       afterPublication(m, plan.environment, plan.id),
       readPlan(m, plan.id),
     ]);
-    addEffect(m, {
+    tx.decided({
       kind: 'outbox',
       subject: 'event',
       type: 'check.reported',
@@ -561,7 +569,7 @@ export class PlanWrites {
     });
     if (!published) return after;
     changedOrRetry(marked);
-    addEffect(m, {
+    tx.decided({
       kind: 'outbox',
       subject: 'plan',
       type: 'plan.published',
@@ -569,14 +577,15 @@ export class PlanWrites {
       actor: p.reporter,
       at: p.now,
     });
-    addEffect(m, { kind: 'planPublished', plan: after });
+    tx.decided({ kind: 'planPublished', plan: after });
     return after;
   }
 
   async rejectPlan(
-    m: EntityManager,
+    tx: DecisionTx,
     p: { planId: string; reviewer: string; reason: string; now: number },
   ): Promise<Plan> {
+    const m = tx.manager;
     const { environment } = await readPlan(m, p.planId);
     // Takes the environment's row first (PostgreSQL), as every decision that announces an
     // event does; the three are sent together (one round trip), run in this order.
@@ -593,14 +602,14 @@ export class PlanWrites {
         p,
       ),
     ]);
-    await announceExpired(m, expired, p.now);
+    await announceExpired(tx, expired, p.now);
     if (!plan) {
       const { id, status } = await readPlan(m, p.planId);
       throw new FenceError('INVALID_PLAN_STATE', `plan ${id} is ${status}, not PROPOSED`, {
         status,
       });
     }
-    addEffect(m, {
+    tx.decided({
       kind: 'outbox',
       subject: 'plan',
       type: 'plan.rejected',
@@ -688,12 +697,12 @@ function submittedPlan(
 }
 
 /** A stored submit's announcements: plan.submitted, and plan.published when it published. */
-function announceSubmitted(m: EntityManager, plan: Plan, publish: boolean, now: number): void {
+function announceSubmitted(tx: DecisionTx, plan: Plan, publish: boolean, now: number): void {
   const actor = plan.submittedBy;
-  addEffect(m, { kind: 'outbox', subject: 'plan', type: 'plan.submitted', plan, actor, at: now });
+  tx.decided({ kind: 'outbox', subject: 'plan', type: 'plan.submitted', plan, actor, at: now });
   if (publish) {
-    addEffect(m, { kind: 'outbox', subject: 'plan', type: 'plan.published', plan, actor, at: now });
-    addEffect(m, { kind: 'planPublished', plan });
+    tx.decided({ kind: 'outbox', subject: 'plan', type: 'plan.published', plan, actor, at: now });
+    tx.decided({ kind: 'planPublished', plan });
   }
 }
 

@@ -1,5 +1,5 @@
-import type { EntityManager } from 'typeorm';
 import { execute } from '../database/sql.js';
+import type { DecisionTx } from './effects.js';
 
 /**
  * The statuses whose content goes once the plan is older than the retention period. A
@@ -18,9 +18,9 @@ export const PURGED_STATUSES = [
  * Empties the content and artifact (never the metadata, summary or hashes) of the plans in
  * PURGED_STATUSES submitted before `cutoff`, once: the number of plans purged now.
  */
-export function purgePlanContents(m: EntityManager, now: number, cutoff: number): Promise<number> {
+export function purgePlanContents(tx: DecisionTx, now: number, cutoff: number): Promise<number> {
   return execute(
-    m,
+    tx.manager,
     `UPDATE plans SET content = '', artifact = NULL, purged_at = :now
      WHERE status IN (${PURGED_STATUSES.map((status) => `'${status}'`).join(', ')})
        AND submitted_at < :cutoff AND purged_at IS NULL`,

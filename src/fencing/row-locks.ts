@@ -1,31 +1,25 @@
-import type { EntityManager } from 'typeorm';
+import type { Transaction } from '../database/transaction.js';
 import { execute, select } from '../database/sql.js';
 
-/**
- * The environment rows each transaction holds. On PostgreSQL a statement that changed a row
- * holds that row's lock to the end of its transaction (these transactions use no savepoints
- * there), so a transaction that already changed its environment's row need not take it
- * again, as the outbox does before it records an event.
+/*
+ * The environment rows a transaction holds (Transaction.heldRows). On PostgreSQL a statement
+ * that changed a row holds that row's lock to the end of its transaction (these transactions
+ * use no savepoints there), so a transaction that already changed its environment's row need
+ * not take it again, as the outbox does before it records an event.
  */
-const held = new WeakMap<EntityManager, Set<string>>();
 
-/** Notes that a statement of the transaction of `m` changed `environment`'s row. */
-export function heldEnvironment(m: EntityManager, environment: string): void {
-  let environments = held.get(m);
-  if (!environments) held.set(m, (environments = new Set()));
-  environments.add(environment);
-}
+const rowOf = (environment: string) => `environments:${environment}`;
 
-/** Whether the transaction of `m` has changed (so holds) `environment`'s row. */
-function holdsEnvironment(m: EntityManager, environment: string): boolean {
-  return held.get(m)?.has(environment) ?? false;
+/** Notes that a statement of transaction `m` changed `environment`'s row. */
+export function heldEnvironment(m: Transaction, environment: string): void {
+  m.heldRows.add(rowOf(environment));
 }
 
 /**
- * Takes `environment`'s row for the rest of the transaction of `m` (PostgreSQL: waits for
- * any transaction that holds it); false when there is no such environment.
+ * Takes `environment`'s row for the rest of transaction `m` (PostgreSQL: waits for any
+ * transaction that holds it); false when there is no such environment.
  */
-export async function holdEnvironment(m: EntityManager, environment: string): Promise<boolean> {
+export async function holdEnvironment(m: Transaction, environment: string): Promise<boolean> {
   const found = await execute(
     m,
     'UPDATE environments SET fence = fence WHERE name = :environment',
@@ -38,11 +32,11 @@ export async function holdEnvironment(m: EntityManager, environment: string): Pr
 }
 
 /**
- * PostgreSQL: takes `environment`'s row for the rest of the transaction of `m` without
- * changing it (SELECT … FOR UPDATE), unless the transaction holds it already.
+ * PostgreSQL: takes `environment`'s row for the rest of transaction `m` without changing it
+ * (SELECT … FOR UPDATE), unless the transaction holds it already.
  */
-export async function lockEnvironment(m: EntityManager, environment: string): Promise<void> {
-  if (holdsEnvironment(m, environment)) return;
+export async function lockEnvironment(m: Transaction, environment: string): Promise<void> {
+  if (m.heldRows.has(rowOf(environment))) return;
   await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
     environment,
   });

@@ -19,6 +19,7 @@ import { sha256 } from '../common/hash.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
+import type { Transaction } from '../database/transaction.js';
 import { findOne } from '../database/rows.js';
 import { PrincipalChanges } from '../events/principal-changes.js';
 import { QuotaError } from '../quotas/quota.errors.js';
@@ -547,7 +548,7 @@ export class OidcService {
 
   /** Grants the mapped rule's principal its token until `expiresAt`, and records the accepted exchange. */
   private async grant(
-    m: Parameters<typeof execute>[0],
+    m: Transaction,
     now: number,
     p: {
       issuer: OidcIssuer;

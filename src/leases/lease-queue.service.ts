@@ -61,14 +61,14 @@ export class LeaseQueueService implements OnModuleInit {
     return this.decisions
       .decide(
         { action: 'ENQUEUE_LEASE', environment: input.environment, actor: holder },
-        (m, now) =>
-          this.writes.enqueueLease(m, {
+        (tx) =>
+          this.writes.enqueueLease(tx, {
             environment: input.environment,
             principal: principal.name,
             holder,
             ttlSeconds: input.ttlSeconds,
             maxWaitSeconds: input.maxWaitSeconds,
-            now,
+            now: tx.now,
           }),
         (ticket) => ({
           generation: ticket.generation,
@@ -85,7 +85,7 @@ export class LeaseQueueService implements OnModuleInit {
     }
     const cancelled = await this.decisions.decide(
       { action: 'CANCEL_LEASE_TICKET', environment: ticket.environment, actor: principal.name },
-      (m, now) => this.writes.cancelLeaseTicket(m, { id: ticket.id, now }),
+      (tx) => this.writes.cancelLeaseTicket(tx, { id: ticket.id, now: tx.now }),
       (t) => ({ detail: `ticket ${t.id} ${t.status}` }),
     );
     return this.asRead(cancelled);

@@ -91,16 +91,16 @@ export class LeaseQueueSweeper implements OnApplicationBootstrap, BeforeApplicat
       try {
         await this.decisions.decide(
           { action: 'HAND_OFF_LEASE', environment, actor: 'planfence', via: null },
-          async (m, at) => {
+          async (tx) => {
             if (this.db.dialect === 'postgres') {
               const [{ locked }] = await select<{ locked: boolean }>(
-                m,
+                tx.manager,
                 'SELECT pg_try_advisory_xact_lock(:key, hashtext(:environment)) AS locked',
                 { key: SWEEP_LOCK, environment },
               );
               if (!locked) throw new NothingToSweep();
             }
-            const handed = await this.writes.handOffLease(m, environment, at);
+            const handed = await this.writes.handOffLease(tx, environment, tx.now);
             if (!handed.granted && !handed.expired) throw new NothingToSweep();
             return handed;
           },

@@ -16,13 +16,13 @@ export class LeasesService {
     const holder = input.instance ? `${principal.name}/${input.instance}` : principal.name;
     return this.decisions.decide(
       { action: 'ACQUIRE_LEASE', environment: input.environment, actor: holder },
-      (m, now) =>
-        this.writes.grantLease(m, {
+      (tx) =>
+        this.writes.grantLease(tx, {
           environment: input.environment,
           principal: principal.name,
           holder,
           ttlMs: input.ttlSeconds * 1000,
-          now,
+          now: tx.now,
         }),
       (lease) => ({
         generation: lease.generation,
@@ -39,12 +39,12 @@ export class LeasesService {
         actor: principal.name,
         generation: input.generation,
       },
-      (m, now) =>
-        this.writes.renewLease(m, {
+      (tx) =>
+        this.writes.renewLease(tx, {
           ...input,
           principal: principal.name,
           ttlMs: input.ttlSeconds * 1000,
-          now,
+          now: tx.now,
         }),
       (lease) => ({ detail: `expires ${lease.expiresAt.toISOString()}` }),
     );
@@ -58,7 +58,7 @@ export class LeasesService {
         actor: principal.name,
         generation: input.generation,
       },
-      (m, now) => this.writes.releaseLease(m, { ...input, principal: principal.name, now }),
+      (tx) => this.writes.releaseLease(tx, { ...input, principal: principal.name, now: tx.now }),
     );
     return true;
   }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database, execute, executeLater, jsonList, select } from '../database/database.js';
+import type { Transaction } from '../database/transaction.js';
 import { lockEnvironment } from '../fencing/row-locks.js';
 import type { Deployment } from '../model/deployment.entity.js';
 import type { Environment } from '../model/environment.entity.js';
@@ -169,7 +170,7 @@ export class Outbox {
    * Writes `events` in the transaction `m`, in the given order (their ids ascend in it):
    * up to ROWS_PER_INSERT of them in one statement.
    */
-  async record(m: EntityManager, events: readonly OutboxEvent[]): Promise<void> {
+  async record(m: Transaction, events: readonly OutboxEvent[]): Promise<void> {
     if (!events.length) return;
     // PostgreSQL: each environment's row, unless the transaction holds it already (the
     // guard's decisions change it first), so that a decision that records several events
@@ -193,7 +194,7 @@ export class Outbox {
    * The transaction `m` records events by a statement of its own (a submit at once, see
    * src/decisions/submit-at-once.ts): the listeners run after its commit, as after record's.
    */
-  recordedBy(m: EntityManager): void {
+  recordedBy(m: Transaction): void {
     this.db.afterCommit(m, () => {
       for (const listener of this.listeners) listener();
     });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import DataLoader from 'dataloader';
 import { Inject, Injectable } from '@nestjs/common';
-import { type EntityManager, In } from 'typeorm';
+import { In } from 'typeorm';
 import { AuthError } from '../auth/auth.errors.js';
 import { tokenCheckOf } from '../auth/principal-memory.js';
 import type { Principal } from '../model/principal.entity.js';
@@ -16,6 +16,7 @@ import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
 import { EnvironmentsService } from '../environments/environments.service.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
+import type { DecisionTx } from '../fencing/effects.js';
 import { PlanWrites } from '../fencing/plan-writes.js';
 import { approvalsOfRule } from '../fencing/sql.js';
 import { approvalsOfPlans, pendingRulesOfPlans, snapshotLater } from './approvals.js';
@@ -187,7 +188,7 @@ export class PlansService {
         contentHash: sha256(content),
         policy,
       };
-      const work = (m: EntityManager, now: number) => this.writes.admitPlan(m, { ...submit, now });
+      const work = (tx: DecisionTx) => this.writes.admitPlan(tx, { ...submit, now: tx.now });
       const detail = () => describeDecision(policy);
       // The submit as the PostgreSQL statement takes it: the clock unless it reads its own,
       // and the call's key, whose record it checks.
@@ -300,23 +301,23 @@ export class PlansService {
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'approvePlan', canonical)
         : null,
-      async (m, now) => {
+      async (tx) => {
         if (breakGlassReason != null && principal.role !== Role.ADMIN) {
           throw new AuthError(
             'FORBIDDEN',
             `only an ADMIN may approve with breakGlassReason; ${principal.name} is ${principal.role}`,
           );
         }
-        const plan = await this.writes.approvePlan(m, {
+        const plan = await this.writes.approvePlan(tx, {
           planId: canonical.planId,
           contentHash: canonical.contentHash,
           breakGlassReason,
           deploymentSequence,
           via,
           reviewer: principal.name,
-          now,
+          now: tx.now,
         });
-        last.snapshot = { of: plan, read: snapshotLater(m, plan) };
+        last.snapshot = { of: plan, read: snapshotLater(tx.manager, plan) };
         return plan;
       },
       (plan) => {
@@ -347,7 +348,7 @@ export class PlansService {
       idempotencyKey
         ? idempotentCall(principal.name, idempotencyKey, 'rejectPlan', canonical)
         : null,
-      (m, now) => this.writes.rejectPlan(m, { ...canonical, reviewer: principal.name, now }),
+      (tx) => this.writes.rejectPlan(tx, { ...canonical, reviewer: principal.name, now: tx.now }),
     );
   }
 

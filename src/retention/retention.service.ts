@@ -57,17 +57,17 @@ export class RetentionService implements OnApplicationBootstrap, OnApplicationSh
     const now = await this.clock.now();
     const cutoff = now - this.config.planRetentionMs;
     // Deployments whose heartbeat lapsed are stored UNKNOWN (they already read so).
-    await this.decisions.write((m) => this.deployments.markLapsed(m, null, now));
+    await this.decisions.write(now, (tx) => this.deployments.markLapsed(tx, null, now));
     let expired = 0;
-    const report = await this.decisions.write(async (m) => {
-      expired = await this.plans.expireProposals(m, now);
+    const report = await this.decisions.write(now, async (tx) => {
+      expired = await this.plans.expireProposals(tx, now);
       return {
         idempotencyRecords: await execute(
-          m,
+          tx.manager,
           'DELETE FROM idempotency_records WHERE expires_at <= :now',
           { now },
         ),
-        planContents: await purgePlanContents(m, now, cutoff),
+        planContents: await purgePlanContents(tx, now, cutoff),
       };
     });
     const outbox = await this.db.write(async (m) => ({

@@ -1,0 +1,247 @@
+/**
+ * The guard's writes on their own, on a real SQLite database in memory (no service, no
+ * HTTP): each write is handed a decision's transaction and returns its outcome, and what
+ * else it decided (its effects) is a list of values, in the order decided, that the decision
+ * runner records. The end-to-end suites prove what those effects become (audit rows, outbox
+ * events, subscription messages); this file proves what each write decides.
+ */
+import { createHash } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { loadConfig } from '../src/config/config.js';
+import { dataSourceOptions } from '../src/database/data-source.js';
+import { migrate } from '../src/database/migrator.js';
+import { Transaction } from '../src/database/transaction.js';
+import { DecisionTx, type Effect } from '../src/fencing/effects.js';
+import { DeploymentWrites } from '../src/fencing/deployment-writes.js';
+import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
+import { LeaseWrites } from '../src/fencing/lease-writes.js';
+import { PlanWrites } from '../src/fencing/plan-writes.js';
+import { FencingMode } from '../src/model/environment.entity.js';
+import { PlanContentType } from '../src/model/plan.entity.js';
+
+const environments = new EnvironmentWrites();
+const leases = new LeaseWrites();
+const plans = new PlanWrites();
+const deployments = new DeploymentWrites();
+
+let dataSource: DataSource;
+
+beforeEach(async () => {
+  const config = loadConfig({
+    DATABASE_URL: 'sqlite::memory:',
+    PLANFENCE_ADMIN_TOKEN: 'pf_admin_token_for_guard_tests_0123456789',
+  });
+  dataSource = new DataSource(dataSourceOptions(config));
+  await dataSource.initialize();
+  await migrate(dataSource, new Logger('migrations'));
+  Logger.overrideLogger(false);
+});
+
+afterEach(async () => {
+  await dataSource.destroy();
+});
+
+/** One decision: the write in a transaction of its own, committed unless it throws. */
+async function decide<T>(
+  now: number,
+  write: (tx: DecisionTx) => Promise<T>,
+): Promise<{ result: T | null; error: { code?: string } | null; effects: Effect[] }> {
+  const runner = dataSource.createQueryRunner();
+  await runner.startTransaction();
+  const tx = new DecisionTx(new Transaction(dataSource, runner), now);
+  try {
+    const result = await write(tx);
+    await runner.commitTransaction();
+    return { result, error: null, effects: tx.effects };
+  } catch (error) {
+    await runner.rollbackTransaction();
+    return { result: null, error: error as { code?: string }, effects: tx.effects };
+  } finally {
+    await runner.release();
+  }
+}
+
+/** The effects as short names: an outbox event's type, else the effect's kind. */
+const named = (effects: Effect[]) =>
+  effects.map((effect) =>
+    effect.kind === 'outbox'
+      ? effect.type
+      : effect.kind === 'audit'
+        ? `audit:${effect.entry.action}`
+        : effect.kind,
+  );
+
+async function environment(name: string, requireApproval: boolean, now = 1_000) {
+  const created = await decide(now, (tx) =>
+    environments.createEnvironment(tx, {
+      name,
+      mode: FencingMode.MONOTONIC,
+      requireApproval,
+      approvalRules: requireApproval ? [{ group: null, count: 1 }] : [],
+      proposalTtlSeconds: null,
+      now,
+    }),
+  );
+  expect(created.error).toBeNull();
+}
+
+function lease(name: string, principal: string, now: number) {
+  return decide(now, (tx) =>
+    leases.grantLease(tx, {
+      environment: name,
+      principal,
+      holder: principal,
+      ttlMs: 60_000,
+      now,
+    }),
+  );
+}
+
+function submit(
+  name: string,
+  principal: string,
+  generation: number,
+  now: number,
+  content = 'plan',
+) {
+  return decide(now, (tx) =>
+    plans.admitPlan(tx, {
+      environment: name,
+      principal,
+      generation,
+      content,
+      contentHash: createHash('sha256').update(content).digest('hex'),
+      title: null,
+      basedOnPlanId: null,
+      contentType: PlanContentType.TEXT,
+      summary: null,
+      artifact: null,
+      artifactHash: null,
+      basedOnDeploymentSequence: null,
+      priorState: null,
+      sourceRevision: null,
+      policy: { version: 0, results: [], denial: null, rules: [] },
+      now,
+    }),
+  );
+}
+
+test('a submit where no approval is needed publishes: the plan, then plan.submitted, plan.published and its announcement', async () => {
+  await environment('dev', false);
+  const granted = await lease('dev', 'agent', 2_000);
+  expect(granted.result?.generation).toBe(1);
+  // A grant decides nothing to announce (no ticket waited, no proposal expired).
+  expect(granted.effects).toEqual([]);
+
+  const submitted = await submit('dev', 'agent', 1, 3_000);
+  expect(submitted.error).toBeNull();
+  expect(submitted.result).toMatchObject({ id: 'dev@1.1', status: 'PUBLISHED' });
+  expect(named(submitted.effects)).toEqual(['plan.submitted', 'plan.published', 'planPublished']);
+});
+
+test('a submit below the fence is refused with STALE_GENERATION and decides nothing', async () => {
+  await environment('dev', false);
+  await lease('dev', 'agent-a', 2_000);
+  // agent-a's lease lapses; agent-b takes generation 2 and submits, raising the fence to 2.
+  await lease('dev', 'agent-b', 70_000);
+  expect((await submit('dev', 'agent-b', 2, 71_000)).error).toBeNull();
+
+  const stale = await submit('dev', 'agent-a', 1, 72_000, 'old plan');
+  expect(stale.error?.code).toBe('STALE_GENERATION');
+  expect(stale.effects).toEqual([]);
+});
+
+test('an approval that completes the rules publishes; the reviewer cannot approve twice', async () => {
+  await environment('prod', true);
+  await lease('prod', 'agent', 2_000);
+  const proposed = await submit('prod', 'agent', 1, 3_000);
+  expect(proposed.result?.status).toBe('PROPOSED');
+  expect(named(proposed.effects)).toEqual(['plan.submitted']);
+
+  const approve = (reviewer: string, now: number) =>
+    decide(now, (tx) =>
+      plans.approvePlan(tx, {
+        planId: 'prod@1.1',
+        reviewer,
+        contentHash: null,
+        breakGlassReason: null,
+        now,
+      }),
+    );
+  const approved = await approve('alice', 4_000);
+  expect(approved.result?.status).toBe('PUBLISHED');
+  expect(named(approved.effects)).toEqual(['plan.published', 'planPublished']);
+
+  const again = await approve('alice', 5_000);
+  expect(again.error?.code).toBe('INVALID_PLAN_STATE');
+  expect(again.effects).toEqual([]);
+});
+
+test('drift moves the deployment sequence: proposals made before it turn OBSOLETE, each audited, then environment.drifted', async () => {
+  await environment('prod', true);
+  await lease('prod', 'agent', 2_000);
+  const proposed = await decide(3_000, (tx) =>
+    plans.admitPlan(tx, {
+      environment: 'prod',
+      principal: 'agent',
+      generation: 1,
+      content: 'plan',
+      contentHash: createHash('sha256').update('plan').digest('hex'),
+      title: null,
+      basedOnPlanId: null,
+      contentType: PlanContentType.TEXT,
+      summary: null,
+      artifact: null,
+      artifactHash: null,
+      basedOnDeploymentSequence: 0,
+      priorState: null,
+      sourceRevision: null,
+      policy: { version: 0, results: [], denial: null, rules: [] },
+      now: 3_000,
+    }),
+  );
+  expect(proposed.result?.status).toBe('PROPOSED');
+
+  const drifted = await decide(4_000, (tx) =>
+    deployments.reportDrift(tx, {
+      environment: 'prod',
+      detail: 'a change made by hand',
+      reporter: 'checker',
+      now: 4_000,
+    }),
+  );
+  expect(drifted.result?.deploymentSequence).toBe(1);
+  expect(named(drifted.effects)).toEqual(['audit:PLAN_OBSOLETE', 'environment.drifted']);
+
+  const unknown = await decide(5_000, (tx) =>
+    deployments.reportDrift(tx, {
+      environment: 'nowhere',
+      detail: 'x',
+      reporter: 'checker',
+      now: 5_000,
+    }),
+  );
+  expect(unknown.error?.code).toBe('NOT_FOUND');
+  expect(unknown.effects).toEqual([]);
+});
+
+test('a freeze decides environment.frozen; an unknown environment is NOT_FOUND and decides nothing', async () => {
+  await environment('prod', true);
+  const frozen = await decide(2_000, (tx) =>
+    environments.freeze(tx, {
+      environment: 'prod',
+      reason: 'incident',
+      actor: 'admin',
+      now: 2_000,
+    }),
+  );
+  expect(frozen.result?.frozenReason).toBe('incident');
+  expect(named(frozen.effects)).toEqual(['environment.frozen']);
+
+  const missing = await decide(3_000, (tx) =>
+    environments.freeze(tx, { environment: 'nowhere', reason: 'x', actor: 'admin', now: 3_000 }),
+  );
+  expect(missing.error?.code).toBe('NOT_FOUND');
+  expect(missing.effects).toEqual([]);
+});
