@@ -4,6 +4,8 @@
  * environment after a soak, the window in which a published plan must start deploying, and
  * drift that moves the deployment sequence.
  */
+import { Database } from '../src/database/database.js';
+import { raiseAfterRestore } from '../src/fencing/restore.js';
 import { startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { connectMcp } from './support/mcp.js';
@@ -159,8 +161,8 @@ async function deployRevision(
   await world.release(tokens.agent, environment, generation);
   expect(published.status).toBe('PUBLISHED');
   const started = await d.startOk(tokens.deployer, environment, published.id);
-  ok(await d.finish(tokens.deployer, started.id, outcome));
-  return published;
+  const finished = ok(await d.finish(tokens.deployer, started.id, outcome)).finishDeployment;
+  return { published, finished };
 }
 
 describe('R50: required checks', () => {
@@ -276,8 +278,44 @@ describe('R50: required checks', () => {
     expect(published.status).toBe('PUBLISHED');
     const audit = await world.auditEvents('glass-checked');
     expect(audit).toContainEqual(
-      expect.objectContaining({ action: 'CHECKS_SKIPPED', planId: p.id, outcome: 'ACCEPTED' }),
+      expect.objectContaining({
+        action: 'CHECKS_SKIPPED',
+        planId: p.id,
+        outcome: 'ACCEPTED',
+        detail: 'published by break-glass (scanner down, outage) without the required checks scan',
+      }),
     );
+
+    // Nothing was pending: nothing is said to be skipped.
+    const q = await proposal('glass-checked');
+    ok(await report(tokens.checker, q.id, 'scan', 'SUCCESS'));
+    ok(await approve(world.admin, q.id, { breakGlassReason: 'reviewers away' }));
+    const after = await world.auditEvents('glass-checked');
+    expect(after.filter((e) => e.action === 'CHECKS_SKIPPED').map((e) => e.planId)).toEqual([p.id]);
+  });
+
+  // proves: R50
+  test('a check reported on a plan below the fence is refused, and nothing is recorded', async () => {
+    await environmentWith('checked-stale', { requiredChecks: ['scan'] });
+    const old = await proposal('checked-stale');
+    // A newer lease's proposal raises the fence (MONOTONIC) and passes the old plan over.
+    await proposal('checked-stale');
+    const passed = await report(tokens.checker, old.id, 'scan', 'SUCCESS');
+    expect(codeOf(passed)).toBe('INVALID_PLAN_STATE');
+    expect(passed.errors![0].extensions).toMatchObject({ status: 'OBSOLETE' });
+
+    // After a restore from a backup the fence rose past proposals still PROPOSED: the report
+    // that would publish one (its approval is in) is refused.
+    const kept = await proposal('checked-stale');
+    ok(await approve(tokens.reviewer, kept.id));
+    await app.app
+      .get(Database)
+      .write((m) => raiseAfterRestore(m, { margin: 10, actor: 'operator:test', now: Date.now() }));
+    const stale = await report(tokens.checker, kept.id, 'scan', 'SUCCESS');
+    expect(codeOf(stale)).toBe('STALE_GENERATION');
+    expect(stale.errors![0].message).toBe(`plan ${kept.id}'s generation 3 is below the fence 13`);
+    expect(stale.errors![0].extensions).toMatchObject({ generation: 3, fence: 13 });
+    expect((await plan(kept.id)).checks).toEqual([]);
   });
 
   // proves: R50
@@ -400,6 +438,53 @@ describe('R51: promotion', () => {
     expect((await plan(p.id)).checks).toEqual([]);
   });
 
+  // proves: R51
+  test('each promotion refusal says why; a plan publishes at the very minute its soak ends', async () => {
+    await world.createEnvironment('stage-m', 'MONOTONIC', false);
+    await environmentWith('prod-m', { promotion: { from: 'stage-m', soakMinutes: 60 } });
+    const p = await proposal('prod-m', { sourceRevision: 'r1' });
+    const refusal = async () => {
+      const result = await approve(tokens.reviewer, p.id);
+      expect(codeOf(result)).toBe('PRECONDITION_FAILED');
+      expect(result.errors![0].extensions).toMatchObject({
+        reason: 'PROMOTION',
+        from: 'stage-m',
+        sourceRevision: 'r1',
+      });
+      return result.errors![0].message;
+    };
+    const refused = `plan ${p.id} cannot be promoted from "stage-m"`;
+    expect(await refusal()).toBe(`${refused}: nothing has finished deploying there yet`);
+
+    await deployRevision('stage-m', 'r0', 'SUCCEEDED');
+    expect(await refusal()).toBe(
+      `${refused}: its latest finished deployment stage-m#1 is of revision r0, not r1`,
+    );
+    await deployRevision('stage-m', 'r1', 'FAILED');
+    expect(await refusal()).toBe(`${refused}: its latest finished deployment stage-m#2 FAILED`);
+
+    const { finished } = await deployRevision('stage-m', 'r1', 'SUCCEEDED');
+    const soaked = Date.parse(finished.finishedAt!) + 60 * 60_000;
+    world.advance(60 * 60 - 1);
+    expect(await refusal()).toBe(
+      `${refused}: deployment stage-m#3 of r1 soaks until ${new Date(soaked).toISOString()} (60 minutes)`,
+    );
+    world.advance(1);
+    expect(ok(await approve(tokens.reviewer, p.id)).approvePlan).toMatchObject({
+      status: 'PUBLISHED',
+      publishedAt: new Date(soaked).toISOString(),
+    });
+
+    // A submit names itself "the plan"; without a revision it is never promoted.
+    await environmentWith('prod-m2', { promotion: { from: 'stage-m', soakMinutes: 0 } }, false);
+    const generation = await world.acquire(tokens.agent, 'prod-m2', 600);
+    const bare = await submit('prod-m2', generation);
+    expect(bare.errors![0].message).toBe(
+      'the plan cannot be promoted from "stage-m": it has no sourceRevision (submit it with the revision it was made from)',
+    );
+    expect(bare.errors![0].extensions).toMatchObject({ reason: 'PROMOTION', sourceRevision: null });
+  });
+
   test('settings: promotion set and cleared, from an unknown environment or from itself refused', async () => {
     await world.createEnvironment('settings', 'MONOTONIC', true);
     const set = ok(
@@ -453,7 +538,17 @@ describe('R52: deploy window', () => {
       currentPlanId: second,
       deployBy: new Date(Date.parse(publishedAt) + 30 * 60_000).toISOString(),
     });
-    expect(late.errors![0].message).toMatch(/plan again/);
+    expect(late.errors![0].message).toBe(
+      `plan ${second} was published more than 30 minutes ago and had to start deploying by ${new Date(Date.parse(publishedAt) + 30 * 60_000).toISOString()}: plan again`,
+    );
+  });
+
+  // proves: R52
+  test('a plan may start deploying at the very minute its window ends', async () => {
+    await environmentWith('window-edge', { deployWithinMinutes: 30 }, false);
+    const [published] = await d.publish('window-edge', tokens.agent);
+    world.advance(30 * 60);
+    expect((await d.startOk(tokens.deployer, 'window-edge', published)).status).toBe('IN_PROGRESS');
   });
 });
 
