@@ -4,8 +4,8 @@ import { GraphQLModule } from '@nestjs/graphql';
 import { MercuriusDriver, type MercuriusDriverConfig } from '@nestjs/mercurius';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { AccessModule } from './access/access.module.js';
 import { AuditModule } from './audit/audit.module.js';
-import { AuthModule } from './auth/auth.module.js';
 import { Clock, DatabaseClock, SystemClock } from './common/clock.js';
 import { createErrorFormatter, PassThroughGqlFilter } from './common/error-formatter.js';
 import { ConfigModule } from './config/config.module.js';
@@ -78,7 +78,7 @@ export class AppModule {
           }) as MercuriusDriverConfig['errorFormatter'],
           subscription: subscriptionOptions(),
         }),
-        AuthModule,
+        AccessModule,
         QuotasModule,
         AuditModule,
         PoliciesModule,

@@ -2,7 +2,7 @@
  * The lease queue (docs/design.md §17): agents wait their turn for an environment's lease
  * instead of failing, in FIFO or LATEST mode, and every grant is a guard decision.
  */
-import { PgListener } from '../src/events/pg-listener.js';
+import { PgListener } from '../src/database/pg-listener.js';
 import {
   ADMIN_TOKEN,
   scratchDatabase,

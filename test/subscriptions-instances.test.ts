@@ -4,7 +4,7 @@
  * receives what it missed, then the live events, with no gap and nothing twice), on both
  * databases where it applies.
  */
-import { PgListener } from '../src/events/pg-listener.js';
+import { PgListener } from '../src/database/pg-listener.js';
 import {
   ADMIN_TOKEN,
   scratchDatabase,

@@ -17,7 +17,7 @@ import { sha256 } from '../common/hash.js';
 import type { Config } from '../config/config.js';
 import { type Database, execute } from '../database/database.js';
 import { exists, findOne, insertRow } from '../database/rows.js';
-import type { PrincipalChanges } from '../events/principal-changes.js';
+import type { PrincipalChanges } from './principal-changes.js';
 import { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 

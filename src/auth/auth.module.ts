@@ -1,17 +1,13 @@
 import { Module } from '@nestjs/common';
-import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
-import { Access, AuthGuard, EnvironmentScopeInterceptor } from './auth.guard.js';
+import { PgListenerModule } from '../database/pg-listener.module.js';
 import { AuthResolver } from './auth.resolver.js';
 import { AuthService } from './auth.service.js';
+import { PrincipalChanges } from './principal-changes.js';
 
+/** Principals and their tokens; the checks of a request (the AuthGuard) are src/access/'s. */
 @Module({
-  providers: [
-    AuthService,
-    Access,
-    AuthResolver,
-    { provide: APP_GUARD, useClass: AuthGuard },
-    { provide: APP_INTERCEPTOR, useClass: EnvironmentScopeInterceptor },
-  ],
-  exports: [AuthService, Access],
+  imports: [PgListenerModule],
+  providers: [AuthService, PrincipalChanges, AuthResolver],
+  exports: [AuthService, PrincipalChanges],
 })
 export class AuthModule {}

@@ -6,7 +6,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, execute, select } from '../database/database.js';
 import type { Transaction } from '../database/transaction.js';
-import { PrincipalChanges } from '../events/principal-changes.js';
+import { PrincipalChanges } from './principal-changes.js';
 import { bootstrapAdmin, newToken } from './admin-bootstrap.js';
 import { AuthError } from './auth.errors.js';
 import { PrincipalMemory, unchecked } from './principal-memory.js';

@@ -33,6 +33,9 @@ export const PlanId = {
   },
 };
 
+/** A deployment id as an input takes it: `<environment>#<sequence>`. */
+export const DEPLOYMENT_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}#[1-9][0-9]{0,9}$/;
+
 export interface DeploymentId {
   environment: string;
   sequence: number;

@@ -5,7 +5,7 @@ import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
 import { Lease } from '../leases/lease.model.js';
 import { Plan } from '../model/plan.entity.js';
 import { CreateEnvironmentInput } from './dto/create-environment.input.js';
-import { EnvironmentArgs, EnvironmentNameArgs } from './dto/environment.args.js';
+import { EnvironmentArgs, EnvironmentNameArgs } from '../common/environment.args.js';
 import { EnvironmentsPageArgs } from './dto/environments-page.args.js';
 import { Environment } from '../model/environment.entity.js';
 import { EnvironmentsService, freezeOf, promotionOf } from './environments.service.js';

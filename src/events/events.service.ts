@@ -7,7 +7,7 @@ import { findOne } from '../database/rows.js';
 import { Deployment } from '../model/deployment.entity.js';
 import { Plan } from '../model/plan.entity.js';
 import { COLUMNS, encode, type EventKind, fromRow, rebuild, type Wire } from './event-wire.js';
-import { PgListener } from './pg-listener.js';
+import { PgListener } from '../database/pg-listener.js';
 
 interface PubSub {
   publish(event: { topic: string; payload: unknown }, callback?: () => void): void;

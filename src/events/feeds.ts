@@ -24,7 +24,7 @@ import {
 import { RequestLimitError } from '../common/limit.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { loopTurns } from './loop-turns.js';
-import { PgListener } from './pg-listener.js';
+import { PgListener } from '../database/pg-listener.js';
 import { ReplayBudget } from './replay-budget.js';
 import { SubscriptionError } from './subscription.errors.js';
 import { DeploymentId, PlanId } from '../common/ids.js';

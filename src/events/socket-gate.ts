@@ -20,8 +20,8 @@ import type { Principal } from '../model/principal.entity.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config, SocketLimits } from '../config/config.js';
 import { loopTurns } from './loop-turns.js';
-import { PgListener } from './pg-listener.js';
-import { PrincipalChanges } from './principal-changes.js';
+import { PgListener } from '../database/pg-listener.js';
+import { PrincipalChanges } from '../auth/principal-changes.js';
 import { CloseCode, SocketError } from './socket.errors.js';
 
 /** What a subscription's resolvers and the AuthGuard see of the socket's caller. */

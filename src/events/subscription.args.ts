@@ -1,8 +1,8 @@
 import { ArgsType, Field, ID } from '@nestjs/graphql';
 import { IsOptional, Matches } from 'class-validator';
 import { IsPlanId, IsRowId } from '../common/validation.js';
-import { DEPLOYMENT_ID_PATTERN } from '../deployments/dto/deployment.input.js';
-import { EnvironmentArgs } from '../environments/dto/environment.args.js';
+import { DEPLOYMENT_ID_PATTERN } from '../common/ids.js';
+import { EnvironmentArgs } from '../common/environment.args.js';
 
 const CURSOR =
   'resume after this one: the events after it are sent first, then the live ones (docs/subscriptions.md)';

@@ -21,7 +21,7 @@ import type { Config } from '../config/config.js';
 import { Database, execute } from '../database/database.js';
 import type { Transaction } from '../database/transaction.js';
 import { findOne } from '../database/rows.js';
-import { PrincipalChanges } from '../events/principal-changes.js';
+import { PrincipalChanges } from '../auth/principal-changes.js';
 import { QuotaError } from '../quotas/quota.errors.js';
 import { TokenBuckets } from '../quotas/token-buckets.js';
 import { fetchBounded } from './bounded-fetch.js';

@@ -8,12 +8,12 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
-import { Access } from '../auth/auth.guard.js';
+import { Access } from '../access/access.js';
 import { Principal } from '../model/principal.entity.js';
 import { DomainError } from '../common/errors.js';
 import { Role } from '../common/role.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
-import { EnvironmentArgs } from '../environments/dto/environment.args.js';
+import { EnvironmentArgs } from '../common/environment.args.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
 import { EnqueueLeaseInput, LeaseTicketArgs } from './dto/lease-queue.inputs.js';
 import { QueueError } from '../model/lease-queue.errors.js';

@@ -9,7 +9,7 @@ import { Environment } from '../model/environment.entity.js';
 import { EnvironmentError } from '../model/environment.errors.js';
 import { leaseTicketTopic } from '../events/events.service.js';
 import type { SubscriptionPubSub } from '../events/feeds.js';
-import { PgListener } from '../events/pg-listener.js';
+import { PgListener } from '../database/pg-listener.js';
 import { DecisionRunner } from '../decisions/decision.runner.js';
 import { LeaseWrites } from '../fencing/lease-writes.js';
 import { liveLease } from '../fencing/reads.js';

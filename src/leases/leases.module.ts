@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
-import { AuthModule } from '../auth/auth.module.js';
+import { AccessModule } from '../access/access.module.js';
+import { PgListenerModule } from '../database/pg-listener.module.js';
 import { DecisionsModule } from '../decisions/decisions.module.js';
 import { FencingModule } from '../fencing/fencing.module.js';
 import { LeaseQueueResolver } from './lease-queue.resolver.js';
@@ -9,7 +10,7 @@ import { LeasesResolver } from './leases.resolver.js';
 import { LeasesService } from './leases.service.js';
 
 @Module({
-  imports: [AuthModule, DecisionsModule, FencingModule],
+  imports: [AccessModule, DecisionsModule, FencingModule, PgListenerModule],
   providers: [
     LeasesService,
     LeasesResolver,

@@ -7,7 +7,7 @@ import {
   OperationTypeNode,
 } from 'graphql';
 import type { Registry } from 'prom-client';
-import { authenticateOnce } from '../auth/auth.guard.js';
+import { authenticateOnce } from '../auth/authenticate.js';
 import { AuthError } from '../auth/auth.errors.js';
 import type { AuthService } from '../auth/auth.service.js';
 import type { RequestWithPrincipal } from '../auth/roles.decorator.js';

@@ -3,7 +3,7 @@ import { HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { authenticateOnce } from '../auth/auth.guard.js';
+import { authenticateOnce } from '../auth/authenticate.js';
 import { AuthError } from '../auth/auth.errors.js';
 import { AuthService } from '../auth/auth.service.js';
 import { Role } from '../common/role.js';

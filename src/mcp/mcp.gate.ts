@@ -1,5 +1,5 @@
 import { Injectable, type Type } from '@nestjs/common';
-import { Access, type Handler } from '../auth/auth.guard.js';
+import { Access, type Handler } from '../access/access.js';
 import type { Principal } from '../model/principal.entity.js';
 import { throughMcp } from '../common/via.js';
 import { validationPipe } from '../common/validation.js';

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { ChecksModule } from '../checks/checks.module.js';
+import { AccessModule } from '../access/access.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { DeploymentsModule } from '../deployments/deployments.module.js';
 import { EnvironmentsModule } from '../environments/environments.module.js';
@@ -12,6 +13,7 @@ import { McpGate } from './mcp.gate.js';
 /** Agents over MCP (DESIGN §14): POST /mcp and its tools. */
 @Module({
   imports: [
+    AccessModule,
     AuthModule,
     QuotasModule,
     EnvironmentsModule,

@@ -4,7 +4,7 @@ import { Injectable, type Type } from '@nestjs/common';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { Handler } from '../auth/auth.guard.js';
+import type { Handler } from '../access/access.js';
 import type { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { allowsEnvironment } from '../auth/scope.js';
@@ -32,7 +32,7 @@ import {
   RenewLeaseInput,
 } from '../leases/dto/lease.inputs.js';
 import type { Lease } from '../leases/lease.model.js';
-import { EnvironmentArgs } from '../environments/dto/environment.args.js';
+import { EnvironmentArgs } from '../common/environment.args.js';
 import { EnqueueLeaseInput } from '../leases/dto/lease-queue.inputs.js';
 import { LeaseTicketStatus } from '../model/lease-ticket.entity.js';
 import { LeaseQueueResolver } from '../leases/lease-queue.resolver.js';

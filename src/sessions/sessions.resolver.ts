@@ -11,7 +11,7 @@ import {
 } from '@nestjs/graphql';
 import { Principal } from '../model/principal.entity.js';
 import { CurrentPrincipal, Roles, Unscoped } from '../auth/roles.decorator.js';
-import type { CookieRequest } from '../auth/auth.guard.js';
+import type { CookieRequest } from '../auth/authenticate.js';
 import { AuthError } from '../auth/auth.errors.js';
 import { InputError } from '../common/errors.js';
 import { Database } from '../database/database.js';

@@ -11,7 +11,7 @@ import type { Config } from '../config/config.js';
 import type { OidcLogin } from '../config/oidc-config.js';
 import { Database, execute, select } from '../database/database.js';
 import { findOne, findOneOrFail } from '../database/rows.js';
-import { PrincipalChanges } from '../events/principal-changes.js';
+import { PrincipalChanges } from '../auth/principal-changes.js';
 import { firstMatchingRule, principalNameOf } from './login-rules.js';
 import { Session, SESSION_PREFIX, type SessionKind, type SessionRow } from './session.entity.js';
 import { SignInRefused } from './sessions.errors.js';

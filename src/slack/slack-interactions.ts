@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { Access } from '../auth/auth.guard.js';
+import { Access } from '../access/access.js';
 import { Principal } from '../model/principal.entity.js';
 import { AuditOutcome } from '../model/audit-event.entity.js';
 import { AuditService } from '../audit/audit.service.js';

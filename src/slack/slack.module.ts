@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
+import { AccessModule } from '../access/access.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { ChecksModule } from '../checks/checks.module.js';
 import { PlansModule } from '../plans/plans.module.js';
@@ -12,7 +13,7 @@ import { SlackRoutes } from './slack.routes.js';
 
 /** Reviews in Slack (DESIGN §20, R45–R47, docs/slack.md). */
 @Module({
-  imports: [AuditModule, AuthModule, ChecksModule, PlansModule],
+  imports: [AccessModule, AuditModule, AuthModule, ChecksModule, PlansModule],
   providers: [
     SlackLinks,
     SlackMessages,

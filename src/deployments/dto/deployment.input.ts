@@ -20,8 +20,7 @@ import {
 } from '../../common/validation.js';
 import { TerraformStateInput } from '../../terraform/terraform-state.model.js';
 import { DeploymentOutcome } from '../../model/deployment.entity.js';
-
-export const DEPLOYMENT_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}#[1-9][0-9]{0,9}$/;
+import { DEPLOYMENT_ID_PATTERN } from '../../common/ids.js';
 
 const IsDeploymentId = () =>
   Matches(DEPLOYMENT_ID_PATTERN, {

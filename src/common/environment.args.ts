@@ -1,5 +1,5 @@
 import { ArgsType, Field } from '@nestjs/graphql';
-import { IsName } from '../../common/validation.js';
+import { IsName } from './validation.js';
 
 @ArgsType()
 export class EnvironmentNameArgs {

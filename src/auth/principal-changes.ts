@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database.js';
 import type { Transaction } from '../database/transaction.js';
-import { PgListener } from './pg-listener.js';
+import { PgListener } from '../database/pg-listener.js';
 
 /** The PostgreSQL channel on which every instance hears that a principal's access changed. */
 export const PRINCIPAL_CHANNEL = 'planfence_principal_changed';
