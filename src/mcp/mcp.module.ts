@@ -3,6 +3,7 @@ import { ChecksModule } from '../checks/checks.module.js';
 import { AccessModule } from '../access/access.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { DeploymentsModule } from '../deployments/deployments.module.js';
+import { EventsModule } from '../events/events.module.js';
 import { EnvironmentsModule } from '../environments/environments.module.js';
 import { LeasesModule } from '../leases/leases.module.js';
 import { PlansModule } from '../plans/plans.module.js';
@@ -21,6 +22,7 @@ import { McpGate } from './mcp.gate.js';
     PlansModule,
     ChecksModule,
     DeploymentsModule,
+    EventsModule,
   ],
   controllers: [McpController],
   // McpTools is built by the controller on the first POST /mcp, with this module's providers.
