@@ -31,5 +31,7 @@ export default {
     // R50–R53: required checks, promotion, the deploy window and drift.
     '**/preconditions.test.ts',
   ],
+  // The mutants live in the sources: every file loads them into its own registry.
+  globals: { ...config.projects[0].globals, __planfenceInRealm: true },
   testTimeout: 60000,
 };

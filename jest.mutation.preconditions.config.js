@@ -12,5 +12,7 @@ export default {
   // Stryker's environment wrapper loads this path itself, without resolving <rootDir>.
   testEnvironment: fileURLToPath(new URL('./test/support/environment.js', import.meta.url)),
   testMatch: ['**/preconditions.test.ts', '**/deployments-model.test.ts'],
+  // The mutants live in the sources: every file loads them into its own registry.
+  globals: { ...config.projects[0].globals, __planfenceInRealm: true },
   testTimeout: 60000,
 };

@@ -2,12 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { pino, type Logger } from 'pino';
-import { createApp } from '../../src/app.js';
-import { ManualClock } from '../../src/common/clock.js';
-import { loadConfig } from '../../src/config/config.js';
+import type { Logger } from 'pino';
+import type { ManualClock } from '../../src/common/clock.js';
 import { createPostgresDatabase } from '../fault/service.js';
 import { migratedTemplate } from './postgres-template.js';
+import { serviceModules } from './service.js';
 
 export const ADMIN_TOKEN = 'pf_admin_token_for_tests_0123456789';
 
@@ -74,10 +73,12 @@ export function scratchDir(): { path: string; cleanup: () => void } {
  */
 export async function startApp(
   env: Record<string, string> = {},
-  /** null: the service's own clock (the database's on PostgreSQL). */
-  clock: ManualClock | null = new ManualClock(),
+  /** null: the service's own clock (the database's on PostgreSQL); by default a ManualClock. */
+  given?: ManualClock | null,
   logger?: Logger,
 ): Promise<TestApp> {
+  const { createApp, ManualClock, loadConfig, pino } = await serviceModules();
+  const clock = given === undefined ? new ManualClock() : given;
   const scratch = scratchDir();
   const database =
     env.DATABASE_URL || TEST_DATABASE === 'sqlite'

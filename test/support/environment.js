@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { TestEnvironment } from 'jest-environment-node';
 import { needsBuild, staleSource } from './build-freshness.js';
+import { nativeService } from './native.js';
 
 /** How long closing what a test file left open may take before the run moves on. */
 const CLOSE_GRACE_MS = 30_000;
@@ -16,6 +18,7 @@ export default class PlanfenceEnvironment extends TestEnvironment {
   constructor(config, context) {
     super(config, context);
     this.testPath = context.testPath;
+    this.inRealm = Boolean(config.projectConfig.globals?.__planfenceInRealm);
   }
 
   async setup() {
@@ -26,6 +29,11 @@ export default class PlanfenceEnvironment extends TestEnvironment {
         throw new Error(
           `this suite runs code from dist/, which is older than ${stale}: run \`npm run build\` (npm test builds first)`,
         );
+    }
+    // A file that reaches the service only through test/support (it imports none of the
+    // service's sources itself) starts its apps from the worker's one load of dist/.
+    if (!this.inRealm && !process.env.PLANFENCE_TEST_IN_REALM && !importsSources(this.testPath)) {
+      if (staleSource() === null) this.global.__planfenceService = await nativeService();
     }
     this.resourcesBefore = activeResources();
   }
@@ -60,6 +68,16 @@ export default class PlanfenceEnvironment extends TestEnvironment {
         `LEAK ${this.testPath}: still open after teardown: ${left.join(', ')}\n`,
       );
   }
+}
+
+/**
+ * Whether the test file reaches into the service itself: imports its sources (classes,
+ * errors…) or looks up its providers (`app.app.get(…)`, whose class must be the app's own).
+ */
+function importsSources(testPath) {
+  return /from '(\.\.\/)+src\/|import\('(typeorm|@nestjs\/|(\.\.\/)+src\/)|\.app\.get\(/.test(
+    readFileSync(testPath, 'utf8'),
+  );
 }
 
 /** The kinds of the process's active handles and requests, counted. */

@@ -1,6 +1,4 @@
 import perfHooks from 'node:perf_hooks';
-import { DataSource } from 'typeorm';
-import { migrations } from '../../src/database/data-source.js';
 
 /**
  * The run's migrated template database (named by test/support/global-setup.js), created
@@ -37,6 +35,11 @@ async function createTemplate(server: string, name: string): Promise<string> {
   }
   const url = new URL(server);
   url.pathname = `/${name}`;
+  // Loaded here, by the one file per worker that creates the template, not by every file.
+  const [{ DataSource }, { migrations }] = await Promise.all([
+    import('typeorm'),
+    import('../../src/database/data-source.js'),
+  ]);
   const source = new DataSource({ type: 'postgres', url: url.toString(), migrations });
   await source.initialize();
   try {
