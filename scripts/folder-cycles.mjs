@@ -55,52 +55,90 @@ for (const key of edges.keys()) {
   next.get(from).push(to);
 }
 
-// Tarjan's strongly connected components.
-const index = new Map();
-const low = new Map();
-const stack = [];
-const onStack = new Set();
-const groups = [];
-let counter = 0;
-function visit(node) {
-  index.set(node, counter);
-  low.set(node, counter++);
-  stack.push(node);
-  onStack.add(node);
-  for (const other of next.get(node)) {
-    if (!index.has(other)) {
-      visit(other);
-      low.set(node, Math.min(low.get(node), low.get(other)));
-    } else if (onStack.has(other)) low.set(node, Math.min(low.get(node), index.get(other)));
+/** The groups of folders that reach one another (Tarjan), without the edge `skip` (`from -> to`). */
+function cycles(skip = null) {
+  const index = new Map();
+  const low = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const found = [];
+  let counter = 0;
+  function visit(node) {
+    index.set(node, counter);
+    low.set(node, counter++);
+    stack.push(node);
+    onStack.add(node);
+    for (const other of next.get(node)) {
+      if (`${node} -> ${other}` === skip) continue;
+      if (!index.has(other)) {
+        visit(other);
+        low.set(node, Math.min(low.get(node), low.get(other)));
+      } else if (onStack.has(other)) low.set(node, Math.min(low.get(node), index.get(other)));
+    }
+    if (low.get(node) !== index.get(node)) return;
+    const group = [];
+    let member;
+    do {
+      member = stack.pop();
+      onStack.delete(member);
+      group.push(member);
+    } while (member !== node);
+    if (group.length > 1) found.push(group.sort());
   }
-  if (low.get(node) !== index.get(node)) return;
-  const group = [];
-  let member;
-  do {
-    member = stack.pop();
-    onStack.delete(member);
-    group.push(member);
-  } while (member !== node);
-  if (group.length > 1) groups.push(group.sort());
+  for (const node of [...next.keys()].sort()) if (!index.has(node)) visit(node);
+  return found;
 }
-for (const node of [...next.keys()].sort()) if (!index.has(node)) visit(node);
 
+const groups = cycles();
 if (groups.length === 0) {
   console.log(
     `folder-cycles: no cycle among the ${next.size} folders of ${root}/ (${edges.size} runtime edges)`,
   );
   process.exit(0);
 }
+/** The shortest path of folders from `start` to `goal` inside `members`, both ends included. */
+function shortestPath(start, goal, members) {
+  const cameFrom = new Map([[start, null]]);
+  const queue = [start];
+  while (queue.length > 0) {
+    const node = queue.shift();
+    if (node === goal) break;
+    for (const other of next.get(node))
+      if (members.has(other) && !cameFrom.has(other)) {
+        cameFrom.set(other, node);
+        queue.push(other);
+      }
+  }
+  const path = [];
+  for (let node = goal; node !== null; node = cameFrom.get(node)) path.unshift(node);
+  return path;
+}
+
 for (const group of groups) {
-  console.error(
-    `error folder-cycle: ${group.map((folder) => `${root}/${folder}/`).join(', ')} import one another:`,
-  );
   const members = new Set(group);
-  for (const [key, imports] of [...edges].sort(([a], [b]) => a.localeCompare(b))) {
-    const [from, to] = key.split(' -> ');
-    if (!members.has(from) || !members.has(to)) continue;
+  const inside = [...edges]
+    .filter(([key]) => key.split(' -> ').every((folder) => members.has(folder)))
+    .sort(([a, x], [b, y]) => x.length - y.length || a.localeCompare(b));
+  // The edge without which the fewest of these folders are still in a cycle: likely the one to move.
+  const stillCyclic = (key) =>
+    cycles(key)
+      .filter((other) => other.some((folder) => members.has(folder)))
+      .reduce((sum, other) => sum + other.length, 0);
+  const [first] = inside
+    .map(([key]) => ({ key, left: stillCyclic(key) }))
+    .sort((x, y) => x.left - y.left);
+  const [from, to] = first.key.split(' -> ');
+  console.error(
+    `error folder-cycle: ${group.map((folder) => `${root}/${folder}/`).join(', ')} import one another`,
+  );
+  console.error(
+    `  for one: ${[from, ...shortestPath(to, from, members)].join(' -> ')}; without ${first.key}, ${first.left === 0 ? 'none of them is' : `${first.left} of them are still`} in a cycle`,
+  );
+  console.error('  the imports between them, the fewest first:');
+  for (const [key, imports] of inside) {
     console.error(`  ${key}`);
-    for (const line of imports) console.error(`      ${line}`);
+    for (const line of imports.slice(0, 5)) console.error(`      ${line}`);
+    if (imports.length > 5) console.error(`      … ${imports.length - 5} more`);
   }
 }
 console.error(
