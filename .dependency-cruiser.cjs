@@ -63,11 +63,10 @@ module.exports = {
       name: 'guard-below-features',
       severity: 'error',
       comment:
-        "The guard imports storage and other features' entities, errors, models and inputs only: it returns its effects, the decision runner writes them.",
+        'The guard imports the ground, the model and storage; of the features it names shapes only (`import type`): it returns its effects, the decision runner writes them.',
       from: { path: '^src/fencing/' },
       to: {
         path: FEATURES,
-        pathNot: ['\\.(entity|errors|model)\\.ts$', '/dto/'],
         dependencyTypesNot: ['type-only'],
       },
     },
