@@ -147,48 +147,16 @@ export class DecisionRunner {
   }
 
   /**
-   * decidePlan for a decision that one statement makes (`begin`, PostgreSQL): the statement
-   * also reads the clock (when the clock is the database's; else it is given `now`) and
-   * checks the call's idempotency record, and returns null when it found one; the call then
-   * runs as decidePlan runs it (`work`). So the decision, its effects and its audit event
-   * take two round trips: BEGIN with that statement, the rows it adds with COMMIT.
-   */
-  async decidePlanInOneStatement(
-    request: Decision,
-    call: IdempotentCall | null,
-    begin: (m: Transaction, now: number | null) => Promise<Begun<Plan> | null>,
-    work: (tx: DecisionTx) => Promise<Plan>,
-    detail: (plan: Plan) => string | undefined,
-  ): Promise<Plan> {
-    const decision = withDoor(request);
-    const startedAt = performance.now();
-    const result = planResult(detail);
-    const outcome = await this.transaction(decision, async (m): Promise<Outcome<Plan>> => {
-      const begun = await begin(m, this.clock.inDatabase ? null : await this.clock.now(m));
-      if (!begun) return this.once(m, decision, call, work, result);
-      const first = await this.attempt(
-        m,
-        decision,
-        (tx) => begun.finish(tx),
-        result.summarize,
-        begun.now,
-        begun.auditId,
-      );
-      if (call) await this.remember(m, call, begun.now, first, result);
-      return first;
-    });
-    return this.settle(decision, startedAt, outcome);
-  }
-
-  /**
-   * decidePlanInOneStatement for a transaction that does not wait for the decision's answer
-   * (PostgreSQL): `atOnce` sends the statement (planfence_submit_plan_at_once), which also
-   * records what the decision adds (src/decisions/submit-at-once.ts), and the COMMIT goes
-   * with it: one round trip. A submit it does not admit (its transaction commits nothing),
-   * and one whose admission expired proposals (rolled back), is decided again, as
-   * decidePlanInOneStatement decides it (`begin`, `work`). `detail` is given the plan as the
-   * statement stores it but for the fields the database decides. Submits at once of one
-   * environment that wait for its turn together share one transaction (Database.decideAtOnce).
+   * decidePlan for a transaction that does not wait for the decision's answer (PostgreSQL):
+   * `atOnce` sends the statement (planfence_submit_plan_at_once), which also reads the clock
+   * (when the clock is the database's; else it is given `now`), checks the call's idempotency
+   * record and records what the decision adds (src/decisions/submit-at-once.ts), and the
+   * COMMIT goes with it: one round trip. A submit it does not admit (its transaction commits
+   * nothing: a rejection, a remembered call), and one whose admission expired proposals
+   * (rolled back), is decided again by decidePlan (`work`, the guard's statements). `detail`
+   * is given the plan as the statement stores it but for the fields the database decides.
+   * Submits at once of one environment that wait for its turn together share one
+   * transaction (Database.decideAtOnce).
    */
   async decidePlanAtOnce(
     request: Decision,
@@ -198,7 +166,6 @@ export class DecisionRunner {
       now: number | null,
       record: (provisional: Plan) => object,
     ) => Promise<Plan | null>,
-    begin: (m: Transaction, now: number | null) => Promise<Begun<Plan> | null>,
     work: (tx: DecisionTx) => Promise<Plan>,
     detail: (plan: Plan) => string | undefined,
   ): Promise<Plan> {
@@ -229,8 +196,8 @@ export class DecisionRunner {
     } catch (error) {
       if (!isDecidedByStatements(error)) throw error;
     }
-    // Not admitted (nothing written), or rolled back: decided by the statement that answers.
-    if (!plan) return this.decidePlanInOneStatement(request, call, begin, work, detail);
+    // Not admitted (nothing written), or rolled back: decided by the guard's statements.
+    if (!plan) return this.decidePlan(request, call, work, detail);
     return this.settle(decision, startedAt, { result: plan });
   }
 
@@ -307,8 +274,6 @@ export class DecisionRunner {
     work: (tx: DecisionTx) => Promise<T>,
     summarize: (result: T) => Summary,
     at?: number,
-    /** The id the accepted decision's audit event takes, when its statement took one. */
-    auditId?: number | null,
   ): Promise<Outcome<T>> {
     const now = at ?? (await this.clock.now(m));
     const tx = new DecisionTx(m, now);
@@ -324,7 +289,7 @@ export class DecisionRunner {
         m,
         now,
         { ...decision, ...summary, detail, outcome: AuditOutcome.ACCEPTED },
-        auditId ?? (await takeDrawnId(m, AuditEvent)),
+        await takeDrawnId(m, AuditEvent),
       );
       return { result };
     } catch (error) {
@@ -405,13 +370,6 @@ interface Remembering<T> {
   summarize: (result: T) => Summary;
   remember: (result: T) => RememberedOutcome;
   replay: (m: EntityManager, remembered: RememberedOutcome) => Promise<T> | null;
-}
-
-/** A decision one statement made: its clock, its audit event's id, and what names its outcome. */
-export interface Begun<T> {
-  now: number;
-  auditId: number | null;
-  finish: (tx: DecisionTx) => Promise<T>;
 }
 
 function planResult(detail: (plan: Plan) => string | undefined): Remembering<Plan> {

@@ -21,7 +21,7 @@ export interface SubmitRecord {
  * PostgreSQL: what an admitted submit adds besides its plan, for planfence_submit_plan_at_once
  * to record in the decision's own statement (see its migration): the same rows and
  * notifications, byte for byte, as the decision runner makes of the guard's effects after
- * submitInOneStatement, written here by the same encoders, with what the database decides
+ * admitPlan, written here by the same encoders, with what the database decides
  * (DECIDED_PLAN_FIELDS, the clock, the audit event's id) left as leaves it fills in:
  * - plan.submitted, and plan.published when it published, in the outbox (planEvent);
  * - the accepted decision's audit event, with the id the decision drew;

@@ -9,7 +9,6 @@ import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../mo
 import type { PolicyDecision } from '../policies/policy-decision.js';
 import { PolicyError } from '../model/policy.errors.js';
 import type { DecisionTx } from './effects.js';
-import type { Transaction } from '../database/transaction.js';
 import { FenceError, PolicyVersionChanged } from './fence.errors.js';
 import {
   afterPublication,
@@ -68,9 +67,9 @@ export class PlanWrites {
    * after a statement that makes the same demand). Rules the plan's policies add are stored
    * with it, and a plan that needs approvals is never published by its submit.
    *
-   * On PostgreSQL the common submit is decided by `planfence_submit_plan` instead
-   * (submitInOneStatement): a change to these statements is a change to that function too (a
-   * new migration); the model test holds both databases to one decision table.
+   * On PostgreSQL the common submit is decided by `planfence_submit_plan_at_once` first
+   * (submitAtOnce): a change to these statements is a change to that function too (a new
+   * migration); the model test holds both databases to one decision table.
    */
   async admitPlan(tx: DecisionTx, p: Submit & { now: number }): Promise<Plan> {
     const m = tx.manager;
@@ -176,7 +175,7 @@ export class PlanWrites {
   }
 
   /**
-   * Whether submitInOneStatement decides this submit (PostgreSQL): one whose policies deny
+   * Whether submitAtOnce may decide this submit (PostgreSQL): one whose policies deny
    * nothing and add no rules, and that is bound to no deployment sequence or Terraform state
    * (R56, R57: those are decided by admitPlan's statements).
    */
@@ -193,64 +192,16 @@ export class PlanWrites {
 
   /**
    * PostgreSQL: admitPlan's decision, by the same rules, for a submit whose policies add no
-   * rules and deny nothing, made by one statement (`planfence_submit_plan`, installed by a
-   * migration: its text keeps the statements above in their order). The statement also reads
-   * the clock unless `now` is given, and checks the call's idempotency record: null when it
-   * found one (nothing was decided; the call is recalled as usual). Otherwise: the clock it
-   * decided by, the id its decision's audit event takes, and `finish`, which names a
-   * rejection (throws, as admitPlan does) or adds what the admitted plan causes and returns
-   * it.
-   */
-  async submitInOneStatement(
-    m: Transaction,
-    p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
-  ): Promise<{
-    now: number;
-    auditId: number | null;
-    finish: (tx: DecisionTx) => Promise<Plan>;
-  } | null> {
-    if (!this.decidesInOneStatement(p)) throw new Error('this submit is decided by admitPlan');
-    const [{ decision }] = await select<{ decision: SubmitDecision }>(
-      m,
-      ...submitStatement('planfence_submit_plan', p),
-    );
-    if (decision.outcome === 'remembered') return null;
-    const now = Number(decision.now);
-    if (decision.outcome === 'rejected') {
-      const publish = decision.publish;
-      const params = { ...p, now, policyVersion: p.policy.version };
-      return {
-        now,
-        auditId: null,
-        finish: async () => {
-          throw await whySubmitRejected(m, params, publish, publish && p.basedOnPlanId != null);
-        },
-      };
-    }
-    heldEnvironment(m, p.environment);
-    const plan = Object.assign(
-      new Plan(),
-      submittedPlan({ ...p, now }, decision.sequence, decision.publish, decision.ttlSeconds),
-    );
-    return {
-      now,
-      auditId: Number(decision.auditId),
-      finish: async (tx) => {
-        await announceExpired(tx, decision.expired, now);
-        announceSubmitted(tx, plan, decision.publish, now);
-        return plan;
-      },
-    };
-  }
-
-  /**
-   * PostgreSQL: submitInOneStatement's decision, by `planfence_submit_plan_at_once` (the same
-   * statement's rules and answer), which also records what the decision adds (`record`, of
-   * the plan as stored but for DECIDED_PLAN_FIELDS), for a transaction that sends it with its
-   * COMMIT without waiting for its answer. Returns the stored plan once the answer came,
-   * or null: the statement did not admit it and wrote nothing. An admission that expired
-   * proposals fails the transaction (isDecidedByStatements) with nothing written. In both
-   * cases the submit is then decided by submitInOneStatement.
+   * rules and deny nothing, made by one statement (`planfence_submit_plan_at_once`,
+   * installed by migrations: its text keeps admitPlan's statements in their order), which
+   * also records what the decision adds (`record`, of the plan as stored but for
+   * DECIDED_PLAN_FIELDS), for a transaction that sends it with its COMMIT without waiting
+   * for its answer. The statement also reads the clock unless `now` is given, and checks the
+   * call's idempotency record. Returns the stored plan once the answer came, or null: the
+   * statement did not admit it (a rejection, a remembered call) and wrote nothing. An
+   * admission that expired proposals fails the transaction (isDecidedByStatements) with
+   * nothing written. In both cases the submit is then decided by admitPlan, whose reads
+   * name a rejection and whose idempotency recall replays a remembered call.
    */
   submitAtOnce(
     m: EntityManager,
@@ -262,7 +213,7 @@ export class PlanWrites {
     const provisional = Object.assign(new Plan(), submittedPlan({ ...p, now: 0 }, 0, true, null));
     const stored = selectLater<{ decision: SubmitDecision }>(
       m,
-      ...submitStatement('planfence_submit_plan_at_once', p, JSON.stringify(record(provisional))),
+      ...submitStatement(p, JSON.stringify(record(provisional))),
     ).then(([{ decision }]) => {
       if (decision.outcome !== 'admitted') return null;
       const now = Number(decision.now);
@@ -642,7 +593,7 @@ type Submit = {
   policy: PolicyDecision;
 };
 
-/** What planfence_submit_plan answers (see its migration). */
+/** What planfence_submit_plan_at_once answers (see its migrations). */
 type SubmitDecision =
   | { outcome: 'remembered'; now: number }
   | { outcome: 'rejected'; now: number; publish: boolean }
@@ -707,25 +658,23 @@ function announceSubmitted(tx: DecisionTx, plan: Plan, publish: boolean, now: nu
 }
 
 /**
- * The statement of planfence_submit_plan for this submit, or of planfence_submit_plan_at_once
- * with `record` (the JSON of what it records besides the plan).
+ * The statement of planfence_submit_plan_at_once for this submit, with `record` (the JSON of
+ * what it records besides the plan).
  */
 function submitStatement(
-  fn: 'planfence_submit_plan' | 'planfence_submit_plan_at_once',
   p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
-  record?: string,
+  record: string,
 ): [string, Record<string, unknown>] {
   return [
-    `SELECT ${fn}(CAST(:environment AS text), CAST(:principal AS text),
+    `SELECT planfence_submit_plan_at_once(CAST(:environment AS text), CAST(:principal AS text),
        CAST(:generation AS integer), CAST(:policyVersion AS integer),
        CAST(:basedOnPlanId AS text), CAST(:basedOnDeploymentSequence AS integer),
        CAST(:title AS text), CAST(:content AS text), CAST(:contentHash AS text),
        CAST(:contentType AS text), CAST(:summary AS text), CAST(:artifact AS text),
        CAST(:artifactHash AS text), CAST(:sourceRevision AS text),
        CAST(:policyResults AS text), CAST(:now AS bigint),
-       CAST(:idempotencyPrincipal AS text), CAST(:idempotencyKey AS text)${
-         record === undefined ? '' : ', CAST(:record AS jsonb)'
-       }) AS decision`,
+       CAST(:idempotencyPrincipal AS text), CAST(:idempotencyKey AS text),
+       CAST(:record AS jsonb)) AS decision`,
     {
       record,
       ...p,

@@ -209,7 +209,6 @@ export class PlansService {
               decision,
               call,
               (m, now, record) => this.writes.submitAtOnce(m, inOneStatement(now), record),
-              (m, now) => this.writes.submitInOneStatement(m, inOneStatement(now)),
               work,
               detail,
             )
