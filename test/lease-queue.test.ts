@@ -275,6 +275,12 @@ describe('on one running service', () => {
     const c = await queue.enqueue(agents[2], 'cancel');
     const d = await queue.enqueue(agents[3], 'cancel');
     expect(codeOf(await queue.cancel(agents[2], b.id))).toBe('FORBIDDEN');
+    // The refusal is in the environment's audit log, as every refused decision is.
+    expect(
+      (await world.auditEvents('cancel')).filter((e) => e.action === 'CANCEL_LEASE_TICKET'),
+    ).toEqual([
+      expect.objectContaining({ outcome: 'REJECTED', code: 'FORBIDDEN', actor: 'agent-2' }),
+    ]);
     expect(ok(await queue.cancel(agents[1], b.id)).cancelLeaseTicket).toMatchObject({
       status: 'CANCELLED',
       position: null,

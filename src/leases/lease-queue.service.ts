@@ -80,12 +80,15 @@ export class LeaseQueueService implements OnModuleInit {
 
   /** R39: by its owner (the principal that enqueued it) or an ADMIN; `ticket` as `find` read it. */
   async cancel(principal: Principal, ticket: LeaseTicket): Promise<LeaseTicket> {
-    if (principal.role !== Role.ADMIN && ticket.principal !== principal.name) {
-      throw new QueueError('FORBIDDEN', `lease ticket ${ticket.id} is not ${principal.name}'s`);
-    }
     const cancelled = await this.decisions.decide(
       { action: 'CANCEL_LEASE_TICKET', environment: ticket.environment, actor: principal.name },
-      (tx) => this.writes.cancelLeaseTicket(tx, { id: ticket.id, now: tx.now }),
+      (tx) => {
+        // Refused inside the decision, so that the refusal is audited as any other (R12).
+        if (principal.role !== Role.ADMIN && ticket.principal !== principal.name) {
+          throw new QueueError('FORBIDDEN', `lease ticket ${ticket.id} is not ${principal.name}'s`);
+        }
+        return this.writes.cancelLeaseTicket(tx, { id: ticket.id, now: tx.now });
+      },
       (t) => ({ detail: `ticket ${t.id} ${t.status}` }),
     );
     return this.asRead(cancelled);
