@@ -423,9 +423,10 @@ export class DeploymentWrites {
         older.extensions,
       );
     }
-    // R52: the window in which a published plan must start deploying.
+    // R52: the window in which a published plan must start deploying (the plan is the
+    // current one, checked above: it was published).
     const deployBy =
-      env.deployWithinMinutes != null && plan?.publishedAt != null
+      env.deployWithinMinutes != null
         ? Number(plan.publishedAt) + env.deployWithinMinutes * 60_000
         : null;
     if (deployBy != null && deployBy < p.now) {

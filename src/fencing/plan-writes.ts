@@ -101,8 +101,6 @@ export class PlanWrites {
       !before.requireApproval &&
       p.policy.rules.length === 0 &&
       preconditions.requiredChecks.length === 0;
-    // R51: a submit that would publish demands the promotion too (else it is refused).
-    const casOnPromotion = publish && preconditions.promotionFrom != null;
     const casOnPointer = publish && p.basedOnPlanId != null;
     // R57: a plan made against a deployment sequence or a Terraform state that has already
     // moved on is refused at submit, whether or not it would be published now.
@@ -120,8 +118,14 @@ export class PlanWrites {
          ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
          ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
          ${casOnState ? `AND ${SUBMITTED_STATE_NOT_OLDER}` : ''}
-         ${publish ? 'AND frozen_at IS NULL' : ''}
-         ${casOnPromotion ? `AND ${promotionMet('CAST(:sourceRevision AS VARCHAR(255))', 'environments')}` : ''}`,
+         ${
+           // R51: a submit that would publish demands the promotion too (else it is refused);
+           // an environment without one meets it.
+           publish
+             ? `AND frozen_at IS NULL
+         AND ${promotionMet('CAST(:sourceRevision AS VARCHAR(255))', 'environments')}`
+             : ''
+         }`,
       params,
     );
     if (!admitted) {
@@ -277,13 +281,7 @@ export class PlanWrites {
     // R7, R33 and R56: the compare-and-swaps publication demands, on the pointer, on the
     // deployment sequence the plan was made against and on the Terraform state it was
     // computed from.
-    const cas = [
-      plan.basedOnPlanId != null ? 'e.current_plan_id = :basedOnPlanId' : '1 = 1',
-      plan.basedOnDeploymentSequence != null
-        ? 'e.deployment_sequence = :basedOnDeploymentSequence'
-        : '1 = 1',
-      plan.priorStateSerial != null ? stateNotOlder('p.id', 'e') : '1 = 1',
-    ].join(' AND ');
+    const cas = publicationCas(plan, 'e', 'p.id');
     // R51: publication demands the promotion, break-glass or not.
     const promotion = promotionMet(REVISION_OF_PLAN, 'e');
     // Sent together (one round trip on PostgreSQL), run in this order: none of their texts
@@ -435,14 +433,6 @@ export class PlanWrites {
     };
     // R14, R35: where the environment needs no approval, only the plan's own rules count.
     const rulesMet = requireApproval ? RULES_MET : PLAN_RULES_MET;
-    const cas = (env: string, planRow: string) =>
-      [
-        plan.basedOnPlanId != null ? `${env}.current_plan_id = :basedOnPlanId` : '1 = 1',
-        plan.basedOnDeploymentSequence != null
-          ? `${env}.deployment_sequence = :basedOnDeploymentSequence`
-          : '1 = 1',
-        plan.priorStateSerial != null ? stateNotOlder(planRow, env) : '1 = 1',
-      ].join(' AND ');
     const [, expired, recorded] = await Promise.all([
       holdEnvironment(m, plan.environment),
       expiringProposals(m, p.now, plan.environment),
@@ -459,7 +449,7 @@ export class PlanWrites {
            OR (p.generation = e.fence
              AND (e.current_generation < p.generation
                OR (e.current_generation = p.generation AND e.current_sequence < p.sequence))
-             AND e.frozen_at IS NULL AND ${cas('e', 'p.id')}
+             AND e.frozen_at IS NULL AND ${publicationCas(plan, 'e', 'p.id')}
              AND ${promotionMet(REVISION_OF_PLAN, 'e')}))
        ON CONFLICT (plan_id, name) DO UPDATE SET status = excluded.status,
          summary = excluded.summary, details_url = excluded.details_url,
@@ -476,7 +466,7 @@ export class PlanWrites {
         `UPDATE environments SET current_plan_id = :id, current_generation = :generation,
          current_sequence = :sequence
        WHERE name = :environment AND fence = :generation AND ${POINTER_MOVES_FORWARD}
-         AND ${cas('environments', ':id')}
+         AND ${publicationCas(plan, 'environments', ':id')}
          AND frozen_at IS NULL AND ${rulesMet} AND ${CHECKS_MET}
          AND ${promotionMet(REVISION_OF_PLAN, 'environments')}
          AND EXISTS (SELECT 1 FROM plans p WHERE p.id = :id AND p.status = 'PROPOSED'
@@ -607,6 +597,26 @@ type SubmitDecision =
       expired: string[];
       auditId: number;
     };
+
+/**
+ * R7, R33, R56: the compare-and-swaps publication of `plan` demands of environment row `env`
+ * (an alias), with `planRow` the SQL that names the plan's id: the pointer still at the plan
+ * it was based on, the deployment sequence still the one it was made against, the state it
+ * was computed from not older than the last reported. One text for every publishing step.
+ */
+function publicationCas(
+  plan: Pick<Plan, 'basedOnPlanId' | 'basedOnDeploymentSequence' | 'priorStateSerial'>,
+  env: string,
+  planRow: string,
+): string {
+  return [
+    plan.basedOnPlanId != null ? `${env}.current_plan_id = :basedOnPlanId` : '1 = 1',
+    plan.basedOnDeploymentSequence != null
+      ? `${env}.deployment_sequence = :basedOnDeploymentSequence`
+      : '1 = 1',
+    plan.priorStateSerial != null ? stateNotOlder(planRow, env) : '1 = 1',
+  ].join(' AND ');
+}
 
 /** The row a submit stores: PUBLISHED at once, or PROPOSED (expiring after `ttlSeconds`). */
 function submittedPlan(

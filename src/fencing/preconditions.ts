@@ -14,7 +14,8 @@ export interface Preconditions {
   policyVersion: number;
   requiredChecks: string[];
   promotionFrom: string | null;
-  promotionSoakMinutes: number | null;
+  /** The soak of the promotion (meaningless without promotionFrom). */
+  promotionSoakMinutes: number;
 }
 
 /** The preconditions of `environment` and its policy version, read by one statement. */
@@ -35,12 +36,14 @@ export async function readPreconditions(
      WHERE e.name = :environment ORDER BY rc.position`,
     { environment },
   );
+  // The callers read the environment first (NOT_FOUND): it has its row.
   const [first] = rows;
   return {
-    policyVersion: Number(first?.version ?? -1),
+    policyVersion: Number(first.version),
     requiredChecks: rows.flatMap((row) => (row.name != null ? [row.name] : [])),
-    promotionFrom: first?.from ?? null,
-    promotionSoakMinutes: first?.soak != null ? Number(first.soak) : null,
+    promotionFrom: first.from,
+    // Set and cleared with promotionFrom.
+    promotionSoakMinutes: Number(first.soak),
   };
 }
 
@@ -81,7 +84,7 @@ export async function promotionRefused(
 ): Promise<FenceError | null> {
   const { promotionFrom: from, promotionSoakMinutes } = await readPreconditions(m, environment);
   if (from == null) return null;
-  const soakMs = (promotionSoakMinutes ?? 0) * 60_000;
+  const soakMs = promotionSoakMinutes * 60_000;
   const refuse = (why: string) =>
     new FenceError('PRECONDITION_FAILED', `${what} cannot be promoted from "${from}": ${why}`, {
       reason: 'PROMOTION',
