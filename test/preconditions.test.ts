@@ -6,6 +6,7 @@
  */
 import { Database } from '../src/database/database.js';
 import { raiseAfterRestore } from '../src/fencing/restore.js';
+import { RetentionService } from '../src/retention/retention.service.js';
 import { startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { connectMcp } from './support/mcp.js';
@@ -151,7 +152,7 @@ function drift(token: string, environment: string, detail: string) {
 /** Publishes a plan of `revision` in `environment` (no approval needed) and deploys it to `outcome`. */
 async function deployRevision(
   environment: string,
-  revision: string,
+  revision: string | null,
   outcome: 'SUCCEEDED' | 'FAILED',
 ) {
   const generation = await world.acquire(tokens.agent, environment, 600);
@@ -318,6 +319,60 @@ describe('R50: required checks', () => {
     expect((await plan(kept.id)).checks).toEqual([]);
   });
 
+  // proves: R50, R17
+  test('while the environment is frozen a report that would publish is refused FROZEN; one that would not is recorded', async () => {
+    await environmentWith('checked-frozen', { requiredChecks: ['scan'] });
+    const p = await proposal('checked-frozen');
+    ok(await approve(tokens.reviewer, p.id));
+    ok(
+      await world.gql(
+        world.admin,
+        'mutation { freezeEnvironment(environment: "checked-frozen", reason: "incident 9") { name } }',
+      ),
+    );
+    const failing = ok(await report(tokens.checker, p.id, 'scan', 'FAILURE')).reportCheck;
+    expect(failing.checks.map((c) => c.status)).toEqual(['FAILURE']);
+    const passing = await report(tokens.checker, p.id, 'scan', 'SUCCESS');
+    expect(codeOf(passing)).toBe('FROZEN');
+    expect(passing.errors![0].extensions).toMatchObject({ reason: 'incident 9' });
+    expect((await plan(p.id)).checks.map((c) => c.status)).toEqual(['FAILURE']);
+  });
+
+  // proves: R50
+  test('a check reported on a plan whose content the retention purged is refused', async () => {
+    const own = await startApp({ PLANFENCE_PLAN_RETENTION_DAYS: '1' });
+    const w = new World(own);
+    try {
+      await w.createEnvironment('purged', 'MONOTONIC', true);
+      ok(
+        await w.gql(
+          w.admin,
+          'mutation { updateEnvironmentPolicy(input: { environment: "purged", requiredChecks: ["scan"] }) { name } }',
+        ),
+      );
+      const agent = await w.issue('agent', 'AGENT');
+      const reviewer = await w.issue('reviewer', 'REVIEWER');
+      const checker = await w.issue('scanner', 'CHECKER');
+      const generation = await w.acquire(agent, 'purged', 600);
+      const p = await w.submitOk(agent, 'purged', generation, 'old plan');
+      ok(await w.approve(reviewer, p.id));
+      w.advance(2 * 86400);
+      await own.app.get(RetentionService).purge();
+      const late = await w.gql(
+        checker,
+        'mutation($id: ID!) { reportCheck(input: { planId: $id, name: "scan", status: SUCCESS }) { id } }',
+        { id: p.id },
+      );
+      expect(codeOf(late)).toBe('INVALID_PLAN_STATE');
+      expect(late.errors![0].message).toBe(
+        `plan ${p.id} waited past the retention period and its content was purged; submit it again`,
+      );
+      expect(late.errors![0].extensions).toMatchObject({ status: 'PROPOSED' });
+    } finally {
+      await own.close();
+    }
+  });
+
   // proves: R50
   test('only a CHECKER (or ADMIN) reports; a CHECKER reads but cannot approve or submit; bad input is refused', async () => {
     await environmentWith('checked-roles', { requiredChecks: ['scan'] });
@@ -456,18 +511,22 @@ describe('R51: promotion', () => {
     const refused = `plan ${p.id} cannot be promoted from "stage-m"`;
     expect(await refusal()).toBe(`${refused}: nothing has finished deploying there yet`);
 
+    await deployRevision('stage-m', null, 'SUCCEEDED');
+    expect(await refusal()).toBe(
+      `${refused}: its latest finished deployment stage-m#1 is of revision (none), not r1`,
+    );
     await deployRevision('stage-m', 'r0', 'SUCCEEDED');
     expect(await refusal()).toBe(
-      `${refused}: its latest finished deployment stage-m#1 is of revision r0, not r1`,
+      `${refused}: its latest finished deployment stage-m#2 is of revision r0, not r1`,
     );
     await deployRevision('stage-m', 'r1', 'FAILED');
-    expect(await refusal()).toBe(`${refused}: its latest finished deployment stage-m#2 FAILED`);
+    expect(await refusal()).toBe(`${refused}: its latest finished deployment stage-m#3 FAILED`);
 
     const { finished } = await deployRevision('stage-m', 'r1', 'SUCCEEDED');
     const soaked = Date.parse(finished.finishedAt!) + 60 * 60_000;
     world.advance(60 * 60 - 1);
     expect(await refusal()).toBe(
-      `${refused}: deployment stage-m#3 of r1 soaks until ${new Date(soaked).toISOString()} (60 minutes)`,
+      `${refused}: deployment stage-m#4 of r1 soaks until ${new Date(soaked).toISOString()} (60 minutes)`,
     );
     world.advance(1);
     expect(ok(await approve(tokens.reviewer, p.id)).approvePlan).toMatchObject({
@@ -483,6 +542,54 @@ describe('R51: promotion', () => {
       'the plan cannot be promoted from "stage-m": it has no sourceRevision (submit it with the revision it was made from)',
     );
     expect(bare.errors![0].extensions).toMatchObject({ reason: 'PROMOTION', sourceRevision: null });
+  });
+
+  // proves: R50, R51
+  test('a change of the required checks or the promotion bumps the policy version submits are decided at; each setting changes alone', async () => {
+    await world.createEnvironment('versioned-up', 'MONOTONIC', false);
+    await world.createEnvironment('versioned', 'MONOTONIC', true);
+    const read = async () =>
+      ok(
+        await world.gql<{
+          environment: {
+            policyVersion: number;
+            requiredChecks: string[];
+            promotion: { from: string; soakMinutes: number } | null;
+            deployWithinMinutes: number | null;
+          };
+        }>(
+          world.admin,
+          `query($name: String!) { environment(name: $name) {
+             policyVersion requiredChecks promotion { from soakMinutes } deployWithinMinutes } }`,
+          { name: 'versioned' },
+        ),
+      ).environment;
+    const v0 = (await read()).policyVersion;
+    ok(await configure('versioned', { requiredChecks: ['scan'] }));
+    expect((await read()).policyVersion).toBe(v0 + 1);
+    ok(await configure('versioned', { promotion: { from: 'versioned-up', soakMinutes: 7 } }));
+    expect((await read()).policyVersion).toBe(v0 + 2);
+    // The window is read when a deployment starts, not when a plan is submitted.
+    ok(await configure('versioned', { deployWithinMinutes: 9 }));
+    expect(await read()).toEqual({
+      policyVersion: v0 + 2,
+      requiredChecks: ['scan'],
+      promotion: { from: 'versioned-up', soakMinutes: 7 },
+      deployWithinMinutes: 9,
+    });
+    ok(await configure('versioned', { requiredChecks: ['scan', 'unit'] }));
+    expect(await read()).toEqual({
+      policyVersion: v0 + 3,
+      requiredChecks: ['scan', 'unit'],
+      promotion: { from: 'versioned-up', soakMinutes: 7 },
+      deployWithinMinutes: 9,
+    });
+    ok(await configure('versioned', { clearPromotion: true }));
+    expect(await read()).toMatchObject({
+      policyVersion: v0 + 4,
+      promotion: null,
+      deployWithinMinutes: 9,
+    });
   });
 
   test('settings: promotion set and cleared, from an unknown environment or from itself refused', async () => {
@@ -592,7 +699,11 @@ describe('R53: drift', () => {
       expect.objectContaining({ action: 'REPORT_DRIFT', outcome: 'ACCEPTED', actor: 'scanner' }),
     );
     expect(audit).toContainEqual(
-      expect.objectContaining({ action: 'PLAN_OBSOLETE', planId: proposed.id }),
+      expect.objectContaining({
+        action: 'PLAN_OBSOLETE',
+        planId: proposed.id,
+        detail: `${proposed.id} is OBSOLETE: drift was reported (deployment sequence 1): the plan was made against an earlier deployment sequence`,
+      }),
     );
     expect(codeOf(await drift(tokens.checker, 'nowhere', 'x'))).toBe('NOT_FOUND');
   });

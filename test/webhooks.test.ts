@@ -297,6 +297,16 @@ describe('every event type', () => {
     const ids = events.map((e) => Number(e.id));
     expect([...ids].sort((a, b) => a - b)).toEqual(ids);
     expect(new Set(EVENT_TYPES)).toEqual(new Set(events.map((e) => e.type)));
+    // What the preconditions' events carry.
+    expect(events.find((e) => e.type === 'check.reported')).toMatchObject({
+      planId: third.id,
+      actor: 'checker',
+      data: { planId: third.id, name: 'scan', status: 'PENDING', summary: null, detailsUrl: null },
+    });
+    expect(events.find((e) => e.type === 'environment.drifted')).toMatchObject({
+      environment: 'prod',
+      data: { name: 'prod', detail: 'a security group changed by hand' },
+    });
 
     for (const request of receiver.requests) {
       expect(request.headers['content-type']).toBe('application/json');
