@@ -104,6 +104,7 @@ function submit(
   generation: number,
   now: number,
   content = 'plan',
+  extra: { basedOnDeploymentSequence?: number } = {},
 ) {
   return decide(now, (tx) =>
     plans.admitPlan(tx, {
@@ -123,6 +124,7 @@ function submit(
       sourceRevision: null,
       policy: { version: 0, results: [], denial: null, rules: [] },
       now,
+      ...extra,
     }),
   );
 }
@@ -181,26 +183,9 @@ test('an approval that completes the rules publishes; the reviewer cannot approv
 test('drift moves the deployment sequence: proposals made before it turn OBSOLETE, each audited, then environment.drifted', async () => {
   await environment('prod', true);
   await lease('prod', 'agent', 2_000);
-  const proposed = await decide(3_000, (tx) =>
-    plans.admitPlan(tx, {
-      environment: 'prod',
-      principal: 'agent',
-      generation: 1,
-      content: 'plan',
-      contentHash: createHash('sha256').update('plan').digest('hex'),
-      title: null,
-      basedOnPlanId: null,
-      contentType: PlanContentType.TEXT,
-      summary: null,
-      artifact: null,
-      artifactHash: null,
-      basedOnDeploymentSequence: 0,
-      priorState: null,
-      sourceRevision: null,
-      policy: { version: 0, results: [], denial: null, rules: [] },
-      now: 3_000,
-    }),
-  );
+  const proposed = await submit('prod', 'agent', 1, 3_000, 'plan', {
+    basedOnDeploymentSequence: 0,
+  });
   expect(proposed.result?.status).toBe('PROPOSED');
 
   const drifted = await decide(4_000, (tx) =>

@@ -59,17 +59,19 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
+/** An environment's preconditions as the API shows them. */
+interface Settings {
+  requiredChecks: string[];
+  promotion: { from: string; soakMinutes: number } | null;
+  deployWithinMinutes: number | null;
+}
+const SETTINGS = 'requiredChecks promotion { from soakMinutes } deployWithinMinutes';
+
 function configure(environment: string, settings: Record<string, unknown>) {
-  return world.gql<{
-    updateEnvironmentPolicy: {
-      requiredChecks: string[];
-      promotion: { from: string; soakMinutes: number } | null;
-      deployWithinMinutes: number | null;
-    };
-  }>(
+  return world.gql<{ updateEnvironmentPolicy: Settings }>(
     world.admin,
     `mutation($input: UpdateEnvironmentPolicyInput!) { updateEnvironmentPolicy(input: $input) {
-       requiredChecks promotion { from soakMinutes } deployWithinMinutes } }`,
+       ${SETTINGS} } }`,
     { input: { environment, ...settings } },
   );
 }
@@ -550,17 +552,9 @@ describe('R51: promotion', () => {
     await world.createEnvironment('versioned', 'MONOTONIC', true);
     const read = async () =>
       ok(
-        await world.gql<{
-          environment: {
-            policyVersion: number;
-            requiredChecks: string[];
-            promotion: { from: string; soakMinutes: number } | null;
-            deployWithinMinutes: number | null;
-          };
-        }>(
+        await world.gql<{ environment: Settings & { policyVersion: number } }>(
           world.admin,
-          `query($name: String!) { environment(name: $name) {
-             policyVersion requiredChecks promotion { from soakMinutes } deployWithinMinutes } }`,
+          `query($name: String!) { environment(name: $name) { policyVersion ${SETTINGS} } }`,
           { name: 'versioned' },
         ),
       ).environment;
