@@ -33,7 +33,8 @@ import { Plan, PlanContentType, PlanStatus } from '../model/plan.entity.js';
 import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
 import { readPriorState } from '../terraform/plan-file.js';
 import { LARGE_PLAN_BYTES, LARGE_PLANS_AT_ONCE } from './large-plans.js';
-import { findOne } from '../database/rows.js';
+import { exists, findOne } from '../database/rows.js';
+import { Environment } from '../model/environment.entity.js';
 import { PlanId } from '../common/ids.js';
 import { currentVia } from '../common/via.js';
 import { PolicyVersionChanged } from '../fencing/fence.errors.js';
@@ -222,12 +223,19 @@ export class PlansService {
 
   /**
    * Whether `environment` requires no checks and no promotion at policy version `version`
-   * (false when the version read is another: the submit is then decided by the statements).
+   * (false when the version read is another, or there is no such environment: the submit is
+   * then decided by the statements, which name the refusal).
    */
   private async withoutPreconditions(environment: string, version: number): Promise<boolean> {
     let known = this.preconditions.get(environment);
     if (known?.policyVersion !== version) {
-      known = await this.db.read((m) => readPreconditions(m, environment));
+      const read = await this.db.read(async (m) =>
+        (await exists(m, Environment, { name: environment }))
+          ? readPreconditions(m, environment)
+          : null,
+      );
+      if (!read) return false;
+      known = read;
       this.preconditions.set(environment, known);
     }
     return (
