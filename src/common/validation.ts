@@ -63,6 +63,14 @@ export const IsGeneration = () =>
     Max(MAX_INT32, { message: `$property must be a generation (1 to ${MAX_INT32})` }),
   );
 
+/** A deployment sequence an environment may have reached: 0..2^31-1. */
+export const IsDeploymentSequence = () =>
+  applyDecorators(
+    IsInt(),
+    Min(0, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` }),
+    Max(MAX_INT32, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` }),
+  );
+
 export const IsTtlSeconds = () =>
   applyDecorators(
     IsInt(),

@@ -1,13 +1,13 @@
 import { ArgsType, Field, ID, InputType, Int } from '@nestjs/graphql';
-import { IsEnum, IsInt, IsOptional, Length, Matches, Max, Min } from 'class-validator';
+import { IsEnum, IsOptional, Length, Matches } from 'class-validator';
 import {
+  IsDeploymentSequence,
   IsGeneration,
   IsName,
   IsOptionalShortText,
   IsPageSize,
   IsPlanId,
   IsShortText,
-  MAX_INT32,
 } from '../../common/validation.js';
 import { PlanContentType, PlanStatus } from '../../model/plan.entity.js';
 
@@ -62,9 +62,7 @@ export class SubmitPlanInput {
       "Publish and deploy only while the environment's deploymentSequence is still this (DESIGN R33).",
   })
   @IsOptional()
-  @IsInt()
-  @Min(0, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
-  @Max(MAX_INT32, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
+  @IsDeploymentSequence()
   basedOnDeploymentSequence?: number | null;
 
   @Field(() => String, { nullable: true, description: '1..255 characters' })
@@ -95,9 +93,7 @@ export class ApprovePlanInput {
       "When given, approval fails with PRECONDITION_FAILED {reason: DEPLOYMENT_SEQUENCE} unless the environment's deploymentSequence is still this: the reviewer saw the plan against it (a Slack message pins it).",
   })
   @IsOptional()
-  @IsInt()
-  @Min(0, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
-  @Max(MAX_INT32, { message: `$property must be a deployment sequence (0 to ${MAX_INT32})` })
+  @IsDeploymentSequence()
   deploymentSequence?: number | null;
 
   @Field(() => String, { nullable: true })
