@@ -66,6 +66,10 @@ export class SocketSession {
     )
       return;
     this.socket.close(code, truncateReason(reason));
+    // A socket paused for its backlog (oneMessagePerTurn) would not read the client's close
+    // frame, and would linger until ws's close timeout (30 s): read on, the messages that
+    // follow are dropped.
+    if (this.socket.isPaused) this.socket.resume();
   }
 }
 
