@@ -78,6 +78,14 @@ module.exports = {
       to: { path: WIRING },
     },
     {
+      name: 'audit-written-by-the-runner',
+      severity: 'error',
+      comment:
+        'Audit events are written by the decision runner (src/decisions/), for accepted and refused decisions alike: nothing else calls AuditService.',
+      from: { path: '^src/', pathNot: '^src/(audit|decisions)/' },
+      to: { path: '^src/audit/audit\\.service\\.ts$', dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'client-stands-alone',
       severity: 'error',
       comment: 'The published client imports nothing of the service.',

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
-import { AuditModule } from '../audit/audit.module.js';
+import { DecisionsModule } from '../decisions/decisions.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { QuotasModule } from '../quotas/quotas.module.js';
 import { Access } from './access.js';
@@ -13,7 +13,7 @@ import { AuthGuard, EnvironmentScopeInterceptor } from './auth.guard.js';
  * first when AppModule names it before any other importer of QuotasModule).
  */
 @Module({
-  imports: [AuthModule, AuditModule, QuotasModule],
+  imports: [AuthModule, DecisionsModule, QuotasModule],
   providers: [
     Access,
     { provide: APP_GUARD, useClass: AuthGuard },

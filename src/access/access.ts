@@ -1,16 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { AuditService } from '../audit/audit.service.js';
 import { AuthError } from '../auth/auth.errors.js';
 import { UNSCOPED_KEY, ROLES_KEY } from '../auth/roles.decorator.js';
 import { allowsEnvironment, environmentsOfOperation } from '../auth/scope.js';
-import { Clock } from '../common/clock.js';
 import { Role } from '../common/role.js';
 import type { Via } from '../common/via.js';
-import { Database } from '../database/database.js';
-import { exists } from '../database/rows.js';
-import { AuditOutcome } from '../model/audit-event.entity.js';
-import { Environment } from '../model/environment.entity.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import type { Principal } from '../model/principal.entity.js';
 import { QuotasService } from '../quotas/quotas.service.js';
 
@@ -43,10 +38,8 @@ export class Access {
 
   constructor(
     private readonly reflector: Reflector,
-    private readonly db: Database,
-    private readonly clock: Clock,
     private readonly quotas: QuotasService,
-    private readonly auditLog: AuditService,
+    private readonly decisions: DecisionRunner,
   ) {}
 
   /** The roles besides ADMIN that may call a resolver method; undefined: every role. */
@@ -103,33 +96,22 @@ export class Access {
     if (outside === undefined) return;
     this.quotas.chargeRefusal(request, principal.name);
     const message = `this token may act only on environments matching ${principal.environments.join(', ')}; not on "${outside}"`;
-    // At most one audit row per refused request, and a bounded number per principal.
+    const refusal = new AuthError('FORBIDDEN', message);
+    // At most one audit row per refused request, and a bounded number per principal; the
+    // decision runner audits it as it does every rejected decision.
     if (this.quotas.mayAuditRefusal(request, principal.name)) {
-      await this.audit(principal, handler, outside, message, via).catch((error: unknown) =>
-        this.logger.warn(`could not audit a refusal on ${outside}: ${(error as Error).message}`),
-      );
-    }
-    throw new AuthError('FORBIDDEN', message);
-  }
-
-  private async audit(
-    principal: Principal,
-    handler: string,
-    environment: string,
-    detail: string,
-    via: Via,
-  ): Promise<void> {
-    await this.db.write(async (m) => {
-      if (!(await exists(m, Environment, { name: environment }))) return;
-      await this.auditLog.record(m, await this.clock.now(m), {
-        environment,
+      const decision = {
+        environment: outside,
         actor: principal.name,
         action: actionOf(handler),
-        outcome: AuditOutcome.REJECTED,
-        code: 'FORBIDDEN',
-        detail,
         via,
-      });
-    });
+      };
+      await this.decisions
+        .refused(decision, refusal)
+        .catch((error: unknown) =>
+          this.logger.warn(`could not audit a refusal on ${outside}: ${(error as Error).message}`),
+        );
+    }
+    throw refusal;
   }
 }

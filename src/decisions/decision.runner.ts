@@ -202,6 +202,19 @@ export class DecisionRunner {
   }
 
   /**
+   * A refusal decided before any guard write (src/access/: a role, or an environment outside
+   * the token's, R27; a Slack action refused at the door): audited as a rejected decision
+   * is, in a transaction of its own, in the environment's log when the environment exists.
+   * The caller answers the refusal.
+   */
+  async refused(request: Decision, refusal: { code: string; message: string }): Promise<void> {
+    const decision = withDoor(request);
+    await this.transaction(decision, async (m) =>
+      this.auditRejection(m, await this.clock.now(m), decision, refusal.code, refusal.message),
+    );
+  }
+
+  /**
    * The decision's transaction, with its token check (Decision.token). `atOnce`: `work`
    * waits for no answer, so the transaction may be shared (Database.decideAtOnce).
    */
@@ -308,17 +321,27 @@ export class DecisionRunner {
   ): Promise<{ error: DomainError }> {
     if (!isDomainError(error)) throw error;
     await this.send(m, decided);
+    await this.auditRejection(m, now, decision, error.code, withPerson(error.message, person));
+    return { error };
+  }
+
+  private async auditRejection(
+    m: Transaction,
+    now: number,
+    decision: Decision,
+    code: string,
+    detail: string | undefined | Promise<string | undefined>,
+  ): Promise<void> {
     // An environment's audit log starts with the environment: a rejection naming one that
     // does not exist (yet) is answered but leaves no row that a later environment of that
     // name would inherit.
-    if (!(await exists(m, Environment, { name: decision.environment }))) return { error };
+    if (!(await exists(m, Environment, { name: decision.environment }))) return;
     await this.audit.record(m, now, {
       ...decision,
       outcome: AuditOutcome.REJECTED,
-      code: error.code,
-      detail: await withPerson(error.message, person),
+      code,
+      detail: await detail,
     });
-    return { error };
   }
 
   private settle<T>(decision: Decision, startedAt: number, outcome: Outcome<T>): T {

@@ -1,16 +1,14 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Access } from '../access/access.js';
 import { Principal } from '../model/principal.entity.js';
-import { AuditOutcome } from '../model/audit-event.entity.js';
-import { AuditService } from '../audit/audit.service.js';
+import { DecisionRunner } from '../decisions/decision.runner.js';
 import { Clock } from '../common/clock.js';
 import { isDomainError } from '../common/errors.js';
 import { sha256 } from '../common/hash.js';
 import { PlanId } from '../common/ids.js';
 import { throughSlack } from '../common/via.js';
 import { Database, execute, select } from '../database/database.js';
-import { exists, findOne } from '../database/rows.js';
-import { Environment } from '../model/environment.entity.js';
+import { findOne } from '../database/rows.js';
 import { PlanStatus } from '../model/plan.entity.js';
 import { PlansResolver } from '../plans/plans.resolver.js';
 import { PlansService } from '../plans/plans.service.js';
@@ -79,7 +77,7 @@ export class SlackInteractions {
     private readonly messages: SlackMessages,
     private readonly plans: PlansService,
     private readonly access: Access,
-    private readonly audit: AuditService,
+    private readonly decisions: DecisionRunner,
   ) {}
 
   /**
@@ -327,21 +325,16 @@ export class SlackInteractions {
   ): Promise<void> {
     const environment = PlanId.environmentOf(pin.planId);
     if (!environment) return;
-    await this.db
-      .write(async (m) => {
-        if (!(await exists(m, Environment, { name: environment }))) return;
-        await this.audit.record(m, await this.clock.now(m), {
-          environment,
-          actor: actor.slice(0, 63),
-          action,
-          planId: pin.planId,
-          generation: PlanId.parse(pin.planId)?.generation ?? null,
-          outcome: AuditOutcome.REJECTED,
-          code,
-          detail,
-          via: 'slack',
-        });
-      })
+    const decision = {
+      environment,
+      actor: actor.slice(0, 63),
+      action,
+      planId: pin.planId,
+      generation: PlanId.parse(pin.planId)?.generation ?? null,
+      via: 'slack' as const,
+    };
+    await this.decisions
+      .refused(decision, { code, message: detail })
       .catch((error: unknown) =>
         this.logger.warn(`could not audit a Slack refusal: ${(error as Error).message}`),
       );

@@ -1,8 +1,8 @@
 import { Module } from '@nestjs/common';
-import { AuditModule } from '../audit/audit.module.js';
 import { AccessModule } from '../access/access.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { ChecksModule } from '../checks/checks.module.js';
+import { DecisionsModule } from '../decisions/decisions.module.js';
 import { OutboxModule } from '../outbox/outbox.module.js';
 import { PlansModule } from '../plans/plans.module.js';
 import { SlackCommands } from './slack-commands.js';
@@ -14,7 +14,7 @@ import { SlackRoutes } from './slack.routes.js';
 
 /** Reviews in Slack (DESIGN §20, R45–R47, docs/slack.md). */
 @Module({
-  imports: [AccessModule, AuditModule, AuthModule, ChecksModule, OutboxModule, PlansModule],
+  imports: [AccessModule, AuthModule, ChecksModule, DecisionsModule, OutboxModule, PlansModule],
   providers: [
     SlackLinks,
     SlackMessages,
