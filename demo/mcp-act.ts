@@ -14,7 +14,7 @@ import { type CallToolResult, CallToolResultSchema } from '@modelcontextprotocol
 import { ADMIN_TOKEN, type ServiceProcess } from '../test/fault/service.js';
 
 const BIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
-const LEASE_SECONDS = 2;
+const LEASE_SECONDS = 1;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const textOf = (result: CallToolResult) =>

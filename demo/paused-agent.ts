@@ -16,7 +16,7 @@ import { mcpAct } from './mcp-act.js';
 import { ADMIN_TOKEN, ServiceProcess } from '../test/fault/service.js';
 
 type Mode = 'MONOTONIC' | 'STRICT';
-const LEASE_SECONDS = 2;
+const LEASE_SECONDS = 1;
 const started = Date.now();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const say = (who: string, text: string) =>
