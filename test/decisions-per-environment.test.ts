@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { TurnsByKey } from '../src/common/turns.js';
+import { FifoSemaphoresByKey } from '../src/common/fifo-semaphore.js';
 import { codeOf, scratchDatabase, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { metric } from './support/metrics.js';
 import { until } from './support/until.js';
@@ -7,7 +7,7 @@ import { World } from './support/world.js';
 
 describe('turns by key', () => {
   test('each key has its own line, and a key whose last turn ended leaves nothing behind', async () => {
-    const turns = new TurnsByKey(1);
+    const turns = new FifoSemaphoresByKey(1);
     const order: string[] = [];
     let openA!: () => void;
     const a1 = turns.run('a', () => new Promise<void>((resolve) => (openA = resolve)));
@@ -30,7 +30,7 @@ describe('turns by key', () => {
   });
 
   test('a job that fails passes its turn on', async () => {
-    const turns = new TurnsByKey(1);
+    const turns = new FifoSemaphoresByKey(1);
     const failed = turns.run('a', () => Promise.reject(new Error('no')));
     const next = turns.run('a', () => Promise.resolve('yes'));
     await expect(failed).rejects.toThrow('no');

@@ -12,7 +12,7 @@ import {
   LARGE_BODY_BYTES,
   LARGE_BODY_HEAP_GROWTH_PERCENT,
 } from '../src/limits/large-bodies.js';
-import { Turns } from '../src/common/turns.js';
+import { FifoSemaphore } from '../src/common/fifo-semaphore.js';
 import { HeavyQueryGate } from '../src/limits/heavy-queries.js';
 import { LARGE_PLANS_AT_ONCE } from '../src/plans/large-plans.js';
 import { startApp } from './support/app.js';
@@ -21,7 +21,7 @@ import { rawConnection } from './support/raw-http.js';
 import { until } from './support/until.js';
 
 test('ten large submits together: at most two run at once, in arrival order, a failure passes its turn on', async () => {
-  const gate = new Turns(LARGE_PLANS_AT_ONCE);
+  const gate = new FifoSemaphore(LARGE_PLANS_AT_ONCE);
   let running = 0;
   let most = 0;
   const started: number[] = [];
@@ -57,7 +57,7 @@ test('ten large submits together: at most two run at once, in arrival order, a f
 });
 
 test('a turn started out of line counts, and when turns end the line is let in up to the width again', async () => {
-  const turns = new Turns(2);
+  const turns = new FifoSemaphore(2);
   const [a, b, c, d, e] = Array.from({ length: 5 }, () => turns.take());
   expect([a, b, c, d, e].map((t) => t.started)).toEqual([true, true, false, false, false]);
   d.end(); // leaves the line before its turn

@@ -7,10 +7,7 @@
  */
 import { hostname, userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
-import { DataSource } from 'typeorm';
 import { loadCommandConfig } from '../config/config.js';
-import { dataSourceOptions } from '../database/data-source.js';
-import { raiseAfterRestore, RestoreMarginTooLarge } from '../fencing/restore.js';
 
 const HELP = `planfence-restore — after restoring a backup, raise every environment's
 generation counter and fence by a margin (the service must be stopped on SQLite)
@@ -57,6 +54,13 @@ async function main(argv: string[]): Promise<number> {
   }
   const config = loadCommandConfig('planfence-restore', values.database);
   if (!config) return 2;
+  // The database's modules are loaded only now: a usage error answers at once.
+  const [{ DataSource }, { dataSourceOptions }, { raiseAfterRestore, RestoreMarginTooLarge }] =
+    await Promise.all([
+      import('typeorm'),
+      import('../database/data-source.js'),
+      import('../fencing/restore.js'),
+    ]);
   const dataSource = new DataSource(dataSourceOptions(config));
   await dataSource.initialize();
   try {

@@ -16,7 +16,7 @@ import { migrate } from './migrator.js';
 import { execute, executeLater, openLater, takeLater } from './sql.js';
 import { Transaction } from './transaction.js';
 import { StorageError, StorageMonitor } from './storage.js';
-import { TurnsByKey } from '../common/turns.js';
+import { FifoSemaphoresByKey } from '../common/fifo-semaphore.js';
 
 export { changedOrRetry, RetryTransaction } from './conflicts.js';
 
@@ -59,7 +59,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   readonly commits = { transactions: 0, writes: 0 };
 
   /** PostgreSQL: each environment's decisions in the database at once (decide()); null on SQLite. */
-  private readonly decisionsByEnvironment: TurnsByKey | null;
+  private readonly decisionsByEnvironment: FifoSemaphoresByKey | null;
   /**
    * PostgreSQL: by environment, the decisions at once (decideAtOnce) gathered for the next
    * transaction of that environment, while it waits for its turn.
@@ -80,7 +80,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     this.serialized = dataSource.options.type === 'better-sqlite3';
     const db = config.database;
     this.decisionsByEnvironment =
-      db.kind === 'postgres' ? new TurnsByKey(db.decisionsPerEnvironment) : null;
+      db.kind === 'postgres' ? new FifoSemaphoresByKey(db.decisionsPerEnvironment) : null;
     this.storage = new StorageMonitor(
       db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
       config.storage.writeFailureMs,

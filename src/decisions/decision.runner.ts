@@ -27,7 +27,7 @@ import { DecisionTx, type Effect, type OutboxEffect } from '../fencing/effects.j
 import type { Transaction } from '../database/transaction.js';
 import { Plan } from '../model/plan.entity.js';
 import { exists, findOneOrFail, takeDrawnId } from '../database/rows.js';
-import { isDecidedByStatements } from '../fencing/plan-writes.js';
+import { atOnceDeclined } from '../fencing/plan-writes.js';
 import { submitRecord } from './submit-at-once.js';
 import { Environment } from '../model/environment.entity.js';
 
@@ -194,7 +194,7 @@ export class DecisionRunner {
       );
       plan = await sent.stored;
     } catch (error) {
-      if (!isDecidedByStatements(error)) throw error;
+      if (!atOnceDeclined(error)) throw error;
     }
     // Not admitted (nothing written), or rolled back: decided by the guard's statements.
     if (!plan) return this.decidePlan(request, call, work, detail);

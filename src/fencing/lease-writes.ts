@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { execute, select, updateReturning } from '../database/database.js';
 import { findOne, findOneOrFail, insertRow } from '../database/rows.js';
-import { holdEnvironment } from './row-locks.js';
+import { takeEnvironmentRow } from './row-locks.js';
 import { type Environment, QueueMode } from '../model/environment.entity.js';
 import { EnvironmentError } from '../model/environment.errors.js';
 import { LeaseGrant } from '../model/lease-grant.entity.js';
@@ -131,7 +131,7 @@ export class LeaseWrites {
     // Sent together (one round trip on PostgreSQL), run in this order: without the
     // environment's row the other two find nothing to change.
     const [held, expired, granted] = await Promise.all([
-      holdEnvironment(m, environment),
+      takeEnvironmentRow(m, environment),
       updateReturning<{ id: number | string }>(
         m,
         `UPDATE lease_tickets SET status = 'EXPIRED', ended_at = :now

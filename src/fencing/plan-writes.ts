@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { changedOrRetry, execute, select, selectLater } from '../database/database.js';
 import { drawId, insertReturning, updateEntities } from '../database/rows.js';
 import { AuditEvent, AuditOutcome } from '../model/audit-event.entity.js';
-import { heldEnvironment, holdEnvironment } from './row-locks.js';
+import { noteEnvironmentRowHeld, takeEnvironmentRow } from './row-locks.js';
 import { PlanId } from '../common/ids.js';
 import { Plan, PLAN_LARGE_FIELDS, type PlanContentType, PlanStatus } from '../model/plan.entity.js';
 import type { PolicyDecision } from '../policies/policy-decision.js';
@@ -131,7 +131,7 @@ export class PlanWrites {
     if (!admitted) {
       throw await whySubmitRejected(m, params, publish, casOnPointer);
     }
-    heldEnvironment(m, p.environment);
+    noteEnvironmentRowHeld(m, p.environment);
     await expireProposals(tx, p.now, p.environment);
 
     const [{ next }] = await select<{ next: number | string }>(
@@ -203,7 +203,7 @@ export class PlanWrites {
    * for its answer. The statement also reads the clock unless `now` is given, and checks the
    * call's idempotency record. Returns the stored plan once the answer came, or null: the
    * statement did not admit it (a rejection, a remembered call) and wrote nothing. An
-   * admission that expired proposals fails the transaction (isDecidedByStatements) with
+   * admission that expired proposals fails the transaction (atOnceDeclined) with
    * nothing written. In both cases the submit is then decided by admitPlan, whose reads
    * name a rejection and whose idempotency recall replays a remembered call.
    */
@@ -287,7 +287,7 @@ export class PlanWrites {
     // Sent together (one round trip on PostgreSQL), run in this order: none of their texts
     // depends on another's answer.
     const [, expired, approved] = await Promise.all([
-      holdEnvironment(m, plan.environment),
+      takeEnvironmentRow(m, plan.environment),
       expiringProposals(m, p.now, plan.environment),
       execute(
         m,
@@ -434,7 +434,7 @@ export class PlanWrites {
     // R14, R35: where the environment needs no approval, only the plan's own rules count.
     const rulesMet = requireApproval ? RULES_MET : PLAN_RULES_MET;
     const [, expired, recorded] = await Promise.all([
-      holdEnvironment(m, plan.environment),
+      takeEnvironmentRow(m, plan.environment),
       expiringProposals(m, p.now, plan.environment),
       execute(
         m,
@@ -531,7 +531,7 @@ export class PlanWrites {
     // Takes the environment's row first (PostgreSQL), as every decision that announces an
     // event does; the three are sent together (one round trip), run in this order.
     const [, expired, [plan]] = await Promise.all([
-      holdEnvironment(m, environment),
+      takeEnvironmentRow(m, environment),
       expiringProposals(m, p.now, environment),
       updateEntities(
         m,
@@ -714,7 +714,7 @@ export const DECIDED_PLAN_FIELDS = {
 const DECIDED_BY_STATEMENTS = 'PF409';
 
 /** Whether a transaction failed because its submit at once expired proposals (see submitAtOnce). */
-export function isDecidedByStatements(error: unknown): boolean {
+export function atOnceDeclined(error: unknown): boolean {
   return (
     (error as { driverError?: { code?: string } } | null)?.driverError?.code ===
     DECIDED_BY_STATEMENTS

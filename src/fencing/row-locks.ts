@@ -11,7 +11,7 @@ import { execute, select } from '../database/sql.js';
 const rowOf = (environment: string) => `environments:${environment}`;
 
 /** Notes that a statement of transaction `m` changed `environment`'s row. */
-export function heldEnvironment(m: Transaction, environment: string): void {
+export function noteEnvironmentRowHeld(m: Transaction, environment: string): void {
   m.heldRows.add(rowOf(environment));
 }
 
@@ -19,7 +19,7 @@ export function heldEnvironment(m: Transaction, environment: string): void {
  * Takes `environment`'s row for the rest of transaction `m` (PostgreSQL: waits for any
  * transaction that holds it); false when there is no such environment.
  */
-export async function holdEnvironment(m: Transaction, environment: string): Promise<boolean> {
+export async function takeEnvironmentRow(m: Transaction, environment: string): Promise<boolean> {
   const found = await execute(
     m,
     'UPDATE environments SET fence = fence WHERE name = :environment',
@@ -27,7 +27,7 @@ export async function holdEnvironment(m: Transaction, environment: string): Prom
       environment,
     },
   );
-  if (found) heldEnvironment(m, environment);
+  if (found) noteEnvironmentRowHeld(m, environment);
   return found > 0;
 }
 
@@ -35,10 +35,10 @@ export async function holdEnvironment(m: Transaction, environment: string): Prom
  * PostgreSQL: takes `environment`'s row for the rest of transaction `m` without changing it
  * (SELECT … FOR UPDATE), unless the transaction holds it already.
  */
-export async function lockEnvironment(m: Transaction, environment: string): Promise<void> {
+export async function ensureEnvironmentRowHeld(m: Transaction, environment: string): Promise<void> {
   if (m.heldRows.has(rowOf(environment))) return;
   await select(m, 'SELECT name FROM environments WHERE name = :environment FOR UPDATE', {
     environment,
   });
-  heldEnvironment(m, environment);
+  noteEnvironmentRowHeld(m, environment);
 }

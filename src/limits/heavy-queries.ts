@@ -1,5 +1,5 @@
 import { BusyError } from '../common/limit.errors.js';
-import { Turns } from '../common/turns.js';
+import { FifoSemaphore } from '../common/fifo-semaphore.js';
 
 /**
  * At most `slots` expensive requests execute at once (their answers are what fills the
@@ -7,13 +7,13 @@ import { Turns } from '../common/turns.js';
  * RATE_LIMITED. Cheap requests never pass through here.
  */
 export class HeavyQueryGate {
-  private readonly turns: Turns;
+  private readonly turns: FifoSemaphore;
 
   constructor(
     slots: number,
     private readonly maxWaitMs: number,
   ) {
-    this.turns = new Turns(slots);
+    this.turns = new FifoSemaphore(slots);
   }
 
   /** Resolves with the release function once a slot is this request's. */

@@ -3,7 +3,7 @@ import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Gauge, type Registry } from 'prom-client';
 import { perProcess } from '../common/per-process.js';
-import { Turns } from '../common/turns.js';
+import { FifoSemaphore } from '../common/fifo-semaphore.js';
 
 /**
  * A request whose declared body is larger than this is a large request: a 1 MiB plan
@@ -195,8 +195,8 @@ export function collectSoonerForLargeBodies(
 export function readLargeBodiesInTurn(
   fastify: FastifyInstance,
   requestTimeoutMs: number,
-  turns: Turns = new Turns(LARGE_BODIES_AT_ONCE),
-): Turns {
+  turns: FifoSemaphore = new FifoSemaphore(LARGE_BODIES_AT_ONCE),
+): FifoSemaphore {
   const maxWaitMs = Math.min(LARGE_BODY_MAX_WAIT_MS, requestTimeoutMs / 2);
   fastify.addHook('onRequest', (request, reply, done) => {
     if (!declaresLargeBody(request)) return done();
@@ -220,7 +220,11 @@ export function readLargeBodiesInTurn(
  * `planfence_large_requests_in_flight`: requests with a large body being received or
  * answered, in this process; `planfence_heap_growth_tightened`: 1 while V8 collects sooner.
  */
-export function largeRequestsGauges(registry: Registry, growth: HeapGrowth, bodies: Turns): void {
+export function largeRequestsGauges(
+  registry: Registry,
+  growth: HeapGrowth,
+  bodies: FifoSemaphore,
+): void {
   new Gauge({
     name: 'planfence_large_bodies_waiting',
     help: `Requests declaring a body over ${LARGE_BODY_BYTES / 1024} KiB that wait, unread, for one of the ${LARGE_BODIES_AT_ONCE} turns to read one`,

@@ -12,7 +12,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { extensionsOf } from '../common/errors.js';
 import { BusyError } from '../common/limit.errors.js';
-import { Turns } from '../common/turns.js';
+import { FifoSemaphore } from '../common/fifo-semaphore.js';
 import { HeavyQueryGate } from '../limits/heavy-queries.js';
 import { authentications, refusedRequests } from '../limits/limit-metrics.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -247,7 +247,7 @@ export class McpController {
     const server = serverFor(principal, tools, {
       base: this.base(req),
       refused: (code) => (logged.outcome = code),
-      ...(price.batch ? { turns: new Turns(1) } : {}),
+      ...(price.batch ? { turns: new FifoSemaphore(1) } : {}),
     });
     const transport = new Transport({
       sessionIdGenerator: undefined,

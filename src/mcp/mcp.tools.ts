@@ -9,7 +9,7 @@ import type { Principal } from '../model/principal.entity.js';
 import { Role } from '../common/role.js';
 import { allowsEnvironment } from '../auth/scope.js';
 import { Clock } from '../common/clock.js';
-import { Turns } from '../common/turns.js';
+import { FifoSemaphore } from '../common/fifo-semaphore.js';
 import { throughMcp } from '../common/via.js';
 import { PlanId } from '../common/ids.js';
 import { sha256 } from '../common/hash.js';
@@ -289,7 +289,7 @@ export interface McpCall {
    * A batch's calls take turns: one runs at a time, each after the event loop has had a turn
    * (a batch of plan reads would otherwise hold the process for all of them at once).
    */
-  turns?: Turns;
+  turns?: FifoSemaphore;
 }
 
 @Injectable()

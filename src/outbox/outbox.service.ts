@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database, execute, executeLater, jsonList, select } from '../database/database.js';
 import type { Transaction } from '../database/transaction.js';
-import { lockEnvironment } from '../fencing/row-locks.js';
+import { ensureEnvironmentRowHeld } from '../fencing/row-locks.js';
 import type { Deployment } from '../model/deployment.entity.js';
 import type { Environment } from '../model/environment.entity.js';
 import type { LeaseTicket } from '../model/lease-ticket.entity.js';
@@ -177,7 +177,7 @@ export class Outbox {
     // locks once.
     if (this.db.dialect === 'postgres')
       for (const environment of new Set(events.map((event) => event.environment)))
-        await lockEnvironment(m, environment);
+        await ensureEnvironmentRowHeld(m, environment);
     for (let from = 0; from < events.length; from += ROWS_PER_INSERT) {
       const rows = events.slice(from, from + ROWS_PER_INSERT);
       const parameters: Record<string, unknown> = {};

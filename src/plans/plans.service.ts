@@ -10,7 +10,7 @@ import { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import { READ_TOGETHER } from '../common/read-together.js';
 import { sha256 } from '../common/hash.js';
-import { Turns } from '../common/turns.js';
+import { FifoSemaphore } from '../common/fifo-semaphore.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
@@ -53,7 +53,7 @@ const MY_APPROVAL_WOULD_COUNT = `(r.group_name IS NULL OR EXISTS (SELECT 1 FROM 
 @Injectable()
 export class PlansService {
   /** Large submits decided at once (large-plans.ts); the others wait their turn. */
-  private readonly largePlans = new Turns(LARGE_PLANS_AT_ONCE);
+  private readonly largePlans = new FifoSemaphore(LARGE_PLANS_AT_ONCE);
 
   /**
    * The approvals and pending rules of the plans a list shows are read in one statement each:

@@ -11,7 +11,7 @@ import { CONFIG } from '../config/config.module.js';
 import type { Config, WebhooksConfig } from '../config/config.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { Outbox } from '../outbox/outbox.service.js';
-import { type Attempt, type ClaimTerms, DeliveriesRepository } from './deliveries.repository.js';
+import { type Attempt, type ClaimTerms, DeliveryClaims } from './delivery-claims.js';
 import { hostOf, sendWebhook } from './webhook-request.js';
 
 /** Events fanned out per transaction, and batches per look. */
@@ -78,7 +78,7 @@ interface Current {
  * requests in flight are claimed first, then by id. So webhooks that hang cost their own
  * lines time, not the other webhooks'.
  *
- * The statements are in DeliveriesRepository (a claim is one conditional UPDATE; on
+ * The statements are in DeliveryClaims (a claim is one conditional UPDATE; on
  * PostgreSQL over rows locked FOR UPDATE SKIP LOCKED, so instances never claim the same
  * attempt, and a claim that outlives a crashed instance expires); the request in
  * webhook-request.ts. The request runs outside any transaction; its outcome is recorded
@@ -116,7 +116,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, OnModuleDestro
   private readonly outcomes: Counter<'outcome'>;
 
   constructor(
-    private readonly deliveries: DeliveriesRepository,
+    private readonly deliveries: DeliveryClaims,
     private readonly outbox: Outbox,
     @Inject(CONFIG) config: Config,
     metrics: MetricsService,

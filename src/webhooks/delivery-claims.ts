@@ -95,7 +95,7 @@ function attemptOf(row: AttemptRow): Attempt {
  * rows decide; a claim is held by an instance id until a time.
  */
 @Injectable()
-export class DeliveriesRepository {
+export class DeliveryClaims {
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,

@@ -1,4 +1,4 @@
-/** A place in the line of a Turns. */
+/** A place in the line of a FifoSemaphore. */
 export interface Turn {
   /** Resolves when the turn comes (at once when one is free and nobody waits before it). */
   readonly ready: Promise<void>;
@@ -14,19 +14,19 @@ export interface Turn {
  * A first-come first-served limit on how many holders have a turn at once: the others wait
  * in arrival order, and an ended turn passes straight to the first of them.
  */
-export class Turns {
+export class FifoSemaphore {
   private holders = 0;
   /** The waiting turns' starts, in arrival order (a Set keeps insertion order). */
   private readonly line = new Set<() => void>();
 
   constructor(readonly width: number) {}
 
-  /** Turns waiting in line. */
+  /** FifoSemaphore waiting in line. */
   get queued(): number {
     return this.line.size;
   }
 
-  /** Turns held now. */
+  /** FifoSemaphore held now. */
   get held(): number {
     return this.holders;
   }
@@ -82,11 +82,11 @@ export class Turns {
 }
 
 /**
- * A Turns for each key, each `width` wide: made when a key is first taken, dropped when its
+ * A FifoSemaphore for each key, each `width` wide: made when a key is first taken, dropped when its
  * last turn ends (so keys that come and go leave nothing behind).
  */
-export class TurnsByKey {
-  private readonly lines = new Map<string, Turns>();
+export class FifoSemaphoresByKey {
+  private readonly lines = new Map<string, FifoSemaphore>();
 
   constructor(readonly width: number) {}
 
@@ -100,7 +100,7 @@ export class TurnsByKey {
   /** Runs `job` in a turn of `key`'s line; the turn passes on when the job settles. */
   async run<T>(key: string, job: () => Promise<T>): Promise<T> {
     let turns = this.lines.get(key);
-    if (!turns) this.lines.set(key, (turns = new Turns(this.width)));
+    if (!turns) this.lines.set(key, (turns = new FifoSemaphore(this.width)));
     try {
       return await turns.run(job);
     } finally {
