@@ -213,5 +213,9 @@ test('200 parallel batches of wait_for_decision: each refused at once, /health a
     expect(status).toBe(400);
     expect(answer.error.data).toEqual({ code: 'BAD_USER_INPUT', limit: 'waits', max: 0 });
   }
-  expect(stallRatio(samples, baseline)).toBeLessThan(100);
+  // A stall is one long /health answer (the probe asks one at a time): unpriced, these waits
+  // would hold the service for seconds. With the whole suite running beside it on two cores,
+  // a single answer has measured up to 319× the idle baseline (a collection pause, the
+  // scheduler), so the bound is 1,000×: about a second, far below a stall.
+  expect(stallRatio(samples, baseline)).toBeLessThan(1000);
 }, 60_000);
