@@ -148,7 +148,7 @@ async function expectSameState(model: DeploymentsModel): Promise<void> {
     .sort(byId);
   expect([...result.data!.plans].sort(byId)).toEqual(plans);
   for (const p of plans) count(`plans read ${p.status}`);
-  const { events, obsoleted } = await app.app.get(Database).read(async (m) => ({
+  const { events, obsoleted } = await app.get(Database).read(async (m) => ({
     events: await select<{ type: string; deployment_sequence: number }>(
       m,
       `SELECT type, deployment_sequence FROM outbox_events

@@ -216,7 +216,7 @@ test('the retention job stores the UNKNOWN status of lapsed deployments', async 
   const [plan] = await d.environmentWithPlans('retained', tokens.agent, 1);
   const started = await d.startOk(tokens.d1, 'retained', plan, 5);
   world.advance(5);
-  await app.app.get(RetentionService).purge();
+  await app.get(RetentionService).purge();
   expect(await storedStatus(started.id)).toBe('UNKNOWN');
 });
 

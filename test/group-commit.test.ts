@@ -57,7 +57,7 @@ test('forty concurrent submits are all decided, each with its own sequence, none
 });
 
 test('writes issued together share one commit on SQLite (one transaction each on PostgreSQL)', async () => {
-  const db = app.app.get(Database);
+  const db = app.get(Database);
   const [commitsBefore, writesBefore] = [db.commits.transactions, db.commits.writes];
   await Promise.all(
     Array.from({ length: 10 }, (_, i) => db.write((m) => mark(m, `together-${i}`))),
@@ -68,7 +68,7 @@ test('writes issued together share one commit on SQLite (one transaction each on
 });
 
 test('more writes than one group holds are all committed, in further groups', async () => {
-  const db = app.app.get(Database);
+  const db = app.get(Database);
   const commitsBefore = db.commits.transactions;
   await Promise.all(Array.from({ length: 300 }, (_, i) => db.write((m) => mark(m, `many-${i}`))));
   expect(await marked('many-%')).toHaveLength(300);
@@ -79,7 +79,7 @@ test('more writes than one group holds are all committed, in further groups', as
 
 // proves: R2, R12
 test('a write that fails in a group rolls back alone; the writes around it commit', async () => {
-  const db = app.app.get(Database);
+  const db = app.get(Database);
   const outcomes = await Promise.allSettled([
     db.write((m) => mark(m, 'first')),
     db.write(async (m) => {
@@ -106,7 +106,7 @@ function mark(m: EntityManager, actor: string): Promise<number> {
 }
 
 function marked(actor: string): Promise<unknown[]> {
-  return app.app.get(Database).read((m) =>
+  return app.get(Database).read((m) =>
     select(m, `SELECT id FROM audit_events WHERE environment = 'group' AND actor LIKE :actor`, {
       actor,
     }),

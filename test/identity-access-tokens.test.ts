@@ -266,7 +266,7 @@ test('600 concurrent exchanges from 20 addresses fetch the discovery document an
   );
   const counted = await startApp({ PLANFENCE_OIDC_CONFIG: path });
   try {
-    const oidc = counted.app.get(OidcService);
+    const oidc = counted.get(OidcService);
     const tokens = await Promise.all(
       Array.from({ length: 600 }, (_, i) => issuer.sign(`j${i}`, `job-${i}`)),
     );

@@ -481,6 +481,6 @@ twoInstances('two instances on one PostgreSQL database', () => {
     const env = await world.environment('busy');
     expect(env.lastIssuedGeneration).toBe(50);
     expect(env.fence).toBe(50);
-    expect(one.app.get(PgListener).listening && two.app.get(PgListener).listening).toBe(true);
+    expect(one.get(PgListener).listening && two.get(PgListener).listening).toBe(true);
   });
 });

@@ -642,7 +642,7 @@ describe('POST /mcp', () => {
     const a = await connect(tokens['agent-a'], 'http');
     await a.ok('acquire_lease', { environment: env, ttlSeconds: 30 });
     // Only what this test does decides here: the sweeper would hand the lease off by itself.
-    const sweeper = app.app.get(LeaseQueueSweeper);
+    const sweeper = app.get(LeaseQueueSweeper);
     await sweeper.stop();
     try {
       const { leaving, waiting } = waitOverDroppedConnection(tokens['agent-b'], env, 120);

@@ -16,7 +16,7 @@ const TOKEN = 'metrics-token-abcdef0123456789';
 
 /** The address the metrics server bound (port 0 asked: any free one). */
 function metricsUrl(app: TestApp): string {
-  const address = app.app.get(MetricsListener).address!;
+  const address = app.get(MetricsListener).address!;
   return `http://127.0.0.1:${address.port}/metrics`;
 }
 

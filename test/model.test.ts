@@ -127,7 +127,7 @@ beforeAll(async () => {
   for (const { name, role } of PRINCIPALS) tokens[name] = await world.issue(name, role);
   a1Mcp = await connectMcp(app.url, tokens.a1, 'http');
   // The sweeper runs only as a command: when it would run by itself is not the model's to know.
-  await app.app.get(LeaseQueueSweeper).stop();
+  await app.get(LeaseQueueSweeper).stop();
 });
 
 type Door = 'graphql' | 'mcp';
@@ -663,7 +663,7 @@ const commands = [
   fc.constant(
     command('sweeper sweeps', async (s) => {
       s.model.sweep();
-      await app.app.get(LeaseQueueSweeper).sweep();
+      await app.get(LeaseQueueSweeper).sweep();
       return { expected: 'OK', actual: 'OK' };
     }),
   ),

@@ -420,7 +420,7 @@ test('several policies at once: results in order, the largest count per group wi
 describe('a policy change between evaluation and commit', () => {
   /** Runs `change` once, right after the next evaluation of policies and before its decision. */
   function changeAfterNextEvaluation(change: () => Promise<void>): { evaluations: number[] } {
-    const service = app.app.get(PoliciesService);
+    const service = app.get(PoliciesService);
     const original = service.decide.bind(service);
     const seen = { evaluations: [] as number[] };
     service.decide = async (facts) => {

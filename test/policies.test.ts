@@ -145,7 +145,7 @@ async function storedStatus(planId: string): Promise<string> {
 
 /** The plan.expired events of `environment` in the outbox, in the order it holds them. */
 async function expiryEvents(environment: string): Promise<{ planId: string; actor: string }[]> {
-  return app.app.get(Database).read((m) =>
+  return app.get(Database).read((m) =>
     select<{ planId: string; actor: string }>(
       m,
       `SELECT plan_id AS "planId", actor FROM outbox_events
@@ -549,7 +549,7 @@ describe('expiry (R16)', () => {
     for (const plan of byRetention) expect(await storedStatus(plan.id)).toBe('PROPOSED');
     expect(await expiryEvents(other.env)).toEqual([]);
 
-    await app.app.get(RetentionService).purge();
+    await app.get(RetentionService).purge();
     for (const plan of byRetention) expect(await storedStatus(plan.id)).toBe('EXPIRED');
     // In plan id order, whatever order the database returned them in.
     expect(await expiryEvents(other.env)).toEqual(
@@ -558,7 +558,7 @@ describe('expiry (R16)', () => {
         .sort()
         .map((planId) => ({ planId, actor: 'planfence' })),
     );
-    await app.app.get(RetentionService).purge();
+    await app.get(RetentionService).purge();
     expect(await expiryEvents(env)).toHaveLength(1);
     expect(await expiryEvents(other.env)).toHaveLength(11);
   });

@@ -359,7 +359,7 @@ describe('R50: required checks', () => {
       const p = await w.submitOk(agent, 'purged', generation, 'old plan');
       ok(await w.approve(reviewer, p.id));
       w.advance(2 * 86400);
-      await own.app.get(RetentionService).purge();
+      await own.get(RetentionService).purge();
       const late = await w.gql(
         checker,
         'mutation($id: ID!) { reportCheck(input: { planId: $id, name: "scan", status: SUCCESS }) { id } }',

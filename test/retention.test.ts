@@ -38,10 +38,10 @@ test('purges old superseded, obsolete, rejected and proposed content and expired
   const recent = await world.submitOk(agent, 'staging', g2, 'recent, rejected');
   ok(await world.reject(reviewer, recent.id, 'no'));
   const recentProposal = await world.submitOk(agent, 'staging', g2, 'recent, proposed');
-  const db = app.app.get(DataSource);
+  const db = app.get(DataSource);
   const keysBefore = Number((await db.query('SELECT COUNT(*) AS n FROM idempotency_records'))[0].n);
 
-  const report = await app.app.get(RetentionService).purge();
+  const report = await app.get(RetentionService).purge();
 
   expect(report.planContents).toBe(4);
   expect(report.idempotencyRecords).toBe(keysBefore - 2); // all but the recent submits' keys expired
@@ -67,7 +67,7 @@ test('purges old superseded, obsolete, rejected and proposed content and expired
   expect((await world.plan(recent.id))?.content).toBe(recent.content);
   expect((await world.plan(recentProposal.id))?.content).toBe(recentProposal.content);
   expect((await world.environment('prod')).currentPlan?.id).toBe(published.id);
-  expect(await app.app.get(RetentionService).purge()).toEqual({
+  expect(await app.get(RetentionService).purge()).toEqual({
     idempotencyRecords: 0,
     planContents: 0,
   });
@@ -90,7 +90,7 @@ test('a proposal whose content was purged can no longer be published', async () 
 
   world.advance(31 * 86400);
   const recent = await world.submitOk(agent, 'qa', g, 'recent');
-  await app.app.get(RetentionService).purge();
+  await app.get(RetentionService).purge();
 
   for (const gone of [waiting, passedOver, fresh]) {
     expect(await world.plan(gone.id)).toMatchObject({ content: '', contentHash: gone.contentHash });

@@ -214,7 +214,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
   });
 
   test('rows held back for the commit are joined per run of different tables: two rows of one table stay in the order they were made', async () => {
-    const db = app.app.get(Database);
+    const db = app.get(Database);
     await db.dataSource.query('CREATE TABLE later_a (id serial PRIMARY KEY, v text NOT NULL)');
     await db.dataSource.query('CREATE TABLE later_b (id serial PRIMARY KEY, v text NOT NULL)');
     const { statements, roundTrips } = await traced(() =>
@@ -297,7 +297,7 @@ onPostgres('round trips of a decision on PostgreSQL', () => {
   });
 
   test('a read held back travels with the commit and answers with it; one held back by a transaction that fails rejects', async () => {
-    const db = app.app.get(Database);
+    const db = app.get(Database);
     await db.dataSource.query('CREATE TABLE later_read (v text NOT NULL)');
     let read: Promise<{ v: string }[]> | undefined;
     const { statements, roundTrips } = await traced(() =>

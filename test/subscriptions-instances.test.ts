@@ -264,7 +264,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
       await feed.take(1);
       await other.take(1);
 
-      const listener = two.app.get(PgListener);
+      const listener = two.get(PgListener);
       await listener.dropConnection();
       expect(listener.listening).toBe(false);
       const meanwhile = [];
@@ -290,7 +290,7 @@ const ascending = (plans: { generation: number; sequence: number }[]) =>
     test("a revocation committed while instance 2's LISTEN connection was down closes its sockets once the connection is back", async () => {
       const doomed = await w1.issue('doomed-viewer', 'VIEWER');
       const socket = await RawSocket.admitted(two, doomed);
-      const listener = two.app.get(PgListener);
+      const listener = two.get(PgListener);
       await listener.dropConnection();
       ok(await w1.gql(ADMIN_TOKEN, 'mutation { revokeToken(name: "doomed-viewer") { name } }'));
       expect((await socket.closed).code).toBe(4403);

@@ -61,7 +61,7 @@ test('R54: the attributes whose sensitive value changes are named; an older summ
   expect(byAddress['aws_ssm_parameter.api_key'].sensitiveChanges).toEqual([]);
 
   // A summary stored before sensitiveChanges existed.
-  const database = app.app.get(DataSource);
+  const database = app.get(DataSource);
   const [$1, $2] = TEST_DATABASE === 'postgres' ? ['$1', '$2'] : ['?', '?'];
   const [row] = await database.query<{ summary: string }[]>(
     `SELECT summary FROM plans WHERE id = ${$1}`,

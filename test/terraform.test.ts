@@ -529,7 +529,7 @@ test('retention purges the artifact with the content; the summary and the hashes
       ),
     ).submitPlan;
     w.advance(2 * 86400);
-    await retained.app.get(RetentionService).purge();
+    await retained.get(RetentionService).purge();
     const purged = ok(
       await w.gql<{ plan: TerraformPlan }>(
         w.admin,

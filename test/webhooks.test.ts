@@ -223,14 +223,14 @@ describe('every event type', () => {
       });
     await quiet();
     world.advance(61);
-    await app.app.get(RetentionService).purge(); // plan.expired
+    await app.get(RetentionService).purge(); // plan.expired
     expect((await world.plan(third.id))?.status).toBe('EXPIRED');
     const started = await d.startOk(deployer, 'prod', first.id, 5); // deployment.started
     ok(await d.finish(deployer, started.id, 'SUCCEEDED')); // deployment.finished
     const lapsing = await d.startOk(deployer, 'prod', first.id, 5); // deployment.started
     await quiet();
     world.advance(6);
-    await app.app.get(RetentionService).purge(); // deployment.unknown
+    await app.get(RetentionService).purge(); // deployment.unknown
     ok(await d.reconcile(reviewer, lapsing.id, 'FAILED', 'runner lost')); // deployment.reconciled
     ok(
       await world.gql(
@@ -462,7 +462,7 @@ describe('every event type', () => {
     });
     expect(pending.status).toBe('PENDING');
     world.advance(2 * 86400);
-    await app.app.get(RetentionService).purge();
+    await app.get(RetentionService).purge();
     const left = await deliveries(world, created.webhook.id);
     expect(left.map((x) => x.id)).toEqual([pending.id]);
     expect(await deliveries(world, slackHook.webhook.id)).toEqual([]);

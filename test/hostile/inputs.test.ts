@@ -26,7 +26,7 @@ const TABLES = [
 
 /** Row counts of every table that holds what clients send: "nothing stored" means none moved. */
 async function rowCounts(): Promise<Record<string, number>> {
-  const db = app.app.get(DataSource);
+  const db = app.get(DataSource);
   const counts: Record<string, number> = {};
   for (const table of TABLES) {
     counts[table] = Number((await db.query(`SELECT COUNT(*) AS n FROM ${table}`))[0].n);

@@ -147,6 +147,6 @@ test('exchanges are rate-limited per source; refused ones write nothing; records
   expect(await count()).toBe(3);
 
   app.clock.advance(31 * 24 * 3600 * 1000);
-  await app.app.get(RetentionService).purge();
+  await app.get(RetentionService).purge();
   expect(await count()).toBe(0);
 });

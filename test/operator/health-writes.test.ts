@@ -30,7 +30,7 @@ onSqlite('real writes fail while the probe still fits', () => {
   });
 
   const pragma = (statement: string) =>
-    app.app.get(Database).read((m) => m.query(`PRAGMA ${statement}`));
+    app.get(Database).read((m) => m.query(`PRAGMA ${statement}`));
   const health = async () => {
     const response = await fetch(`${app.url}/health`);
     return { status: response.status, body: (await response.json()) as { reason?: string } };

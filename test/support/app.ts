@@ -20,6 +20,12 @@ export interface TestApp {
   url: string;
   clock: ManualClock;
   app: NestFastifyApplication;
+  /**
+   * The running service's provider of class `type`, as the test imported it from src/ (or
+   * from a package). A service started from dist/ (test/support/native.js) has classes of
+   * its own: there the provider is the one whose class has the same name.
+   */
+  get<T>(type: abstract new (...args: never[]) => T): T;
   /** Sends one GraphQL operation over HTTP as the holder of `token` (or none). */
   gql<T = Record<string, any>>(
     token: string | null,
@@ -106,6 +112,7 @@ export async function startApp(
     url,
     clock: clock ?? new ManualClock(),
     app,
+    get: (type) => providerOf(app, type),
     async gql(token, query, variables = {}) {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (token) headers.authorization = `Bearer ${token}`;
@@ -176,4 +183,20 @@ export function ok<T>(result: GqlResult<T>): T {
     throw new Error(`expected success, got ${JSON.stringify(result.errors)}`);
   }
   return result.data as T;
+}
+
+/** See TestApp.get: the provider whose class is `type`, else the one whose class has its name. */
+function providerOf<T>(app: NestFastifyApplication, type: abstract new (...args: never[]) => T): T {
+  const { container } = app as unknown as {
+    container: { getModules(): Map<string, { providers: Map<unknown, { instance: unknown }> }> };
+  };
+  let named: unknown;
+  for (const module of container.getModules().values())
+    for (const [token, wrapper] of module.providers) {
+      if (!wrapper.instance) continue;
+      if (token === type) return wrapper.instance as T;
+      if (typeof token === 'function' && token.name === type.name) named ??= wrapper.instance;
+    }
+  if (named === undefined) throw new Error(`the service has no provider of class ${type.name}`);
+  return named as T;
 }

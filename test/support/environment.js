@@ -71,10 +71,11 @@ export default class PlanfenceEnvironment extends TestEnvironment {
 }
 
 /**
- * Whether the test file reaches into the running service itself: looks up one of its
- * providers (`app.app.get(SomeClass)`), whose class must be the app's own, not a copy from
- * the file's registry. (Importing the sources is fine otherwise: what a file builds from
- * them, a ManualClock or a client, works with a service loaded elsewhere.)
+ * Whether the test file reaches into the running service itself through its Nest
+ * application (`app.app.get(SomeClass)`), whose class must be the app's own, not a copy from
+ * the file's registry. `TestApp.get(SomeClass)` finds the provider by its class's name
+ * either way. (Importing the sources is fine otherwise: what a file builds from them, a
+ * ManualClock or a client, works with a service loaded elsewhere.)
  */
 function reachesInside(testPath) {
   return /\.app\s*\.\s*get\(/.test(readFileSync(testPath, 'utf8'));
