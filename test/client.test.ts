@@ -64,6 +64,29 @@ test('withLease renews in the background and keeps the lease alive past several 
   expect((await client.environment(env))?.lease).toBeNull(); // released at the end
 });
 
+test('withLease releases the lease as soon as the work settles, not at its next renewal', async () => {
+  const env = await environment();
+  const client = new PlanfenceClient({ url: app.url, token: agentToken });
+  // The next renewal is due in 20 minutes: withLease must not wait for it (the test would
+  // time out), and the lease is free as soon as it returns.
+  const generation = await client.withLease(env, async (lease) => lease.generation, {
+    ttlSeconds: 3600,
+  });
+  expect(generation).toBeGreaterThan(0);
+  expect((await client.environment(env))?.lease).toBeNull();
+  const failed = await client
+    .withLease(
+      env,
+      async () => {
+        throw new Error('the work failed');
+      },
+      { ttlSeconds: 3600 },
+    )
+    .catch((error: unknown) => error);
+  expect((failed as Error).message).toBe('the work failed');
+  expect((await client.environment(env))?.lease).toBeNull();
+}, 30_000);
+
 // proves: R3, R10
 test("a paused client's signal aborts, and its plan is rejected after another holder", async () => {
   const env = await environment('STRICT');

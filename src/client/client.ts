@@ -300,6 +300,19 @@ const POLICY =
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Waits `ms`, or less when `signal` aborts first. */
+const sleepUnless = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
 /**
  * A typed client for agents, reviewers and scripts.
  *
@@ -889,7 +902,8 @@ export class PlanfenceClient {
   /**
    * Runs `work` under a lease: acquires it (or, with `wait`, waits its turn in the queue),
    * renews it in the background well before
-   * it expires, and releases it at the end. `work` gets the generation to send with its
+   * it expires, and releases it as soon as `work` settles (a renewal due later is not waited
+   * for: the next agent in the queue gets the lease at once). `work` gets the generation to send with its
    * writes and a signal that aborts when a renewal fails or the lease is lost (a pause
    * longer than the TTL, a network partition); from then on the service rejects the
    * generation's writes anyway, so the work should stop.
@@ -909,13 +923,14 @@ export class PlanfenceClient {
         })
       : await this.acquireLease(environment, { ttlSeconds, instance: options.instance });
     const controller = new AbortController();
-    let renewing = true;
+    /** Aborted when the work ends: the renewals stop at once, and the lease is released. */
+    const ended = new AbortController();
     const renewals = (async () => {
       // Judged on this process's monotonic clock: the service's timestamps are not compared with ours.
       let deadline = performance.now() + ttlSeconds * 1000;
-      while (renewing && !controller.signal.aborted) {
-        await sleep(renewEveryMs);
-        if (!renewing) return;
+      while (!ended.signal.aborted && !controller.signal.aborted) {
+        await sleepUnless(renewEveryMs, ended.signal);
+        if (ended.signal.aborted) return;
         try {
           const started = performance.now();
           await this.renewLease(environment, lease.generation, ttlSeconds);
@@ -947,7 +962,7 @@ export class PlanfenceClient {
         lease,
       });
     } finally {
-      renewing = false;
+      ended.abort();
       await renewals.catch(() => undefined);
       if (!controller.signal.aborted)
         await this.releaseLease(environment, lease.generation).catch(() => undefined);
