@@ -69,19 +69,13 @@ test('withLease releases the lease as soon as the work settles, not at its next 
   const client = new PlanfenceClient({ url: app.url, token: agentToken });
   // The next renewal is due in 20 minutes: withLease must not wait for it (the test would
   // time out), and the lease is free as soon as it returns.
-  const generation = await client.withLease(env, async (lease) => lease.generation, {
+  const generation = await client.withLease(env, (lease) => Promise.resolve(lease.generation), {
     ttlSeconds: 3600,
   });
   expect(generation).toBeGreaterThan(0);
   expect((await client.environment(env))?.lease).toBeNull();
   const failed = await client
-    .withLease(
-      env,
-      async () => {
-        throw new Error('the work failed');
-      },
-      { ttlSeconds: 3600 },
-    )
+    .withLease(env, () => Promise.reject(new Error('the work failed')), { ttlSeconds: 3600 })
     .catch((error: unknown) => error);
   expect((failed as Error).message).toBe('the work failed');
   expect((await client.environment(env))?.lease).toBeNull();
