@@ -15,6 +15,7 @@ export function terraformWorkerMain(): void {
   const threads = require('node:worker_threads') as typeof import('node:worker_threads');
   const path = require('node:path') as typeof import('node:path');
   const fs = require('node:fs') as typeof import('node:fs');
+  const os = require('node:os') as typeof import('node:os');
   /* eslint-enable @typescript-eslint/no-require-imports */
   const workerData = threads.workerData as {
     moduleUrl: string;
@@ -71,6 +72,16 @@ export function terraformWorkerMain(): void {
       if (!Number.isFinite(tid)) tid = null;
     } catch {
       tid = null;
+    }
+    // Below the request thread for the scheduler (Linux: a thread's nice value is its own):
+    // where cores are few, a document being parsed waits, not /health and the small requests.
+    // Its budget counts its own CPU time, so waiting for a core is not charged to it.
+    if (tid !== null) {
+      try {
+        os.setPriority(tid, 10);
+      } catch {
+        // Not permitted or not Linux: the thread keeps the process's priority.
+      }
     }
     threads.parentPort!.postMessage({ ready: true, tid });
   });
