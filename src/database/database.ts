@@ -407,6 +407,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
 
   /** Reads committed state only. */
   read<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    // SQLite: a read touches the mapped -shm file as a write does (StorageMonitor).
+    this.storage.shmUnwritable();
     return this.exclusive(() => work(this.dataSource.manager));
   }
 

@@ -118,8 +118,10 @@ export class StorageMonitor {
   /**
    * SQLite's -shm file can no longer be written (sqlite-files.ts, EXIT_STORAGE_UNSAFE): the
    * service stops (its entry point exits); in a test process, writes are refused from now on.
+   * Checked before every read too: a WAL reader marks its place in the mapped file, and the
+   * timer's check (every SHM_CHECK_MS) may come after the next read.
    */
-  private shmUnwritable(): boolean {
+  shmUnwritable(): boolean {
     if (!this.files || this.opened.length === 0) return false;
     const reason = unwritableShm(this.files);
     if (!reason) return false;
