@@ -3,7 +3,7 @@
  * cannot be written (`chattr +i`, a read-only mode or mount), the next access to the mapping
  * ends the process with SIGBUS (exit 135) and not a word in the log, and no JavaScript
  * handler can catch it. So the service checks the file itself, before it opens the database
- * and every 100 ms while it runs (and before every write): it stops with exit code 74 and a
+ * and every 100 ms while it runs (and before every read and write): it stops with exit code 74 and a
  * message naming the file, refuses to start while the file stays so, and starts cleanly,
  * data intact, once it is writable again.
  *
