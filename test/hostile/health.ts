@@ -39,19 +39,19 @@ export function healthProbe(
 ): { stop(): Promise<number[]> } {
   const spans: [number, number][] = [];
   const pauses: [number, number][] = [];
+  const note = (entries: readonly { startTime: number; duration: number }[]) => {
+    for (const entry of entries) pauses.push([entry.startTime, entry.startTime + entry.duration]);
+  };
   const observer = lessCollections
-    ? new PerformanceObserver((list) => {
-        for (const entry of list.getEntries())
-          pauses.push([entry.startTime, entry.startTime + entry.duration]);
-      })
+    ? new PerformanceObserver((list) => note(list.getEntries()))
     : null;
   observer?.observe({ entryTypes: ['gc'] });
   let running = true;
   const loop = (async () => {
     while (running) {
-      const started = performance.now();
-      await healthMs(url);
-      spans.push([started, performance.now()]);
+      const ms = await healthMs(url);
+      const ended = performance.now();
+      spans.push([ended - ms, ended]);
       await new Promise((resolve) => setTimeout(resolve, pauseMs));
     }
   })();
@@ -60,8 +60,7 @@ export function healthProbe(
       running = false;
       await loop;
       if (observer) {
-        for (const entry of observer.takeRecords())
-          pauses.push([entry.startTime, entry.startTime + entry.duration]);
+        note(observer.takeRecords());
         observer.disconnect();
       }
       return spans.map(([from, to]) => {
