@@ -27,11 +27,14 @@ import { type ModelRuns, modelRuns as runsOf } from './support/model-runs.js';
 import { LINEAGE, planFileBase64 } from './support/plan-file.js';
 
 /**
- * The PostgreSQL project replays fewer runs of its own seeds, which reach every outcome the
- * tests require (support/model-runs.ts; FC_REACH=1 FC_RUNS=n FC_SEED=s finds others).
+ * Each project replays runs of its own seeds, which reach every outcome the tests require
+ * (support/model-runs.ts; FC_REACH=1 FC_RUNS=n FC_SEED=s finds others).
  */
-const PLAIN = runsOf({ runs: 45, seed: 12 });
-const WITH_PRECONDITIONS = runsOf({ runs: 30, seed: 4 });
+const PLAIN = runsOf({ sqlite: { runs: 55, seed: 5 }, postgres: { runs: 45, seed: 12 } });
+const WITH_PRECONDITIONS = runsOf({
+  sqlite: { runs: 40, seed: 9 },
+  postgres: { runs: 30, seed: 4 },
+});
 
 let app: TestApp;
 let world: World;

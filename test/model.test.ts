@@ -785,8 +785,8 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
   );
   // FC_STATS=1 shows which outcomes the runs reached.
   if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
-  // 100 runs, or npm test's replay on PostgreSQL, reach every outcome that matters; fewer
-  // (FC_RUNS) may not.
+  // npm test's replays (support/model-runs.ts), or 100 runs, reach every outcome that
+  // matters; fewer (FC_RUNS) may not.
   if (SERVICE_MODEL.reachesEveryOutcome && !process.env.FC_PATH)
     for (const reached of [
       'acquires OK',
