@@ -58,10 +58,10 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   /** Transactions committed, and the writes they carried (more than one per commit with group commit). */
   readonly commits = { transactions: 0, writes: 0 };
 
-  /** PostgreSQL: each environment's decisions in the database at once (decide()); null on SQLite. */
+  /** PostgreSQL: each environment's decisions in the database at once (writeFor()); null on SQLite. */
   private readonly decisionsByEnvironment: FifoSemaphoresByKey | null;
   /**
-   * PostgreSQL: by environment, the decisions at once (decideAtOnce) gathered for the next
+   * PostgreSQL: by environment, the decisions at once (writeGatheredFor) gathered for the next
    * transaction of that environment, while it waits for its turn.
    */
   private readonly gathering = new Map<string, Gathered[]>();
@@ -205,7 +205,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * backend and costing it CPU when the lock passes (more than the decisions themselves, at
    * ten waiting).
    */
-  decide<T>(
+  writeFor<T>(
     environment: string,
     work: (manager: Transaction) => Promise<T>,
     token?: TokenCheck,
@@ -215,7 +215,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * decide() for a decision whose transaction waits for no answer before its COMMIT (a
+   * writeFor() for a decision whose transaction waits for no answer before its COMMIT (a
    * submit at once). On PostgreSQL, those of one environment that arrive while its turns are
    * held are gathered, and share one transaction when the next turn comes: one BEGIN, each
    * one's token check and statements in arrival order, one COMMIT, sent together; none is
@@ -223,10 +223,10 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * before it committed: the row's lock is taken once, and PostgreSQL commits (and sends the
    * notifications of) all of them at once. If that transaction fails, nothing of it
    * committed, and each decision is then made again in a transaction of its own, in the
-   * same order, as decide() makes it: whatever failed is its own decision's failure.
-   * On SQLite: decide() (its writes share commits already).
+   * same order, as writeFor() makes it: whatever failed is its own decision's failure.
+   * On SQLite: writeFor() (its writes share commits already).
    */
-  decideAtOnce<T>(
+  writeGatheredFor<T>(
     environment: string,
     work: (manager: Transaction) => Promise<T>,
     token?: TokenCheck,
@@ -332,7 +332,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    * the first statement waited for. The commit is reported only when every statement of the transaction was
    * answered without error; otherwise the transaction is rolled back and the first error of
    * a later statement (the cause of any that followed it) is thrown. Several writes
-   * (decideAtOnce) run one after the other in the one transaction; their values, in order.
+   * (writeGatheredFor) run one after the other in the one transaction; their values, in order.
    * The commit is counted here; the caller runs `callbacks` once it has its values.
    */
   private async pipelined(
@@ -423,7 +423,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
 /** At most this many decisions at once share one transaction (bounds what one failure makes again). */
 const TOGETHER_LIMIT = 64;
 
-/** A decision at once waiting, gathered, for its environment's next transaction (decideAtOnce). */
+/** A decision at once waiting, gathered, for its environment's next transaction (writeGatheredFor). */
 interface Gathered {
   work: (manager: Transaction) => Promise<unknown>;
   token: TokenCheck | undefined;

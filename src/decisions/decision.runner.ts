@@ -156,7 +156,7 @@ export class DecisionRunner {
    * (rolled back), is decided again by decidePlan (`work`, the guard's statements). `detail`
    * is given the plan as the statement stores it but for the fields the database decides.
    * Submits at once of one environment that wait for its turn together share one
-   * transaction (Database.decideAtOnce).
+   * transaction (Database.writeGatheredFor).
    */
   async decidePlanAtOnce(
     request: Decision,
@@ -216,7 +216,7 @@ export class DecisionRunner {
 
   /**
    * The decision's transaction, with its token check (Decision.token). `atOnce`: `work`
-   * waits for no answer, so the transaction may be shared (Database.decideAtOnce).
+   * waits for no answer, so the transaction may be shared (Database.writeGatheredFor).
    */
   private async transaction<T>(
     decision: Decision,
@@ -225,8 +225,8 @@ export class DecisionRunner {
   ): Promise<T> {
     try {
       return await (atOnce
-        ? this.db.decideAtOnce(decision.environment, work, decision.token)
-        : this.db.decide(decision.environment, work, decision.token));
+        ? this.db.writeGatheredFor(decision.environment, work, decision.token)
+        : this.db.writeFor(decision.environment, work, decision.token));
     } catch (error) {
       if (isTokenCheckFailure(error)) throw new AuthError('UNAUTHENTICATED', error.message);
       throw error;

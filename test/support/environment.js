@@ -36,6 +36,7 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       if (staleSource() === null) this.global.__planfenceService = await nativeService();
     }
     this.resourcesBefore = activeResources();
+    this.cpu0 = cpuNow();
   }
 
   async teardown() {
@@ -56,6 +57,8 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       clearTimeout(timer);
     }
     await super.teardown();
+    { const c = cpuNow(); const { appendFileSync } = await import('node:fs');
+      appendFileSync('/tmp/cpu.tsv', [this.testPath.replace(/.*\/test\//, ''), this.global.__DATABASE__ ?? 'sqlite', ((c.wall - this.cpu0.wall)/1000).toFixed(1), ((c.self - this.cpu0.self)/1000).toFixed(1), ((c.children - this.cpu0.children)/100).toFixed(1)].join('\t') + '\n'); }
     if (!process.env.PLANFENCE_TEST_LEAKS) return;
     // What the file left running keeps its worker from exiting at the end of the run.
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -87,4 +90,10 @@ function activeResources() {
   for (const kind of process.getActiveResourcesInfo())
     counts.set(kind, (counts.get(kind) ?? 0) + 1);
   return counts;
+}
+
+function cpuNow() {
+  const u = process.cpuUsage();
+  const f = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+  return { wall: Date.now(), self: (u.user + u.system) / 1000, children: Number(f[13]) + Number(f[14]) };
 }
