@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { TestEnvironment } from 'jest-environment-node';
 import { needsBuild, staleSource } from './build-freshness.js';
 import { nativeService } from './native.js';
@@ -36,7 +36,7 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       if (staleSource() === null) this.global.__planfenceService = await nativeService();
     }
     this.resourcesBefore = activeResources();
-    this.cpu0 = cpuNow();
+    this.cpuAtStart = process.env.PLANFENCE_TEST_CPU ? cpuNow() : null;
   }
 
   async teardown() {
@@ -57,8 +57,7 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       clearTimeout(timer);
     }
     await super.teardown();
-    { const c = cpuNow(); const { appendFileSync } = await import('node:fs');
-      appendFileSync('/tmp/cpu.tsv', [this.testPath.replace(/.*\/test\//, ''), this.global.__DATABASE__ ?? 'sqlite', ((c.wall - this.cpu0.wall)/1000).toFixed(1), ((c.self - this.cpu0.self)/1000).toFixed(1), ((c.children - this.cpu0.children)/100).toFixed(1)].join('\t') + '\n'); }
+    if (this.cpuAtStart) recordCpu(this.testPath, this.global.__DATABASE__, this.cpuAtStart);
     if (!process.env.PLANFENCE_TEST_LEAKS) return;
     // What the file left running keeps its worker from exiting at the end of the run.
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -92,8 +91,34 @@ function activeResources() {
   return counts;
 }
 
+/**
+ * Seconds of wall time, of this worker's CPU (the file's tests and the services they run in
+ * the worker) and of the CPU of the child processes it reaped (services, command lines,
+ * terraform started by the file): the sum of utime and stime, and of cutime and cstime, in
+ * /proc/self/stat (Linux; clock ticks of 1/100 s).
+ */
 function cpuNow() {
-  const u = process.cpuUsage();
-  const f = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
-  return { wall: Date.now(), self: (u.user + u.system) / 1000, children: Number(f[13]) + Number(f[14]) };
+  const usage = process.cpuUsage();
+  let children = NaN;
+  try {
+    const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+    children = (Number(fields[13]) + Number(fields[14])) / 100;
+  } catch {
+    // Not Linux: the children's CPU is not known.
+  }
+  return { wall: Date.now() / 1000, self: (usage.user + usage.system) / 1e6, children };
+}
+
+/**
+ * PLANFENCE_TEST_CPU=FILE: one tab-separated line per test file appended to FILE (file,
+ * database, wall s, worker CPU s, children CPU s), what a test file costs the machine.
+ */
+function recordCpu(testPath, database, start) {
+  const end = cpuNow();
+  const line = [
+    testPath.replace(/.*\/test\//, ''),
+    database ?? 'sqlite',
+    ...['wall', 'self', 'children'].map((key) => (end[key] - start[key]).toFixed(1)),
+  ];
+  appendFileSync(process.env.PLANFENCE_TEST_CPU, `${line.join('\t')}\n`);
 }
