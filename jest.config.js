@@ -49,8 +49,9 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
     // - the fault harnesses, the docs' walkthroughs and the start-up logs, which drive
     //   SQLite-file service processes (the harnesses take a PostgreSQL server themselves);
     // - what proves code outside the service, the same whatever database the service runs
-    //   on: the package (packed and installed), the client and the command line, the
-    //   console in a browser, and the checks on files (contract, design index, pictures);
+    //   on: the package (packed and installed), the client, the command line and the
+    //   runner (a DEPLOYER client driving terraform), the console and the dashboard in a
+    //   browser, and the checks on files (contract, design index, pictures);
     // - the HTTP layer's own defences (hostile/http: timeouts, connection caps, headers,
     //   /metrics, SIGTERM), which act before a request reaches any database.
     // Every rule the service decides is proven on both databases by the other suites.
@@ -65,6 +66,9 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'agent-example',
         'cli',
         'cli-coverage',
+        'preconditions-cli',
+        'runner',
+        'dashboard',
         'client',
         'client-errors',
         'deployments-client',
