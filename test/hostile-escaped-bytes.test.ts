@@ -1,8 +1,8 @@
 /**
- * A response priced by the bytes of its JSON, escaping included. 95 environments whose
- * current plans hold 1 MiB of U+0001 each: 95 MiB of strings, 570 MiB of JSON (`\u0001`
- * is 6 bytes), more than a JavaScript string may hold. A VIEWER asking for every current
- * plan's content gets a coded refusal naming the limit, never HTTP 500.
+ * A response priced by the bytes of its JSON, escaping included. Environments whose current
+ * plans hold 1 MiB of U+0001 each (`\u0001` is 6 bytes of JSON; the attack as found had 95
+ * of them: 570 MiB of JSON, more than a JavaScript string may hold). A VIEWER asking for
+ * every current plan's content gets a coded refusal naming the limit, never HTTP 500.
  */
 import { startApp, type TestApp } from './support/app.js';
 import { codeOf, ok, World } from './support/world.js';
