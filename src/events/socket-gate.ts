@@ -45,6 +45,8 @@ export class SocketSession {
   expiryTimer: NodeJS.Timeout | null = null;
   /** Subscriptions refused on this socket so far. */
   refusals = 0;
+  /** The admission of the socket's latest subscription (SocketGate.admitSubscription). */
+  admitting: Promise<unknown> = Promise.resolve();
 
   constructor(readonly socket: WebSocket) {}
 
@@ -401,12 +403,26 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     );
   }
 
-  /** Before Mercurius parses a subscription: the socket's token still authenticates, and the socket has room. */
-  private async admitSubscription(
+  /**
+   * Before Mercurius parses a subscription: the socket's token still authenticates, and the
+   * socket has room. One socket's subscriptions are admitted one at a time, in order: each
+   * authenticates the token again (a read of the database on PostgreSQL), and a flood of
+   * subscribe frames on one socket would otherwise take every pooled connection at once and
+   * make /health and every other request wait behind it.
+   */
+  private admitSubscription(
     context: SubscriptionContext,
     id: string,
     source: string,
   ): Promise<void> {
+    const session = context.planfenceSocket;
+    if (!session) return this.admitOne(context, id, source);
+    const admitted = session.admitting.then(() => this.admitOne(context, id, source));
+    session.admitting = admitted.catch(() => undefined);
+    return admitted;
+  }
+
+  private async admitOne(context: SubscriptionContext, id: string, source: string): Promise<void> {
     const session = context.planfenceSocket;
     if (!session?.request) {
       throw new SocketError('UNAUTHENTICATED', 'this socket has no authenticated connection_init');
