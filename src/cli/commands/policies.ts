@@ -1,4 +1,4 @@
-import { parse as parseYaml } from 'yaml';
+import { parseYaml } from './yaml.js';
 import type { ApprovalRule, EnvironmentPolicy, PlanPolicy } from '../../client/client.js';
 import {
   type Command,

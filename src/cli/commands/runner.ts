@@ -10,7 +10,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { parse as parseYaml } from 'yaml';
+import { parseYaml } from './yaml.js';
 import { PlanfenceClient } from '../../client/client.js';
 import { Deployments } from '../../client/deployments.js';
 import {
