@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as wait } from 'node:timers/promises';
 import {
   errorFromBody,
   type GraphQLErrorBody,
@@ -299,19 +300,6 @@ const POLICY =
   'name approvalRules { group count } proposalTtlSeconds freeze { reason frozenBy frozenAt } policyVersion planPolicies { name expression effect message group count }';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Waits `ms`, or less when `signal` aborts first. */
-const sleepUnless = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 /**
  * A typed client for agents, reviewers and scripts.
@@ -929,7 +917,8 @@ export class PlanfenceClient {
       // Judged on this process's monotonic clock: the service's timestamps are not compared with ours.
       let deadline = performance.now() + ttlSeconds * 1000;
       while (!ended.signal.aborted && !controller.signal.aborted) {
-        await sleepUnless(renewEveryMs, ended.signal);
+        // Node's timer, ended early (rejected) when the work ends.
+        await wait(renewEveryMs, undefined, { signal: ended.signal }).catch(() => undefined);
         if (ended.signal.aborted) return;
         try {
           const started = performance.now();

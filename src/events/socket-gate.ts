@@ -23,6 +23,7 @@ import { loopTurns } from './loop-turns.js';
 import { PgListener } from '../database/pg-listener.js';
 import { PrincipalChanges } from '../auth/principal-changes.js';
 import { CloseCode, SocketError } from './socket.errors.js';
+import { FifoSemaphore } from '../common/fifo-semaphore.js';
 
 /** What a subscription's resolvers and the AuthGuard see of the socket's caller. */
 export interface SocketRequest {
@@ -45,8 +46,8 @@ export class SocketSession {
   expiryTimer: NodeJS.Timeout | null = null;
   /** Subscriptions refused on this socket so far. */
   refusals = 0;
-  /** The admission of the socket's latest subscription (SocketGate.admitSubscription). */
-  admitting: Promise<unknown> = Promise.resolve();
+  /** One subscription admitted at a time, in arrival order (SocketGate.admitSubscription). */
+  readonly admissions = new FifoSemaphore(1);
 
   constructor(readonly socket: WebSocket) {}
 
@@ -415,11 +416,8 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
     id: string,
     source: string,
   ): Promise<void> {
-    const session = context.planfenceSocket;
-    if (!session) return this.admitOne(context, id, source);
-    const admitted = session.admitting.then(() => this.admitOne(context, id, source));
-    session.admitting = admitted.catch(() => undefined);
-    return admitted;
+    const admit = () => this.admitOne(context, id, source);
+    return context.planfenceSocket?.admissions.run(admit) ?? admit();
   }
 
   private async admitOne(context: SubscriptionContext, id: string, source: string): Promise<void> {
