@@ -11,18 +11,30 @@ import { RawSocket } from './support/raw-socket.js';
 import { startApp, type TestApp } from './support/app.js';
 import { ok, World } from './support/world.js';
 import { subscribed } from './support/subscribed.js';
-import { healthBaseline, healthProbe, stallRatio } from './hostile/health.js';
+import { healthBaseline, healthProbe, judgeHealth, turnsFrom, turnsOf } from './hostile/health.js';
 import { attack } from './hostile/attacker.js';
 
 /** The six worst samples and where they fell (for HOSTILE_VERBOSE=1). */
-const worst = (samples: number[]) =>
+const worst = ({ samples }: { samples: number[] }) =>
   samples
     .map((ms, i) => [i, Math.round(ms)])
     .sort((a, b) => b[1] - a[1])
     .slice(0, 6);
 
 /**
- * The worst /health answer during an attack, as a multiple of the idle baseline. Before
+ * In `npm test`, each attack is judged by order (test/hostile/health.ts): /health answered
+ * between two of the attack's turns at least this often. A replay sends one event per turn,
+ * an admission takes one. Measured: 43–76 answers during the replay of 200 plans, 147–506
+ * during the 2,000 subscriptions, on both databases, on a quiet machine and with three busy
+ * loops beside it on two cores. A service that took the work without returning to the
+ * event loop between two pieces was answered 0–1 and 5–10 times (the turns resolving at
+ * once, SQLite): /health was served only between the sockets' reads.
+ */
+const MIN_ANSWERS_DURING_REPLAY = 10;
+const MIN_ANSWERS_DURING_SUBSCRIPTIONS = 30;
+/**
+ * On demand (HOSTILE_STALL_BOUNDS=1): the worst /health answer during an attack, as a
+ * multiple of the idle baseline. Before
  * these defences the attacks below stalled /health 150–400× (one replay of 200 plans of
  * 170 KB, 20 × 100 subscriptions; 885× for plain subscriptions); after them the worst answer
  * waits for one event, and a collection of the replayed strings: 20–40× on a quiet machine,
@@ -81,7 +93,8 @@ test('one VIEWER replaying 200 published plans of 170 KB with their content: /he
   }
   pubIds = ids;
   const baseline = await healthBaseline(app.url);
-  const probe = healthProbe(app.url, 10, { lessCollections: true });
+  const probe = healthProbe(app.url, 10, { lessCollections: true, progress: turnsOf(app) });
+  const turns = turnsFrom(turnsOf(app));
   const replay = attack({
     url: app.url,
     token: viewer,
@@ -92,10 +105,14 @@ test('one VIEWER replaying 200 published plans of 170 KB with their content: /he
     until: { events: 200 },
   });
   const summary = await replay.result;
+  const window = turns.window();
   const samples = await probe.stop();
   expect(summary).toMatchObject({ next: 1, error: 0, events: 200 });
-  if (process.env.HOSTILE_VERBOSE) console.log({ baseline, worst: worst(samples) });
-  expect(stallRatio(samples, baseline)).toBeLessThan(MAX_STALL_RATIO);
+  const judged = judgeHealth(samples, window, baseline, {
+    atLeast: MIN_ANSWERS_DURING_REPLAY,
+    maxRatio: MAX_STALL_RATIO,
+  });
+  if (process.env.HOSTILE_VERBOSE) console.log({ baseline, worst: worst(samples), ...judged });
 }, 180_000);
 
 test('20 sockets × 100 replaying subscriptions: most refused by the budget with a log line, /health keeps answering', async () => {
@@ -116,7 +133,8 @@ test('20 sockets × 100 replaying subscriptions: most refused by the budget with
   }
   const replayer = await world.issue('replayer', 'VIEWER');
   const baseline = await healthBaseline(app.url);
-  const probe = healthProbe(app.url, 10, { lessCollections: true });
+  const probe = healthProbe(app.url, 10, { lessCollections: true, progress: turnsOf(app) });
+  const turns = turnsFrom(turnsOf(app));
   const replays = attack({
     url: app.url,
     token: replayer,
@@ -127,6 +145,7 @@ test('20 sockets × 100 replaying subscriptions: most refused by the budget with
     until: 'answers',
   });
   const summary = await replays.result;
+  const window = turns.window();
   const samples = await probe.stop();
   expect(summary.next).toBeGreaterThanOrEqual(1);
   expect(summary.next + summary.error).toBe(2000);
@@ -135,8 +154,11 @@ test('20 sockets × 100 replaying subscriptions: most refused by the budget with
   expect(
     lines.some((l) => /replay refused: auditEventRecorded\(audit\) for replayer/.test(l)),
   ).toBe(true);
-  if (process.env.HOSTILE_VERBOSE) console.log({ baseline, worst: worst(samples) });
-  expect(stallRatio(samples, baseline)).toBeLessThan(MAX_STALL_RATIO);
+  const judged = judgeHealth(samples, window, baseline, {
+    atLeast: MIN_ANSWERS_DURING_SUBSCRIPTIONS,
+    maxRatio: MAX_STALL_RATIO,
+  });
+  if (process.env.HOSTILE_VERBOSE) console.log({ baseline, worst: worst(samples), ...judged });
 }, 180_000);
 
 test('a replay cut by its socket closing leaves a log line', async () => {
@@ -158,7 +180,8 @@ test('20 sockets × 100 plain subscriptions (the documented maximum): all admitt
   await world.createEnvironment('plain', 'MONOTONIC', false);
   const many = await world.issue('many', 'VIEWER');
   const baseline = await healthBaseline(app.url);
-  const probe = healthProbe(app.url);
+  const probe = healthProbe(app.url, 10, { progress: turnsOf(app) });
+  const turns = turnsFrom(turnsOf(app));
   let plain: ReturnType<typeof attack> | null = null;
   await subscribed(
     app.url,
@@ -175,13 +198,17 @@ test('20 sockets × 100 plain subscriptions (the documented maximum): all admitt
       })),
     2000,
   );
+  const window = turns.window();
   const samples = await probe.stop();
   plain!.kill();
   const summary = await plain!.result;
   // Every subscription admitted, none refused, no socket closed (4408 or any other).
   expect(summary).toMatchObject({ next: 0, error: 0, closed: [] });
-  if (process.env.HOSTILE_VERBOSE) console.log({ baseline, worst: worst(samples) });
-  expect(stallRatio(samples, baseline)).toBeLessThan(MAX_PLAIN_STALL_RATIO);
+  const judged = judgeHealth(samples, window, baseline, {
+    atLeast: MIN_ANSWERS_DURING_SUBSCRIPTIONS,
+    maxRatio: MAX_PLAIN_STALL_RATIO,
+  });
+  if (process.env.HOSTILE_VERBOSE) console.log({ baseline, worst: worst(samples), ...judged });
 }, 180_000);
 
 test('replays are priced by the bytes they carry: a principal that replayed a bucket of plan content waits, RATE_LIMITED naming the byte budget', async () => {

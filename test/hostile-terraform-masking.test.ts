@@ -28,7 +28,7 @@ async function worstHealthDuring<T>(work: () => Promise<T>): Promise<{ worst: nu
   for (let i = 0; i < 3; i++) {
     const probe = healthProbe(app.url, 5);
     result = await work();
-    worsts.push(Math.max(...(await probe.stop())));
+    worsts.push(Math.max(...(await probe.stop()).samples));
   }
   return { worst: worsts.sort((a, b) => a - b)[1], result: result! };
 }

@@ -9,7 +9,7 @@
 import { startApp, type TestApp } from './support/app.js';
 import { connectMcp } from './support/mcp.js';
 import { World } from './support/world.js';
-import { healthBaseline, healthProbe, stallRatio } from './hostile/health.js';
+import { healthBaseline, healthProbe, judgeHealth, turnsFrom } from './hostile/health.js';
 
 const MAX_PLAN_BYTES = 1024 * 1024;
 const MAX_MESSAGES = 64;
@@ -161,9 +161,21 @@ test('32 parallel batches of get_plan over the largest plans from a VIEWER: memo
   const sampler = setInterval(() => {
     rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
   }, 20);
-  const probe = healthProbe(app.url);
-  const answers = await Promise.all(Array.from({ length: 32 }, () => post(viewer, getPlans(32))));
-  const samples = await probe.stop();
+  // The attack's steps: its batches answered (each runs its calls one at a time, in a slot).
+  let answered = 0;
+  const progress = () => answered;
+  const probe = healthProbe(app.url, 10, { progress });
+  const turns = turnsFrom(progress);
+  const answers = await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      const answer = await post(viewer, getPlans(32));
+      answered++;
+      return answer;
+    }),
+  );
+  const window = turns.window();
+  const probed = await probe.stop();
+  const samples = probed.samples;
   clearInterval(sampler);
   rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
   const rssGrowth = rssPeak - rssBefore;
@@ -189,33 +201,41 @@ test('32 parallel batches of get_plan over the largest plans from a VIEWER: memo
   }
   expect(answers.some((a) => a.status === 200)).toBe(true);
   expect(rssGrowth).toBeLessThan(RSS_BUDGET_BYTES);
-  // Worst /health answer during the batches against the idle baseline: /health waited 32.7 s
-  // (then 408) before batches were priced; up to 205× was measured with the whole suite
-  // running beside it on two cores.
-  expect(stallRatio(samples, baseline)).toBeLessThan(400);
+  // /health answered between two batches' answers: it waited 32.7 s (then 408) before
+  // batches were priced. On demand, the worst answer against the idle baseline: up to 205×
+  // was measured with the whole suite running beside it on two cores.
+  const judged = judgeHealth(probed, window, baseline, { atLeast: 5, maxRatio: 400 });
+  if (process.env.HOSTILE_VERBOSE) console.log(judged);
 }, 120_000);
 
 test('200 parallel batches of wait_for_decision: each refused at once, /health answers', async () => {
   const baseline = await healthBaseline(app.url);
-  const probe = healthProbe(app.url);
+  let answered = 0;
+  const progress = () => answered;
+  const probe = healthProbe(app.url, 10, { progress });
+  const turns = turnsFrom(progress);
   const answers = await Promise.all(
-    Array.from({ length: 200 }, (_, i) =>
-      post(
+    Array.from({ length: 200 }, async (_, i) => {
+      const answer = await post(
         viewer,
         Array.from({ length: 32 }, (_, j) =>
           call(i * 100 + j, 'wait_for_decision', { planId, timeoutSeconds: 120 }),
         ),
-      ),
-    ),
+      );
+      answered++;
+      return answer;
+    }),
   );
-  const samples = await probe.stop();
+  const window = turns.window();
+  const probed = await probe.stop();
   for (const { status, answer } of answers) {
     expect(status).toBe(400);
     expect(answer.error.data).toEqual({ code: 'BAD_USER_INPUT', limit: 'waits', max: 0 });
   }
-  // A stall is one long /health answer (the probe asks one at a time): unpriced, these waits
-  // would hold the service for seconds. With the whole suite running beside it on two cores,
-  // a single answer has measured up to 319× the idle baseline (a collection pause, the
+  // Unpriced, these waits would hold the service for seconds; refused at once, /health is
+  // answered between them. On demand, the worst answer against the idle baseline: with the
+  // whole suite running beside it on two cores, up to 319× (a collection pause, the
   // scheduler), so the bound is 1,000×: about a second, far below a stall.
-  expect(stallRatio(samples, baseline)).toBeLessThan(1000);
+  const judged = judgeHealth(probed, window, baseline, { atLeast: 5, maxRatio: 1000 });
+  if (process.env.HOSTILE_VERBOSE) console.log(judged);
 }, 60_000);

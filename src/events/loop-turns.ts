@@ -10,6 +10,7 @@
 export class LoopTurns {
   private last: Promise<void> = Promise.resolve();
   private waiting = 0;
+  private given = 0;
 
   /** Resolves once every earlier turn has resolved and the event loop has polled once since. */
   turn(): Promise<void> {
@@ -19,6 +20,7 @@ export class LoopTurns {
         new Promise<void>((resolve) =>
           setImmediate(() => {
             this.waiting--;
+            this.given++;
             resolve();
           }),
         ),
@@ -30,6 +32,11 @@ export class LoopTurns {
   /** Turns asked for and not yet taken (tests and metrics). */
   get pending(): number {
     return this.waiting;
+  }
+
+  /** Turns taken since the process started (tests: was a request answered between two?). */
+  get taken(): number {
+    return this.given;
   }
 }
 

@@ -26,6 +26,11 @@ export interface TestApp {
    * its own: there the provider is the one whose class has the same name.
    */
   get<T>(type: abstract new (...args: never[]) => T): T;
+  /**
+   * How many turns of the event loop the service's queued work has taken so far
+   * (src/events/loop-turns.ts, as this service loaded it).
+   */
+  turnsTaken(): number;
   /** Sends one GraphQL operation over HTTP as the holder of `token` (or none). */
   gql<T = Record<string, any>>(
     token: string | null,
@@ -83,7 +88,7 @@ export async function startApp(
   given?: ManualClock | null,
   logger?: Logger,
 ): Promise<TestApp> {
-  const { createApp, ManualClock, loadConfig, pino } = await serviceModules();
+  const { createApp, ManualClock, loadConfig, loopTurns, pino } = await serviceModules();
   const clock = given === undefined ? new ManualClock() : given;
   const scratch = scratchDir();
   const database =
@@ -113,6 +118,7 @@ export async function startApp(
     clock: clock ?? new ManualClock(),
     app,
     get: (type) => providerOf(app, type),
+    turnsTaken: () => loopTurns.taken,
     async gql(token, query, variables = {}) {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (token) headers.authorization = `Bearer ${token}`;

@@ -10,18 +10,20 @@ const ROOT = new URL('../../', import.meta.url);
 
 let loaded;
 
-/** createApp, ManualClock, loadConfig and pino, from dist/; loaded by the first caller. */
+/** createApp, ManualClock, loadConfig, loopTurns and pino, from dist/; loaded by the first caller. */
 export function nativeService() {
   loaded ??= Promise.all([
     import(new URL('dist/src/app.js', ROOT).href),
     import(new URL('dist/src/common/clock.js', ROOT).href),
     import(new URL('dist/src/config/config.js', ROOT).href),
+    import(new URL('dist/src/events/loop-turns.js', ROOT).href),
     import('pino'),
-  ]).then(([app, clock, config, pino]) =>
+  ]).then(([app, clock, config, turns, pino]) =>
     Object.freeze({
       createApp: app.createApp,
       ManualClock: clock.ManualClock,
       loadConfig: config.loadConfig,
+      loopTurns: turns.loopTurns,
       pino: pino.pino,
     }),
   );

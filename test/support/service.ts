@@ -2,12 +2,15 @@ import type { pino } from 'pino';
 import type { createApp } from '../../src/app.js';
 import type { ManualClock } from '../../src/common/clock.js';
 import type { loadConfig } from '../../src/config/config.js';
+import type { loopTurns } from '../../src/events/loop-turns.js';
 
 /** What test/support/app.ts starts a service with. */
 export interface ServiceModules {
   createApp: typeof createApp;
   ManualClock: typeof ManualClock;
   loadConfig: typeof loadConfig;
+  /** The request thread's queue of turns the service's modules share. */
+  loopTurns: typeof loopTurns;
   pino: typeof pino;
 }
 
@@ -20,16 +23,18 @@ export interface ServiceModules {
 export async function serviceModules(): Promise<ServiceModules> {
   const native = (globalThis as { __planfenceService?: ServiceModules }).__planfenceService;
   if (native) return native;
-  const [app, clock, config, logger] = await Promise.all([
+  const [app, clock, config, turns, logger] = await Promise.all([
     import('../../src/app.js'),
     import('../../src/common/clock.js'),
     import('../../src/config/config.js'),
+    import('../../src/events/loop-turns.js'),
     import('pino'),
   ]);
   return {
     createApp: app.createApp,
     ManualClock: clock.ManualClock,
     loadConfig: config.loadConfig,
+    loopTurns: turns.loopTurns,
     pino: logger.pino,
   };
 }
