@@ -3,7 +3,8 @@
  * in arrival order; none is refused, and one that fails passes its turn on. At most
  * LARGE_BODIES_AT_ONCE large bodies are read at once, the others wait unread in their sockets
  * (for half the request timeout at most). While a request with a large body is in flight, V8
- * collects garbage sooner, and only then.
+ * collects garbage sooner, and only then. A large plan's steps (its body's parse, its hashing,
+ * its write) each run from a turn of the event loop of their own.
  */
 import {
   HeapGrowth,
@@ -19,6 +20,7 @@ import { startApp } from './support/app.js';
 import { metric } from './support/metrics.js';
 import { rawConnection } from './support/raw-http.js';
 import { until } from './support/until.js';
+import { World } from './support/world.js';
 
 test('ten large submits together: at most two run at once, in arrival order, a failure passes its turn on', async () => {
   const gate = new FifoSemaphore(LARGE_PLANS_AT_ONCE);
@@ -255,6 +257,28 @@ test('a large body that waited half the request timeout is read anyway, before t
     expect(holders.map((h) => h.received())).toEqual(['', '']);
     expect(await metric(app.url, 'planfence_large_bodies_waiting')).toBe(0);
     for (const c of [...holders, late]) c.socket.destroy();
+  } finally {
+    await app.close();
+  }
+});
+
+test("a large plan's parse, hashing and write each run from a turn of the event loop of their own; a small plan's take none", async () => {
+  const app = await startApp();
+  try {
+    const world = new World(app);
+    const agent = await world.issue('agent', 'AGENT');
+    await world.createEnvironment('big', 'MONOTONIC', false);
+    const generation = await world.acquire(agent, 'big', 600);
+    const turnsOf = async (content: string) => {
+      const before = app.turnsTaken();
+      await world.submitOk(agent, 'big', generation, content);
+      return app.turnsTaken() - before;
+    };
+    expect(await turnsOf('small plan')).toBe(0);
+    // After the body's parse (the request's handler), after its turn among large plans
+    // (before its hashing), before its write: /health and the small requests are served
+    // between them instead of behind a 1 MiB plan's whole way through.
+    expect(await turnsOf(`large ${'x'.repeat(LARGE_BODY_BYTES)}`)).toBe(3);
   } finally {
     await app.close();
   }

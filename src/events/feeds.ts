@@ -23,7 +23,7 @@ import {
 } from './events.service.js';
 import { RequestLimitError } from '../common/limit.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { loopTurns } from './loop-turns.js';
+import { loopTurns } from '../common/loop-turns.js';
 import { PgListener } from '../database/pg-listener.js';
 import { ReplayBudget } from './replay-budget.js';
 import { SubscriptionError } from './subscription.errors.js';
@@ -365,7 +365,7 @@ export class SubscriptionFeeds {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       if (socket && !socket.open) return;
-      // The rest of the service is served between two pages (loop-turns.ts).
+      // The rest of the service is served between two pages (common/loop-turns.ts).
       await loopTurns.turn();
       if (socket && !socket.open) return;
       const size = Math.min(REPLAY_PAGE, left);

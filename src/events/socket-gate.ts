@@ -19,7 +19,7 @@ import { AuthService } from '../auth/auth.service.js';
 import type { Principal } from '../model/principal.entity.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config, SocketLimits } from '../config/config.js';
-import { loopTurns } from './loop-turns.js';
+import { loopTurns } from '../common/loop-turns.js';
 import { PgListener } from '../database/pg-listener.js';
 import { PrincipalChanges } from '../auth/principal-changes.js';
 import { CloseCode, SocketError } from './socket.errors.js';
@@ -253,7 +253,7 @@ export class SocketGate implements OnApplicationBootstrap, OnApplicationShutdown
 
   /**
    * Delivers the socket's messages (to this gate and to Mercurius) one per turn of the event
-   * loop, in order (loop-turns.ts): a TCP read of 100 subscribe frames would otherwise be
+   * loop, in order (common/loop-turns.ts): a TCP read of 100 subscribe frames would otherwise be
    * parsed, checked and executed in one go, on SQLite without ever returning to the event
    * loop, and 20 such sockets stall every HTTP request for seconds. A socket with
    * QUEUED_MESSAGES_PAUSE messages waiting is no longer read until it is down to

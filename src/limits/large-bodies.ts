@@ -4,6 +4,7 @@ import { runInNewContext } from 'node:vm';
 import { Gauge, type Registry } from 'prom-client';
 import { perProcess } from '../common/per-process.js';
 import { FifoSemaphore } from '../common/fifo-semaphore.js';
+import { loopTurns } from '../common/loop-turns.js';
 
 /**
  * A request whose declared body is larger than this is a large request: a 1 MiB plan
@@ -190,7 +191,10 @@ export function collectSoonerForLargeBodies(
  * A request that declares a large body (Content-Length) is read only in its turn: at most
  * LARGE_BODIES_AT_ONCE at once, from its headers until its answer is sent or its client is
  * gone. Ten clients sending 1 MiB plans together then hold two plans' copies in memory, not
- * ten, and are answered in arrival order. Small requests never wait.
+ * ten, and are answered in arrival order. Once read and parsed (several milliseconds of the
+ * request thread for 1 MiB of JSON), such a request is handled from the event loop's next
+ * turn (common/loop-turns.ts): what arrived meanwhile, `/health` included, is served between
+ * its parse and the rest of its work. Small requests never wait.
  */
 export function readLargeBodiesInTurn(
   fastify: FastifyInstance,
@@ -212,6 +216,10 @@ export function readLargeBodiesInTurn(
       clearTimeout(timer);
       done();
     });
+  });
+  fastify.addHook('preHandler', (request, _reply, done) => {
+    if (!declaresLargeBody(request)) return done();
+    void loopTurns.turn().then(() => done());
   });
   return turns;
 }

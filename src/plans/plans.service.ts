@@ -11,6 +11,7 @@ import { InputError } from '../common/errors.js';
 import { READ_TOGETHER } from '../common/read-together.js';
 import { sha256 } from '../common/hash.js';
 import { FifoSemaphore } from '../common/fifo-semaphore.js';
+import { loopTurns } from '../common/loop-turns.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { Database, select } from '../database/database.js';
@@ -99,13 +100,23 @@ export class PlansService {
         `plan content is ${bytes} bytes; the limit is ${this.config.maxPlanBytes} (PLANFENCE_MAX_PLAN_BYTES)`,
       );
     }
-    // A large plan waits for its turn (LARGE_PLANS_AT_ONCE), then is decided the same way.
+    // A large plan waits for its turn (LARGE_PLANS_AT_ONCE), then is decided the same way,
+    // its steps (hashing, the decision's write) each from a turn of the event loop of its own
+    // (common/loop-turns.ts): each holds the request thread for milliseconds per MiB, and
+    // what arrived meanwhile is served between them.
     return bytes > LARGE_PLAN_BYTES
-      ? this.largePlans.run(() => this.decideSubmit(principal, input))
-      : this.decideSubmit(principal, input);
+      ? this.largePlans.run(async () => {
+          await loopTurns.turn();
+          return this.decideSubmit(principal, input, true);
+        })
+      : this.decideSubmit(principal, input, false);
   }
 
-  private async decideSubmit(principal: Principal, input: SubmitPlanInput): Promise<Plan> {
+  private async decideSubmit(
+    principal: Principal,
+    input: SubmitPlanInput,
+    large: boolean,
+  ): Promise<Plan> {
     const contentType = input.contentType ?? PlanContentType.TEXT;
     const artifact = input.artifact ?? null;
     if (artifact != null && contentType !== PlanContentType.TERRAFORM_PLAN_JSON) {
@@ -198,6 +209,7 @@ export class PlansService {
         now,
         idempotency: { principal: call.principal, key: call.key },
       });
+      if (large) await loopTurns.turn();
       try {
         // PostgreSQL decides the common submit in one statement (the same rules), sent with
         // the rows it adds and the COMMIT (one round trip): one in an environment without

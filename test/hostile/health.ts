@@ -2,7 +2,7 @@
  * /health during an attack, as the hostile tests judge it.
  *
  * In `npm test`, by order, not by time: /health is answered (200) between two turns of the
- * attack's work on the service's event loop (loop-turns.ts), which a service that ran the
+ * attack's work on the service's event loop (common/loop-turns.ts), which a service that ran the
  * attack's work start to end, or a turn of it for seconds, would not do. The load of a
  * shared machine slows both alike and changes no order.
  *

@@ -28,7 +28,7 @@ export interface TestApp {
   get<T>(type: abstract new (...args: never[]) => T): T;
   /**
    * How many turns of the event loop the service's queued work has taken so far
-   * (src/events/loop-turns.ts, as this service loaded it).
+   * (src/common/loop-turns.ts, as this service loaded it).
    */
   turnsTaken(): number;
   /** Sends one GraphQL operation over HTTP as the holder of `token` (or none). */

@@ -16,7 +16,7 @@ export function nativeService() {
     import(new URL('dist/src/app.js', ROOT).href),
     import(new URL('dist/src/common/clock.js', ROOT).href),
     import(new URL('dist/src/config/config.js', ROOT).href),
-    import(new URL('dist/src/events/loop-turns.js', ROOT).href),
+    import(new URL('dist/src/common/loop-turns.js', ROOT).href),
     import('pino'),
   ]).then(([app, clock, config, turns, pino]) =>
     Object.freeze({

@@ -2,7 +2,7 @@ import type { pino } from 'pino';
 import type { createApp } from '../../src/app.js';
 import type { ManualClock } from '../../src/common/clock.js';
 import type { loadConfig } from '../../src/config/config.js';
-import type { loopTurns } from '../../src/events/loop-turns.js';
+import type { loopTurns } from '../../src/common/loop-turns.js';
 
 /** What test/support/app.ts starts a service with. */
 export interface ServiceModules {
@@ -27,7 +27,7 @@ export async function serviceModules(): Promise<ServiceModules> {
     import('../../src/app.js'),
     import('../../src/common/clock.js'),
     import('../../src/config/config.js'),
-    import('../../src/events/loop-turns.js'),
+    import('../../src/common/loop-turns.js'),
     import('pino'),
   ]);
   return {

@@ -1,11 +1,12 @@
 /**
- * Work that arrives in bursts on the request thread, taken one piece per turn of the event
- * loop. On SQLite every database call completes synchronously, so a burst of subscriptions
- * (1,000 subscribe frames read from one socket at once, 20 sockets × 100) would otherwise
- * run start to end inside one turn, each piece's promise chain resolving as microtasks, and
- * every HTTP request (`/health` included) would wait for the whole burst. Each `turn()`
- * resolves in its own `setImmediate`, after the previous one's, so the event loop polls for
- * I/O between two pieces.
+ * Work that arrives in bursts on the request thread, or in large pieces, taken one piece per
+ * turn of the event loop. On SQLite every database call completes synchronously, so a burst
+ * of subscriptions (1,000 subscribe frames read from one socket at once, 20 sockets × 100)
+ * would otherwise run start to end inside one turn, each piece's promise chain resolving as
+ * microtasks, and every HTTP request (`/health` included) would wait for the whole burst; so
+ * would a 1 MiB plan's parse, hashing and write, one after the other. Each `turn()` resolves
+ * in its own `setImmediate`, after the previous one's, so the event loop polls for I/O
+ * between two pieces.
  */
 export class LoopTurns {
   private last: Promise<void> = Promise.resolve();
@@ -40,5 +41,8 @@ export class LoopTurns {
   }
 }
 
-/** The request thread's one queue of turns: subscription admissions and replay pages share it. */
+/**
+ * The request thread's one queue of turns: subscription admissions, replay pages and the
+ * steps of large plans share it.
+ */
 export const loopTurns = new LoopTurns();
