@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RetentionService } from '../src/retention/retention.service.js';
 import { maskTerraformPlanJson } from '../src/terraform/terraform-plan.js';
+import { TerraformParser } from '../src/terraform/terraform-parser.js';
 import { startApp, type TestApp } from './support/app.js';
 import { LINEAGE, planFile, planFileBase64, state } from './support/plan-file.js';
 import { codeOf, freshKey, ok, World } from './support/world.js';
@@ -548,5 +549,21 @@ test('retention purges the artifact with the content; the summary and the hashes
     });
   } finally {
     await retained.close();
+  }
+});
+
+test('a worker hands back only the masked content and the summary when no plan policy reads the document: the same as the whole parse', async () => {
+  const parser = new TerraformParser({ budgetMs: 20_000, workers: 1, budgetVariable: 'X' });
+  try {
+    for (const name of ['sensitive', 'mixed']) {
+      const document = fixture(name);
+      const whole = await parser.parse(document);
+      const masked = await parser.parse(document, false);
+      expect(Object.keys(masked).sort()).toEqual(['masked', 'summary']);
+      expect(masked).toEqual({ masked: whole.masked, summary: whole.summary });
+      expect(whole.document).toEqual(JSON.parse(whole.masked));
+    }
+  } finally {
+    await parser.close();
   }
 });

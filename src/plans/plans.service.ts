@@ -31,7 +31,7 @@ import type {
   SubmitPlanInput,
 } from './dto/plan.inputs.js';
 import { Plan, PlanContentType, PlanStatus } from '../model/plan.entity.js';
-import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
+import type { MaskedTerraformPlan, ParsedTerraformPlan } from '../terraform/terraform-plan.js';
 import { readPriorState } from '../terraform/plan-file.js';
 import { LARGE_PLAN_BYTES, LARGE_PLANS_AT_ONCE } from './large-plans.js';
 import { exists, findOne } from '../database/rows.js';
@@ -136,17 +136,21 @@ export class PlansService {
       artifactBytes != null ? createHash('sha256').update(artifactBytes).digest('hex') : null;
     // R56: the state the plan file was computed from, read from its tfstate entry.
     const priorState = artifactBytes != null ? await readPriorState(artifactBytes) : null;
-    // R31: computed here from the content, never taken from the client.
-    let parsed: ParsedTerraformPlan | null =
-      contentType === PlanContentType.TERRAFORM_PLAN_JSON
-        ? await this.policies.parseTerraform(input.content)
-        : null;
-    const summary = parsed ? JSON.stringify(parsed.summary) : null;
+    // R31: computed here from the content, never taken from the client. The parsed document
+    // comes back from its worker only for the environment's plan policies to read.
+    let parsed: ParsedTerraformPlan | null = null;
+    let terraform: MaskedTerraformPlan | null = null;
+    if (contentType === PlanContentType.TERRAFORM_PLAN_JSON) {
+      terraform = (await this.policies.hasPolicies(input.environment))
+        ? (parsed = await this.policies.parseTerraform(input.content))
+        : await this.policies.parseTerraform(input.content, 'submit', false);
+    }
+    const summary = terraform ? JSON.stringify(terraform.summary) : null;
     // R54: a Terraform plan is kept, and so handed out through every door, with its sensitive
     // values masked; the plan file alone holds them (DEPLOYER and ADMIN read it). Masked at
     // submit rather than on every read: nothing that stores, logs, audits or announces the
     // content can reach a value that is not there.
-    const content = parsed ? parsed.masked : input.content;
+    const content = terraform ? terraform.masked : input.content;
     const basedOnDeploymentSequence = input.basedOnDeploymentSequence ?? null;
     const sourceRevision = input.sourceRevision ?? null;
     const canonical = {
@@ -171,7 +175,8 @@ export class PlansService {
         submitter: principal.name,
         via: currentVia(),
         sourceRevision,
-        // The policies read this parse, not one of their own; a second attempt parses again.
+        // The policies read this parse, not one of their own; a second attempt, or policies
+        // that came after the parse, parse again.
         parsed,
       });
       parsed = null;

@@ -10,7 +10,7 @@ import { PolicyEffect, type PlanPolicy, type PolicyResult } from './plan-policy.
 import { decidePolicies, type PolicyDecision } from './policy-decision.js';
 import { type Lane, PolicyEngine } from './policy-engine.js';
 import { PlanContentType } from '../model/plan.entity.js';
-import type { ParsedTerraformPlan } from '../terraform/terraform-plan.js';
+import type { MaskedTerraformPlan, ParsedTerraformPlan } from '../terraform/terraform-plan.js';
 import { TerraformParser } from '../terraform/terraform-parser.js';
 import { PolicyError } from '../model/policy.errors.js';
 import type { PlanPolicyInput } from './dto/plan-policy.input.js';
@@ -77,8 +77,22 @@ export class PoliciesService implements OnModuleDestroy {
    * and content (R31, R54); BAD_USER_INPUT for a document that is not a plan, or
    * BAD_USER_INPUT {limit: "terraformParseMs"} for one that takes longer than its budget.
    */
-  parseTerraform(content: string, lane: Lane = 'submit'): Promise<ParsedTerraformPlan> {
-    return this.terraform[lane].parse(content);
+  parseTerraform(content: string, lane?: Lane, whole?: true): Promise<ParsedTerraformPlan>;
+  parseTerraform(content: string, lane: Lane, whole: false): Promise<MaskedTerraformPlan>;
+  parseTerraform(
+    content: string,
+    lane: Lane = 'submit',
+    whole = true,
+  ): Promise<ParsedTerraformPlan | MaskedTerraformPlan> {
+    return whole ? this.terraform[lane].parse(content) : this.terraform[lane].parse(content, false);
+  }
+
+  /**
+   * Whether `environment` has plan policies now (as `decide` will read them, unless its
+   * version moves on meanwhile): a submit's parse then keeps the document for them.
+   */
+  async hasPolicies(environment: string): Promise<boolean> {
+    return (await this.current(environment)).policies.length > 0;
   }
 
   /**
@@ -170,17 +184,22 @@ export class PoliciesService implements OnModuleDestroy {
    * are read only where there are policies to read them).
    */
   async decide(facts: Omit<PlanFacts, 'submitterGroups'>): Promise<PolicyDecision> {
-    let read = this.remembered.get(facts.environment);
-    if (!read) {
-      read = await this.policiesOf(facts.environment);
-      if (this.remembered.size >= REMEMBERED_ENVIRONMENTS)
-        this.remembered.delete(this.remembered.keys().next().value as string);
-      this.remembered.set(facts.environment, read);
-    }
-    const { version, policies } = read;
+    const { version, policies } = await this.current(facts.environment);
     if (!policies.length) return decidePolicies(version, [], []);
     const submitterGroups = await this.groupsOf(facts.submitter);
     return this.evaluate(version, policies, { ...facts, submitterGroups });
+  }
+
+  /** An environment's policies as remembered since they were last read (`forget`). */
+  private async current(environment: string): Promise<{ version: number; policies: PlanPolicy[] }> {
+    let read = this.remembered.get(environment);
+    if (!read) {
+      read = await this.policiesOf(environment);
+      if (this.remembered.size >= REMEMBERED_ENVIRONMENTS)
+        this.remembered.delete(this.remembered.keys().next().value as string);
+      this.remembered.set(environment, read);
+    }
+    return read;
   }
 
   /** Drops what `decide` remembered of an environment's policies: its version moved on. */

@@ -9,7 +9,7 @@ import {
   Worker,
 } from 'node:worker_threads';
 import { InputError } from '../common/errors.js';
-import type { ParsedTerraformPlan } from './terraform-plan.js';
+import type { MaskedTerraformPlan, ParsedTerraformPlan } from './terraform-plan.js';
 import { TerraformPlanError } from './terraform.errors.js';
 import { terraformWorkerMain } from './terraform-worker.js';
 import { budgetLeft, threadCpuMs } from './thread-cpu.js';
@@ -17,7 +17,7 @@ import { budgetLeft, threadCpuMs } from './thread-cpu.js';
 type Reply = {
   id: number;
   started?: boolean;
-  parsed?: ParsedTerraformPlan;
+  parsed?: ParsedTerraformPlan | MaskedTerraformPlan;
   error?: string;
   input?: boolean;
 };
@@ -70,13 +70,16 @@ export class TerraformParser {
   }
 
   /**
-   * `parseTerraformPlan(content)` on a worker: the parse, or TerraformPlanError for a
-   * document that is not a plan, or the budget refusal.
+   * `parseTerraformPlan(content)` on a worker: the parse (`whole`), or only its masked content
+   * and summary; or TerraformPlanError for a document that is not a plan, or the budget
+   * refusal.
    */
-  parse(content: string): Promise<ParsedTerraformPlan> {
+  parse(content: string, whole?: true): Promise<ParsedTerraformPlan>;
+  parse(content: string, whole: false): Promise<MaskedTerraformPlan>;
+  parse(content: string, whole = true): Promise<ParsedTerraformPlan | MaskedTerraformPlan> {
     return this.withSlot(
       (slot) =>
-        new Promise<ParsedTerraformPlan>((done, fail) => {
+        new Promise<ParsedTerraformPlan | MaskedTerraformPlan>((done, fail) => {
           const id = ++this.nextId;
           const { budgetMs, budgetVariable } = this.options;
           let timer: NodeJS.Timeout | undefined;
@@ -127,7 +130,7 @@ export class TerraformParser {
           };
           // Until the worker has its copy of the content (linear in its size, bounded by the plan size limit).
           arm(budgetMs, overBudget);
-          slot.worker!.postMessage({ id, content });
+          slot.worker!.postMessage({ id, content, whole });
         }),
     );
   }

@@ -92,6 +92,13 @@ export interface ParsedTerraformPlan {
   maskedValues: { before: unknown; after: unknown }[];
 }
 
+/**
+ * What a submit keeps of a parse when no plan policy reads the document: its masked content
+ * and its summary. A worker hands back only these, without the document's objects, whose
+ * copy to the request thread costs it about as much as parsing the JSON again.
+ */
+export type MaskedTerraformPlan = Pick<ParsedTerraformPlan, 'masked' | 'summary'>;
+
 type Counted = Exclude<
   keyof TerraformPlanSummary,
   'resourceChanges' | 'provisioners' | 'terraformVersion'

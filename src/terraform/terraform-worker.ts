@@ -5,7 +5,7 @@
  * service), or through a bundle of the TypeScript sources compiled by the pool (the test
  * suite runs the sources).
  *
- * Messages in:  { id, content }
+ * Messages in:  { id, content, whole } (whole false: only the masked content and summary back)
  * Messages out: { ready: true, tid } once (on parentPort), then on the replies port
  *               { id, started: true } when the content has arrived, then
  *               { id, parsed } | { id, error, input } (input: the document's fault, BAD_USER_INPUT).
@@ -22,7 +22,9 @@ export function terraformWorkerMain(): void {
     bundle: { entry: string; modules: Record<string, string> } | null;
     replies: import('node:worker_threads').MessagePort;
   };
-  type Parser = { parseTerraformPlan(content: string): unknown };
+  type Parser = {
+    parseTerraformPlan(content: string): { masked: string; summary: unknown };
+  };
   const fromBundle = (bundle: { entry: string; modules: Record<string, string> }): Parser => {
     const cache = new Map<string, { exports: Record<string, unknown> }>();
     const load = (file: string): Record<string, unknown> => {
@@ -52,19 +54,26 @@ export function terraformWorkerMain(): void {
     : (import(workerData.moduleUrl) as Promise<Parser>);
   const port = workerData.replies;
   void loaded.then((parser) => {
-    threads.parentPort!.on('message', (message: { id: number; content: string }) => {
-      port.postMessage({ id: message.id, started: true });
-      try {
-        port.postMessage({ id: message.id, parsed: parser.parseTerraformPlan(message.content) });
-      } catch (error) {
-        const { message: text, code } = error as { message?: unknown; code?: unknown };
-        port.postMessage({
-          id: message.id,
-          error: typeof text === 'string' ? text : String(error),
-          input: code === 'BAD_USER_INPUT',
-        });
-      }
-    });
+    threads.parentPort!.on(
+      'message',
+      (message: { id: number; content: string; whole: boolean }) => {
+        port.postMessage({ id: message.id, started: true });
+        try {
+          const parsed = parser.parseTerraformPlan(message.content);
+          port.postMessage({
+            id: message.id,
+            parsed: message.whole ? parsed : { masked: parsed.masked, summary: parsed.summary },
+          });
+        } catch (error) {
+          const { message: text, code } = error as { message?: unknown; code?: unknown };
+          port.postMessage({
+            id: message.id,
+            error: typeof text === 'string' ? text : String(error),
+            input: code === 'BAD_USER_INPUT',
+          });
+        }
+      },
+    );
     // This thread's id, where its CPU time can be read (Linux): the budget counts that time.
     let tid: number | null = null;
     try {
