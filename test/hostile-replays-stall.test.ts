@@ -11,7 +11,7 @@ import { RawSocket } from './support/raw-socket.js';
 import { startApp, type TestApp } from './support/app.js';
 import { ok, World } from './support/world.js';
 import { subscribed } from './support/subscribed.js';
-import { healthBaseline, healthProbe, judgeHealth, turnsFrom, turnsOf } from './hostile/health.js';
+import { healthBaseline, healthProbe, judgeHealth, turnsOf } from './hostile/health.js';
 import { attack } from './hostile/attacker.js';
 
 /** The six worst samples and where they fell (for HOSTILE_VERBOSE=1). */
@@ -94,7 +94,6 @@ test('one VIEWER replaying 200 published plans of 170 KB with their content: /he
   pubIds = ids;
   const baseline = await healthBaseline(app.url);
   const probe = healthProbe(app.url, 10, { lessCollections: true, progress: turnsOf(app) });
-  const turns = turnsFrom(turnsOf(app));
   const replay = attack({
     url: app.url,
     token: viewer,
@@ -105,10 +104,9 @@ test('one VIEWER replaying 200 published plans of 170 KB with their content: /he
     until: { events: 200 },
   });
   const summary = await replay.result;
-  const window = turns.window();
   const samples = await probe.stop();
   expect(summary).toMatchObject({ next: 1, error: 0, events: 200 });
-  const judged = judgeHealth(samples, window, baseline, {
+  const judged = judgeHealth(samples, baseline, {
     atLeast: MIN_ANSWERS_DURING_REPLAY,
     maxRatio: MAX_STALL_RATIO,
   });
@@ -134,7 +132,6 @@ test('20 sockets × 100 replaying subscriptions: most refused by the budget with
   const replayer = await world.issue('replayer', 'VIEWER');
   const baseline = await healthBaseline(app.url);
   const probe = healthProbe(app.url, 10, { lessCollections: true, progress: turnsOf(app) });
-  const turns = turnsFrom(turnsOf(app));
   const replays = attack({
     url: app.url,
     token: replayer,
@@ -145,7 +142,6 @@ test('20 sockets × 100 replaying subscriptions: most refused by the budget with
     until: 'answers',
   });
   const summary = await replays.result;
-  const window = turns.window();
   const samples = await probe.stop();
   expect(summary.next).toBeGreaterThanOrEqual(1);
   expect(summary.next + summary.error).toBe(2000);
@@ -154,7 +150,7 @@ test('20 sockets × 100 replaying subscriptions: most refused by the budget with
   expect(
     lines.some((l) => /replay refused: auditEventRecorded\(audit\) for replayer/.test(l)),
   ).toBe(true);
-  const judged = judgeHealth(samples, window, baseline, {
+  const judged = judgeHealth(samples, baseline, {
     atLeast: MIN_ANSWERS_DURING_SUBSCRIPTIONS,
     maxRatio: MAX_STALL_RATIO,
   });
@@ -181,7 +177,6 @@ test('20 sockets × 100 plain subscriptions (the documented maximum): all admitt
   const many = await world.issue('many', 'VIEWER');
   const baseline = await healthBaseline(app.url);
   const probe = healthProbe(app.url, 10, { progress: turnsOf(app) });
-  const turns = turnsFrom(turnsOf(app));
   let plain: ReturnType<typeof attack> | null = null;
   await subscribed(
     app.url,
@@ -198,13 +193,12 @@ test('20 sockets × 100 plain subscriptions (the documented maximum): all admitt
       })),
     2000,
   );
-  const window = turns.window();
   const samples = await probe.stop();
   plain!.kill();
   const summary = await plain!.result;
   // Every subscription admitted, none refused, no socket closed (4408 or any other).
   expect(summary).toMatchObject({ next: 0, error: 0, closed: [] });
-  const judged = judgeHealth(samples, window, baseline, {
+  const judged = judgeHealth(samples, baseline, {
     atLeast: MIN_ANSWERS_DURING_SUBSCRIPTIONS,
     maxRatio: MAX_PLAIN_STALL_RATIO,
   });

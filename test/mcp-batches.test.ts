@@ -9,7 +9,7 @@
 import { startApp, type TestApp } from './support/app.js';
 import { connectMcp } from './support/mcp.js';
 import { World } from './support/world.js';
-import { healthBaseline, healthProbe, judgeHealth, turnsFrom } from './hostile/health.js';
+import { healthBaseline, healthProbe, judgeHealth } from './hostile/health.js';
 
 const MAX_PLAN_BYTES = 1024 * 1024;
 const MAX_MESSAGES = 64;
@@ -163,9 +163,7 @@ test('32 parallel batches of get_plan over the largest plans from a VIEWER: memo
   }, 20);
   // The attack's steps: its batches answered (each runs its calls one at a time, in a slot).
   let answered = 0;
-  const progress = () => answered;
-  const probe = healthProbe(app.url, 10, { progress });
-  const turns = turnsFrom(progress);
+  const probe = healthProbe(app.url, 10, { progress: () => answered });
   const answers = await Promise.all(
     Array.from({ length: 32 }, async () => {
       const answer = await post(viewer, getPlans(32));
@@ -173,7 +171,6 @@ test('32 parallel batches of get_plan over the largest plans from a VIEWER: memo
       return answer;
     }),
   );
-  const window = turns.window();
   const probed = await probe.stop();
   const samples = probed.samples;
   clearInterval(sampler);
@@ -204,16 +201,14 @@ test('32 parallel batches of get_plan over the largest plans from a VIEWER: memo
   // /health answered between two batches' answers: it waited 32.7 s (then 408) before
   // batches were priced. On demand, the worst answer against the idle baseline: up to 205×
   // was measured with the whole suite running beside it on two cores.
-  const judged = judgeHealth(probed, window, baseline, { atLeast: 5, maxRatio: 400 });
+  const judged = judgeHealth(probed, baseline, { atLeast: 5, maxRatio: 400 });
   if (process.env.HOSTILE_VERBOSE) console.log(judged);
 }, 120_000);
 
 test('200 parallel batches of wait_for_decision: each refused at once, /health answers', async () => {
   const baseline = await healthBaseline(app.url);
   let answered = 0;
-  const progress = () => answered;
-  const probe = healthProbe(app.url, 10, { progress });
-  const turns = turnsFrom(progress);
+  const probe = healthProbe(app.url, 10, { progress: () => answered });
   const answers = await Promise.all(
     Array.from({ length: 200 }, async (_, i) => {
       const answer = await post(
@@ -226,7 +221,6 @@ test('200 parallel batches of wait_for_decision: each refused at once, /health a
       return answer;
     }),
   );
-  const window = turns.window();
   const probed = await probe.stop();
   for (const { status, answer } of answers) {
     expect(status).toBe(400);
@@ -236,6 +230,6 @@ test('200 parallel batches of wait_for_decision: each refused at once, /health a
   // answered between them. On demand, the worst answer against the idle baseline: with the
   // whole suite running beside it on two cores, up to 319× (a collection pause, the
   // scheduler), so the bound is 1,000×: about a second, far below a stall.
-  const judged = judgeHealth(probed, window, baseline, { atLeast: 5, maxRatio: 1000 });
+  const judged = judgeHealth(probed, baseline, { atLeast: 5, maxRatio: 1000 });
   if (process.env.HOSTILE_VERBOSE) console.log(judged);
 }, 60_000);

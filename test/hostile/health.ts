@@ -37,16 +37,23 @@ export async function healthBaseline(url: string, n = 20): Promise<number> {
   return samples[Math.floor(n * 0.9)];
 }
 
-/** What a probe saw: each round trip's milliseconds, and the turns taken when each ended. */
+/**
+ * What a probe saw: each round trip's milliseconds, the count of the attack's steps when
+ * each ended, and that count when the probe started and when it was stopped (the attack's
+ * span).
+ */
 export interface ProbeResult {
   samples: number[];
   turns: number[];
+  window: { from: number; to: number };
 }
 
 /**
  * Asks /health again and again (one at a time, `pauseMs` apart) until `stop` is called,
  * which returns every round trip measured, the one in flight included, with the count of
- * the attack's steps (`progress`: turnsOf(app), say) when each was answered.
+ * the attack's steps (`progress`: turnsOf(app), say) when each was answered. Start it just
+ * before the attack and stop it as soon as the attack is over: the count at those two
+ * moments is the attack's span.
  *
  * `lessCollections`: each round trip less the garbage collector's pauses in this process
  * that fell within it. The service and the test share the process, so a collection of what
@@ -63,6 +70,7 @@ export function healthProbe(
 ): { stop(): Promise<ProbeResult> } {
   const spans: [number, number][] = [];
   const turns: number[] = [];
+  const from = progress();
   const pauses: [number, number][] = [];
   const note = (entries: readonly { startTime: number; duration: number }[]) => {
     for (const entry of entries) pauses.push([entry.startTime, entry.startTime + entry.duration]);
@@ -83,6 +91,7 @@ export function healthProbe(
   })();
   return {
     async stop() {
+      const window = { from, to: progress() };
       running = false;
       await loop;
       if (observer) {
@@ -95,7 +104,7 @@ export function healthProbe(
           paused += Math.max(0, Math.min(to, end) - Math.max(from, start));
         return to - from - paused;
       });
-      return { samples, turns };
+      return { samples, turns, window };
     },
   };
 }
@@ -109,26 +118,11 @@ export function stallRatio(samples: number[], baseline: number): number {
 export const turnsOf = (app: TestApp) => () => app.turnsTaken();
 
 /**
- * Counts an attack's steps (the same `progress` its probe notes) from now on: `window()` is
- * the span the attack took.
- */
-export function turnsFrom(progress: () => number): {
-  window(): { from: number; to: number };
-} {
-  const from = progress();
-  return { window: () => ({ from, to: progress() }) };
-}
-
-/**
  * How many /health answers the service gave between two turns of an attack's work: after
- * its first turn and before its last (`window`: the turns taken when the attack began and
- * when it ended).
+ * its first turn and before its last.
  */
-export function answeredBetweenTurns(
-  probe: ProbeResult,
-  window: { from: number; to: number },
-): number {
-  return probe.turns.filter((t) => t > window.from && t < window.to).length;
+export function answeredBetweenTurns({ turns, window }: ProbeResult): number {
+  return turns.filter((t) => t > window.from && t < window.to).length;
 }
 
 /**
@@ -138,11 +132,11 @@ export function answeredBetweenTurns(
  */
 export function judgeHealth(
   probe: ProbeResult,
-  window: { from: number; to: number },
   baseline: number,
   { atLeast, maxRatio }: { atLeast: number; maxRatio: number },
 ): { between: number; turns: number; ratio: number } {
-  const between = answeredBetweenTurns(probe, window);
+  const { window } = probe;
+  const between = answeredBetweenTurns(probe);
   const ratio = stallRatio(probe.samples, baseline);
   expect(window.to - window.from).toBeGreaterThan(1);
   expect(between).toBeGreaterThanOrEqual(atLeast);
