@@ -88,6 +88,7 @@ export async function startApp(
   given?: ManualClock | null,
   logger?: Logger,
 ): Promise<TestApp> {
+  const startedAt = performance.now();
   const { createApp, ManualClock, loadConfig, loopTurns, pino } = await serviceModules();
   const clock = given === undefined ? new ManualClock() : given;
   const scratch = scratchDir();
@@ -113,6 +114,8 @@ export async function startApp(
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   const url = `http://127.0.0.1:${address.port}`;
+  appStats.starts += 1;
+  appStats.startMs += performance.now() - startedAt;
   const testApp: TestApp = {
     url,
     clock: clock ?? new ManualClock(),
@@ -152,6 +155,14 @@ export async function startApp(
   open.add(closeOnce);
   return testApp;
 }
+
+/**
+ * How many apps this test file started and the milliseconds their starts took (fresh
+ * database, Nest graph, listen): test/support/environment.js records them with the file's
+ * CPU (PLANFENCE_TEST_CPU).
+ */
+const appStats = { starts: 0, startMs: 0 };
+(globalThis as { __planfenceAppStats?: typeof appStats }).__planfenceAppStats = appStats;
 
 /** Apps started by this test file and not closed yet: `closeOpenApps` closes them after the file. */
 const open = new Set<() => Promise<void>>();

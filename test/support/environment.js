@@ -57,7 +57,13 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       clearTimeout(timer);
     }
     await super.teardown();
-    if (this.cpuAtStart) recordCpu(this.testPath, this.global.__DATABASE__, this.cpuAtStart);
+    if (this.cpuAtStart)
+      recordCpu(
+        this.testPath,
+        this.global.__DATABASE__,
+        this.cpuAtStart,
+        this.global.__planfenceAppStats,
+      );
     if (!process.env.PLANFENCE_TEST_LEAKS) return;
     // What the file left running keeps its worker from exiting at the end of the run.
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -111,14 +117,17 @@ function cpuNow() {
 
 /**
  * PLANFENCE_TEST_CPU=FILE: one tab-separated line per test file appended to FILE (file,
- * database, wall s, worker CPU s, children CPU s), what a test file costs the machine.
+ * database, wall s, worker CPU s, children CPU s, apps started in the worker, wall s those
+ * starts took), what a test file costs the machine.
  */
-function recordCpu(testPath, database, start) {
+function recordCpu(testPath, database, start, apps) {
   const end = cpuNow();
   const line = [
     testPath.replace(/.*\/test\//, ''),
     database ?? 'sqlite',
     ...['wall', 'self', 'children'].map((key) => (end[key] - start[key]).toFixed(1)),
+    apps?.starts ?? 0,
+    ((apps?.startMs ?? 0) / 1000).toFixed(1),
   ];
   appendFileSync(process.env.PLANFENCE_TEST_CPU, `${line.join('\t')}\n`);
 }
