@@ -16,6 +16,11 @@ export type DatabaseConfig =
       synchronous: SqliteSynchronous;
       /** PLANFENCE_SQLITE_CACHE_MIB: SQLite's page cache, the most it keeps of the file in memory. */
       cacheMiB: number;
+      /**
+       * PLANFENCE_SQLITE_CHECKPOINT_MS: how often a thread of its own checkpoints the WAL of a
+       * database file (0: only the service's connection does, when the WAL reaches 1,000 pages).
+       */
+      checkpointMs: number;
     }
   | {
       kind: 'postgres';
@@ -279,6 +284,7 @@ function database(env: Env): DatabaseConfig {
       path: path === ':memory:' ? path : resolve(path),
       synchronous: syncRaw,
       cacheMiB: integer(env, 'PLANFENCE_SQLITE_CACHE_MIB', 8, 1, 1024),
+      checkpointMs: integer(env, 'PLANFENCE_SQLITE_CHECKPOINT_MS', 100, 0, 60_000),
     };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {

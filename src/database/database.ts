@@ -10,6 +10,7 @@ import { DataSource, type EntityManager, type QueryRunner } from 'typeorm';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { checkMarker, sqliteFiles } from './sqlite-files.js';
+import { SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { GroupCommit } from './group-commit.js';
 import { migrate } from './migrator.js';
@@ -71,6 +72,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   /** Whether writes can succeed (see StorageMonitor); /health reports it. */
   readonly storage: StorageMonitor;
   private storageTimer: NodeJS.Timeout | undefined;
+  /** SQLite file: the thread that checkpoints the WAL beside the request thread; else null. */
+  readonly checkpointer: SqliteCheckpointer | null;
   private probing: Promise<void> | null = null;
 
   constructor(
@@ -85,6 +88,10 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
       config.storage.writeFailureMs,
     );
+    this.checkpointer =
+      db.kind === 'sqlite' && db.path !== ':memory:' && db.checkpointMs > 0
+        ? new SqliteCheckpointer(db.path, db.synchronous, db.checkpointMs)
+        : null;
     this.group = new GroupCommit(dataSource, this.storage, this.commits, (work) =>
       this.exclusive(work),
     );
@@ -107,6 +114,11 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       throw error;
     }
     this.storage.recordOpenedFiles();
+    await this.checkpointer?.start().catch((error: unknown) => {
+      this.logger.warn(
+        `the checkpoint thread did not start (${String(error)}); the service's connection checkpoints alone`,
+      );
+    });
     // Notices a lost file without traffic, and writability coming back (disk space freed).
     this.storageTimer = setInterval(() => {
       if (!this.storage.lost() && this.storage.unwritable) this.probeWrite().catch(() => undefined);
@@ -118,8 +130,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     });
   }
 
-  onModuleDestroy(): void {
+  async onModuleDestroy(): Promise<void> {
     clearInterval(this.storageTimer);
+    await this.checkpointer?.stop();
   }
 
   /** SQLite file: the database id must match the folder's marker (written on first start). */

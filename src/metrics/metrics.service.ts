@@ -94,6 +94,7 @@ export class MetricsService {
       },
     });
     const commits = db.commits;
+    const checkpoints = db.checkpointer?.done ?? { runs: 0, frames: 0 };
     for (const [name, help, value] of [
       [
         'planfence_commits_total',
@@ -104,6 +105,16 @@ export class MetricsService {
         'planfence_committed_writes_total',
         'Writes committed (decisions, token and environment changes, retention runs)',
         () => commits.writes,
+      ],
+      [
+        'planfence_sqlite_checkpoints_total',
+        "Checkpoints of a SQLite file's WAL by the checkpoint thread that copied pages back into the database file (PLANFENCE_SQLITE_CHECKPOINT_MS); 0 on PostgreSQL and in memory",
+        () => checkpoints.runs,
+      ],
+      [
+        'planfence_sqlite_checkpointed_pages_total',
+        "Pages the checkpoint thread copied from a SQLite file's WAL back into the database file",
+        () => checkpoints.frames,
       ],
     ] as const) {
       new Counter({
