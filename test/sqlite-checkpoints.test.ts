@@ -1,16 +1,25 @@
 /**
  * A SQLite file's WAL is checkpointed by a thread of its own (PLANFENCE_SQLITE_CHECKPOINT_MS):
  * committed pages are copied back into the database file beside the request thread, below the
- * 1,000 pages at which the service's own connection would checkpoint on commit. Nothing is
- * lost or changed by it: a restarted service reads every plan back.
+ * 4,000 pages at which the service's own connection then checkpoints on commit (1,000 without
+ * the thread). Nothing is lost or changed by it: a restarted service reads every plan back.
  */
 import { statSync } from 'node:fs';
+import { Database } from '../src/database/database.js';
 import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { metric } from './support/metrics.js';
 import { until } from './support/until.js';
 import { World } from './support/world.js';
 
 const PAGES = 'planfence_sqlite_checkpointed_pages_total';
+
+/** The WAL pages at which the service's own connection checkpoints on commit. */
+async function walBound(app: TestApp): Promise<number> {
+  const [row] = await app
+    .get(Database)
+    .dataSource.query<{ wal_autocheckpoint: number }[]>('PRAGMA wal_autocheckpoint');
+  return row.wal_autocheckpoint;
+}
 
 /** Six plans of 100 KiB: a few hundred WAL pages, below the automatic checkpoint's 1,000. */
 const contents = Array.from(
@@ -34,6 +43,7 @@ test('the checkpoint thread copies committed pages into the database file; a res
   const url = `sqlite:${dir.path}/planfence.db`;
   try {
     const app = await startApp({ DATABASE_URL: url, PLANFENCE_SQLITE_CHECKPOINT_MS: '20' });
+    expect(await walBound(app)).toBe(4000);
     const before = statSync(`${dir.path}/planfence.db`).size;
     const ids = await submitAll(app);
 
@@ -63,6 +73,7 @@ test('with PLANFENCE_SQLITE_CHECKPOINT_MS=0 the pages stay in the WAL until the 
       DATABASE_URL: `sqlite:${dir.path}/planfence.db`,
       PLANFENCE_SQLITE_CHECKPOINT_MS: '0',
     });
+    expect(await walBound(app)).toBe(1000);
     const before = statSync(`${dir.path}/planfence.db`).size;
     await submitAll(app);
     await new Promise((resolve) => setTimeout(resolve, 200));

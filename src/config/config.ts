@@ -284,7 +284,7 @@ function database(env: Env): DatabaseConfig {
       path: path === ':memory:' ? path : resolve(path),
       synchronous: syncRaw,
       cacheMiB: integer(env, 'PLANFENCE_SQLITE_CACHE_MIB', 8, 1, 1024),
-      checkpointMs: integer(env, 'PLANFENCE_SQLITE_CHECKPOINT_MS', 100, 0, 60_000),
+      checkpointMs: integer(env, 'PLANFENCE_SQLITE_CHECKPOINT_MS', 20, 0, 60_000),
     };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {

@@ -3,15 +3,26 @@ import { Worker } from 'node:worker_threads';
 import { Logger } from '@nestjs/common';
 import { checkpointWorkerMain } from './checkpoint-worker.js';
 
+/**
+ * WAL frames (pages) waiting to be copied back at which the thread checkpoints: SQLite's own
+ * default for a connection's checkpoint on commit, so that the thread does the work that
+ * connection would have done, as often.
+ */
+export const CHECKPOINT_PAGES = 1000;
+/** Frames fewer than that are copied back once they have waited this long. */
+export const CHECKPOINT_IDLE_MS = 1000;
+
 /** How long a stopping checkpoint thread may take to close its connection before it is ended. */
 const STOP_GRACE_MS = 2_000;
 
 /**
  * SQLite file: a thread of its own that checkpoints the WAL (src/database/checkpoint-worker.ts),
  * so that copying committed pages back into the database file, and the fsync that follows,
- * happen beside the request thread instead of on it. The service's connection keeps its
- * automatic checkpoint as the bound on the WAL's size: it only copies what this thread has
- * not copied yet, and skips when this thread is checkpointing (PASSIVE).
+ * happen beside the request thread instead of on it. It looks every `intervalMs` and
+ * checkpoints at CHECKPOINT_PAGES waiting, or when some have waited CHECKPOINT_IDLE_MS. The
+ * service's connection keeps its automatic checkpoint, at WAL_BOUND_PAGES, as the bound on the
+ * WAL's size: it only copies what this thread has not copied yet, and skips when this thread
+ * is checkpointing (PASSIVE).
  */
 export class SqliteCheckpointer {
   private readonly logger = new Logger('Storage');
@@ -35,6 +46,8 @@ export class SqliteCheckpointer {
         path: this.path,
         synchronous: this.synchronous,
         intervalMs: this.intervalMs,
+        pages: CHECKPOINT_PAGES,
+        idleMs: CHECKPOINT_IDLE_MS,
       },
       resourceLimits: { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 4 },
     });

@@ -14,6 +14,7 @@
  * grants in queue order, none left waiting.
  *
  *   npm run test:crash -- --kills 10 --seed 7
+ *   npm run test:crash -- --kills 10 --plan-kib 256   (large plans: kills mid-checkpoint)
  *   npm run test:crash -- --kills 6 --postgres postgres://user:pw@127.0.0.1/postgres --instances 2
  */
 import { pathToFileURL } from 'node:url';
@@ -58,8 +59,14 @@ export async function runCrashHarness(options: {
   postgres?: string | null;
   /** Instances sharing the database; each kill takes down one, the others keep serving. */
   instances?: number;
+  /**
+   * Each plan's content padded to this many KiB (default 0): on SQLite the WAL then fills
+   * fast enough for the kills to find the checkpoint thread copying pages back.
+   */
+  planKib?: number;
 }): Promise<CrashReport> {
   const random = seededRandom(options.seed);
+  const padding = 'x'.repeat((options.planKib ?? 0) * 1024);
   const deployment = await deploy(options, 'crash');
   const { instances } = deployment;
   let service = instances[0];
@@ -167,7 +174,12 @@ export async function runCrashHarness(options: {
           // Unique per attempt: a kill that cut nothing short is made again with new leases.
           const key = `${environment}-a${attempts}-${i}`;
           doing.set(environment, `submitting ${key}`);
-          const submission: Submission = { environment, generation, key, content: `plan ${key}` };
+          const submission: Submission = {
+            environment,
+            generation,
+            key,
+            content: `plan ${key}\n${padding}`,
+          };
           inFlight[instance]++;
           if (instance === targetIndex) submitted();
           try {
@@ -421,6 +433,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     agents: option(argv, 'agents', 4),
     postgres: textOption(argv, 'postgres'),
     instances: option(argv, 'instances', 1),
+    planKib: option(argv, 'plan-kib', 0),
   });
   for (const violation of report.violations) console.error(violation);
   console.log(
