@@ -103,6 +103,10 @@ if (TEST_DATABASE === 'sqlite' && !probe) {
         DATABASE_URL: `sqlite:${join(fs.path, 'planfence.db')}`,
         PLANFENCE_STORAGE_MIN_FREE_BYTES: String(2 * 1048576),
         PLANFENCE_HEALTH_WRITE_FAILURE_SECONDS: '3600',
+        // The test leaves room for a renewal and none for a plan: a checkpoint copying
+        // pages into the database file meanwhile, as the checkpoint thread may at any
+        // moment, would take that room. The connection checkpoints only at 1,000 pages.
+        PLANFENCE_SQLITE_CHECKPOINT_MS: '0',
       });
       const world = new World(app);
       await world.createEnvironment('prod', 'MONOTONIC', false);
