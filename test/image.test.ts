@@ -142,6 +142,37 @@ async function health(url: string): Promise<number | null> {
 const healthy = (url: string, what: string) =>
   until(`${what}: /health 200`, async () => (await health(url)) === 200, { stallMs: 90_000 });
 
+/** `promise`, or a failure naming `what` once `ms` have passed without it. */
+async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no ${what} within ${ms / 1000} s`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Runs `work`; when it fails, the failure carries the last lines each container logged. */
+async function withLogsOf(names: string[], work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
+  } catch (error) {
+    const logs = await Promise.all(
+      names.map(async (name) => {
+        const { stdout, stderr } = await docker('logs', '--tail', '40', name);
+        return `--- ${name} ---\n${stdout}${stderr}`;
+      }),
+    );
+    (error as Error).message += `\n${logs.join('\n')}`;
+    throw error;
+  }
+}
+
 const prefix = `planfence-test-${process.pid}`;
 const containers: string[] = [];
 const volumes: string[] = [];
@@ -435,31 +466,35 @@ withEngine('the container image', () => {
         '--read-only',
       ];
       // Started together: one migrates the new database while the other waits for it.
-      const [a, b] = await Promise.all([
-        start(`${prefix}-pg-a`, portA, env),
-        start(`${prefix}-pg-b`, portB, env),
-      ]);
-      await Promise.all([healthy(a, 'instance A'), healthy(b, 'instance B')]);
-      expect(await (await fetch(`${b}/health`)).json()).toEqual({
-        status: 'ok',
-        database: 'postgres',
-      });
+      const names = [`${prefix}-pg-a`, `${prefix}-pg-b`];
+      const [a, b] = await Promise.all([start(names[0], portA, env), start(names[1], portB, env)]);
+      await withLogsOf(names, async () => {
+        await Promise.all([healthy(a, 'instance A'), healthy(b, 'instance B')]);
+        expect(await (await fetch(`${b}/health`)).json()).toEqual({
+          status: 'ok',
+          database: 'postgres',
+        });
 
-      const onA = new World(remote(a));
-      await onA.createEnvironment('prod', 'MONOTONIC', false);
-      const agent = await onA.issue('agent', 'AGENT');
-      const socket = await RawSocket.admitted(remote(b), ADMIN_TOKEN);
-      await subscribed(b, 'planPublished', () =>
-        socket.subscribe(
-          'published',
-          'subscription { planPublished(environment: "prod") { id status } }',
-        ),
-      );
-      const generation = await onA.acquire(agent, 'prod');
-      const plan = await onA.submitOk(agent, 'prod', generation, 'resource "y" {}');
-      const frame = await socket.next((f) => f.type === 'next' && f.id === 'published');
-      expect(frame?.payload).toEqual({
-        data: { planPublished: { id: plan.id, status: 'PUBLISHED' } },
+        const onA = new World(remote(a));
+        await onA.createEnvironment('prod', 'MONOTONIC', false);
+        const agent = await onA.issue('agent', 'AGENT');
+        const socket = await RawSocket.admitted(remote(b), ADMIN_TOKEN);
+        await subscribed(b, 'planPublished', () =>
+          socket.subscribe(
+            'published',
+            'subscription { planPublished(environment: "prod") { id status } }',
+          ),
+        );
+        const generation = await onA.acquire(agent, 'prod');
+        const plan = await onA.submitOk(agent, 'prod', generation, 'resource "y" {}');
+        const frame = await within(
+          30_000,
+          `instance B's planPublished frame for ${plan.id}`,
+          socket.next((f) => f.type === 'next' && f.id === 'published'),
+        );
+        expect(frame?.payload).toEqual({
+          data: { planPublished: { id: plan.id, status: 'PUBLISHED' } },
+        });
       });
     },
     180_000,
