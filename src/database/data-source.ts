@@ -34,6 +34,7 @@ import { IdempotencyRecord } from '../model/idempotency-record.entity.js';
 import { LeaseGrant } from '../model/lease-grant.entity.js';
 import { LeaseTicket } from '../model/lease-ticket.entity.js';
 import { Plan } from '../model/plan.entity.js';
+import { hasCheckpointThread } from './sqlite-checkpointer.js';
 
 export const entities = [
   Principal,
@@ -76,12 +77,13 @@ export const migrations = [
  */
 const FINAL_CONNECTION_ERRORS = new Set(['28000', '28P01', '3D000']);
 
-/** How many times a start tries to connect, and how long it waits between two tries. */
 /**
  * SQLite file with the checkpoint thread: the WAL pages at which the service's connection
  * checkpoints on commit (SQLite's default, 1,000, without the thread).
  */
 export const WAL_BOUND_PAGES = 4000;
+
+/** How many times a start tries to connect, and how long it waits between two tries. */
 export const CONNECT_ATTEMPTS = 10;
 export const CONNECT_RETRY_DELAY_MS = 3000;
 
@@ -162,7 +164,7 @@ export function dataSourceOptions(config: Config): DataSourceOptions & {
       sqlite.pragma(`cache_size = -${db.cacheMiB * 1024}`);
       // With the checkpoint thread (sqlite-checkpointer.ts) copying pages back beside this
       // connection, its own checkpoint on commit is only the bound on the WAL: 4,000 pages.
-      if (file && db.checkpointMs > 0) sqlite.pragma(`wal_autocheckpoint = ${WAL_BOUND_PAGES}`);
+      if (hasCheckpointThread(db)) sqlite.pragma(`wal_autocheckpoint = ${WAL_BOUND_PAGES}`);
     },
   };
 }

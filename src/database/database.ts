@@ -10,7 +10,7 @@ import { DataSource, type EntityManager, type QueryRunner } from 'typeorm';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { checkMarker, sqliteFiles } from './sqlite-files.js';
-import { SqliteCheckpointer } from './sqlite-checkpointer.js';
+import { hasCheckpointThread, SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { GroupCommit } from './group-commit.js';
 import { migrate } from './migrator.js';
@@ -88,10 +88,9 @@ export class Database implements OnModuleInit, OnModuleDestroy {
       db.kind === 'sqlite' && db.path !== ':memory:' ? sqliteFiles(db.path) : null,
       config.storage.writeFailureMs,
     );
-    this.checkpointer =
-      db.kind === 'sqlite' && db.path !== ':memory:' && db.checkpointMs > 0
-        ? new SqliteCheckpointer(db.path, db.synchronous, db.checkpointMs)
-        : null;
+    this.checkpointer = hasCheckpointThread(db)
+      ? new SqliteCheckpointer(db.path, db.synchronous, db.checkpointMs)
+      : null;
     this.group = new GroupCommit(dataSource, this.storage, this.commits, (work) =>
       this.exclusive(work),
     );

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { Logger } from '@nestjs/common';
+import type { DatabaseConfig } from '../config/config.js';
 import { checkpointWorkerMain } from './checkpoint-worker.js';
 
 /**
@@ -11,6 +12,11 @@ import { checkpointWorkerMain } from './checkpoint-worker.js';
 export const CHECKPOINT_PAGES = 1000;
 /** Frames fewer than that are copied back once they have waited this long. */
 export const CHECKPOINT_IDLE_MS = 1000;
+
+/** Whether the service runs a checkpoint thread for this database: a SQLite file, unless turned off. */
+export function hasCheckpointThread(db: DatabaseConfig): db is DatabaseConfig & { kind: 'sqlite' } {
+  return db.kind === 'sqlite' && db.path !== ':memory:' && db.checkpointMs > 0;
+}
 
 /** How long a stopping checkpoint thread may take to close its connection before it is ended. */
 const STOP_GRACE_MS = 2_000;
