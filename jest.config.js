@@ -87,6 +87,7 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
         'docs-images',
         'guard-writes',
         'hostile/http',
+        'json-bodies',
       ]),
       ...SQLITE_ONLY,
     ],

@@ -17,6 +17,7 @@ import {
   limitResponseSize,
 } from './limits/request-limits.js';
 import { limitConnectionsPerAddress } from './limits/connection-limits.js';
+import { largeJsonBodiesCounter, parseLargeJsonBodiesAside } from './limits/json-bodies.js';
 import {
   collectSoonerForLargeBodies,
   largeRequestsGauges,
@@ -119,6 +120,7 @@ export async function createApp(
     );
   }
   limitResponseSize(fastify, config);
+  const largeJson = parseLargeJsonBodiesAside(fastify);
   const heapGrowth = collectSoonerForLargeBodies(fastify);
   const largeBodies = readLargeBodiesInTurn(fastify, http.requestTimeoutMs);
   const heavy = heavyQueryGate(fastify, config);
@@ -144,6 +146,7 @@ export async function createApp(
     unpagedRowCounter(app.get(Database)),
   );
   largeRequestsGauges(app.get(MetricsService).registry, heapGrowth, largeBodies);
+  largeJsonBodiesCounter(app.get(MetricsService).registry, largeJson);
   app.getHttpServer().maxConnections = http.maxConnections;
   limitConnectionsPerAddress(app.getHttpServer(), http.maxConnectionsPerAddress);
   return app;
