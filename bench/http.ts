@@ -17,6 +17,7 @@ import { LatencyProxy } from '../test/support/latency-proxy.js';
 import {
   addOutcome,
   cpuMs,
+  mainThreadCpuMs,
   graphqlOutcome,
   type Load,
   peakRssMb,
@@ -454,9 +455,15 @@ export async function runHttp(
     const backgroundOutcomes: Record<string, number> = {};
     const commitsBefore = await commitCounters(services.map((service) => service.url));
     const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
+    const threadsBefore = services.map((service) => mainThreadCpuMs(service.pid!));
     const postgresBefore = options.template.postgres ? postgresCpu() : null;
+    const startedAt = performance.now();
     const [background, ...results] = await loads('', outcomes, backgroundOutcomes, options.seconds);
+    const wallMs = performance.now() - startedAt;
     const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
+    const busy = services
+      .map((service, i) => (mainThreadCpuMs(service.pid!) - threadsBefore[i]) / wallMs)
+      .filter((share) => Number.isFinite(share));
     const postgresAfter = postgresBefore ? postgresCpu() : null;
     const commitsAfter = await commitCounters(services.map((service) => service.url));
     const commits = commitsAfter.transactions - commitsBefore.transactions;
@@ -480,6 +487,7 @@ export async function runHttp(
       peakRssMb: rss.length ? Math.max(...rss) : null,
       writesPerCommit: commits < 10 ? null : writes / commits,
       cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
+      requestThreadBusy: busy.length ? Math.max(...busy) : null,
       postgresCpuMsPerRequest:
         postgresBefore && postgresAfter
           ? postgresCpuPerRequest(postgresBefore, postgresAfter, answered)

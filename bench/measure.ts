@@ -16,6 +16,12 @@ export interface Run {
    * checkpointer…) per request, ms; null when there is none to read.
    */
   postgresCpuMsPerRequest?: number | null;
+  /**
+   * The share of the run's wall time the service's request thread (its main thread: HTTP,
+   * GraphQL, the guard's statements) was on a CPU, from /proc; the largest of the instances.
+   * Near 1, that thread is what bounds the row.
+   */
+  requestThreadBusy?: number | null;
   /** Writes committed per COMMIT during the run (group commit; on PostgreSQL, submits that waited together), from the services' /metrics, summed. */
   writesPerCommit?: number | null;
   /** Through the latency proxy: database round trips per request (the services' idle traffic taken out). */
@@ -129,6 +135,15 @@ export async function closedLoop(
 }
 
 /** User + system CPU time of a process so far, ms (clock ticks of 10 ms); NaN when it cannot be read. */
+/**
+ * CPU time (user + system) of process `pid`'s main thread alone, in ms (Linux:
+ * /proc/PID/task/PID/stat), NaN where it cannot be read: the service's request thread,
+ * without its worker threads.
+ */
+export function mainThreadCpuMs(pid: number): number {
+  return cpuMs(`${pid}/task/${pid}`);
+}
+
 export function cpuMs(pid: number | string, command?: string): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

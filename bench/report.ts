@@ -45,6 +45,7 @@ interface Summary extends Row {
   peakRssMb: number | null;
   cpuMsPerRequest: number | null;
   postgresCpuMsPerRequest: number | null;
+  requestThreadBusy: number | null;
   writesPerCommit: number | null;
   roundTripsPerRequest: number | null;
   heldMs: number | null;
@@ -73,6 +74,7 @@ function summarize(row: Row): Summary {
     peakRssMb: rss.length ? median(rss) : null,
     cpuMsPerRequest: cpu.length ? median(cpu) : null,
     postgresCpuMsPerRequest: medianOf(row.runs.map((run) => run.postgresCpuMsPerRequest)),
+    requestThreadBusy: medianOf(row.runs.map((run) => run.requestThreadBusy)),
     writesPerCommit: medianOf(row.runs.map((run) => run.writesPerCommit)),
     roundTripsPerRequest: medianOf(row.runs.map((run) => run.roundTripsPerRequest)),
     heldMs: medianOf(row.runs.map((run) => run.heldMs)),
@@ -209,6 +211,7 @@ export function report(rows: Row[], machine: Machine): string {
         `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.cpuMsPerRequest == null ? '—' : fixed(s.cpuMsPerRequest, 3)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
         `${outcomeText(s.outcomes)}${beside}${s.postgresCpuMsPerRequest != null ? `; PostgreSQL's CPU ${fixed(s.postgresCpuMsPerRequest, 2)} ms per request` : ''}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''}` +
+        `${s.requestThreadBusy != null ? `; request thread busy ${Math.round(s.requestThreadBusy * 100)}%` : ''}` +
         `${s.roundTripsPerRequest != null ? `; ${fixed(s.roundTripsPerRequest, 1)} database round trips per request, chunks held ${fixed(s.heldMs ?? 0, 2)} ms each way` : ''} |`,
     );
   }
@@ -216,6 +219,9 @@ export function report(rows: Row[], machine: Machine): string {
   lines.push(
     '- Scenario 0 is the framework floor: `{ __typename }` without a token, HTTP + GraphQL and nothing of ours; ' +
       'every "÷ framework floor" is against it at the same concurrency. Scenario 1 adds the token lookup (`whoami`).',
+    '- Request thread busy: the share of a run\u2019s wall time the service\u2019s main thread (HTTP, GraphQL, validation and, ' +
+      'on SQLite, the guard\u2019s statements and the commit) was on a CPU, from /proc/PID/task/PID/stat; the larger of two instances. ' +
+      'Near 100% that one thread is what bounds the row, whatever the other cores do.',
     '- Service CPU ms / request: the user + system CPU time of the service process(es) over the run (from /proc, 10 ms ticks) ' +
       'divided by the requests answered (with the publishes beside the reads in scenario 8): what a request costs the ' +
       'machine, much less sensitive than req/s to other load on a shared machine. Not measured for the in-process floors and etcd.',
