@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { errorCodes, type FastifyInstance } from 'fastify';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -7,13 +8,19 @@ import { LARGE_BODY_BYTES } from './large-bodies.js';
 
 type Reply = { id: number; value?: unknown; invalid?: true };
 
+/** After the thread fails, large bodies are parsed on the request thread this long before it is started again. */
+const RETRY_AFTER_MS = 10_000;
+
 /**
  * A thread of the service's own that decodes and parses JSON request bodies larger than
  * LARGE_BODY_BYTES (src/limits/json-body-worker.ts). Started at the first such body, ended
  * with the service.
  */
 class JsonBodyThread {
+  private readonly logger = new Logger('Requests');
   private worker: Worker | null = null;
+  /** Until when (performance.now()) the thread is not started again, after it failed. */
+  private restUntil = 0;
   private nextId = 0;
   private readonly pending = new Map<
     number,
@@ -28,6 +35,8 @@ class JsonBodyThread {
 
   /** The parsed body, or `{ invalid: true }`; rejects only when the thread itself failed. */
   parse(bytes: Buffer): Promise<Reply> {
+    if (!this.worker && performance.now() < this.restUntil)
+      return Promise.reject(new Error('the JSON body thread failed a moment ago'));
     const worker = (this.worker ??= this.start());
     const id = this.nextId++;
     return new Promise<Reply>((resolve, reject) => {
@@ -49,7 +58,13 @@ class JsonBodyThread {
       this.pending.delete(reply.id);
     });
     const failed = (error: Error) => {
-      if (this.worker === worker) this.worker = null;
+      if (this.worker === worker) {
+        this.worker = null;
+        this.restUntil = performance.now() + RETRY_AFTER_MS;
+        this.logger.warn(
+          `the JSON body thread stopped (${error.message.split('\n')[0]}): bodies over ${LARGE_BODY_BYTES / 1024} KiB are parsed on the request thread for ${RETRY_AFTER_MS / 1000} s`,
+        );
+      }
       for (const waiting of this.pending.values()) waiting.reject(error);
       this.pending.clear();
     };
