@@ -134,7 +134,6 @@ export async function closedLoop(
   };
 }
 
-/** User + system CPU time of a process so far, ms (clock ticks of 10 ms); NaN when it cannot be read. */
 /**
  * CPU time (user + system) of process `pid`'s main thread alone, in ms (Linux:
  * /proc/PID/task/PID/stat), NaN where it cannot be read: the service's request thread,
@@ -144,6 +143,7 @@ export function mainThreadCpuMs(pid: number): number {
   return cpuMs(`${pid}/task/${pid}`);
 }
 
+/** User + system CPU time of a process so far, ms (clock ticks of 10 ms); NaN when it cannot be read. */
 export function cpuMs(pid: number | string, command?: string): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

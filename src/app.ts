@@ -137,16 +137,17 @@ export async function createApp(
   );
   app.useGlobalPipes(validationPipe);
   await app.init();
+  const { registry } = app.get(MetricsService);
   installRequestLimits(
     fastify,
     config,
     app.get(AuthService),
-    app.get(MetricsService).registry,
+    registry,
     heavy,
     unpagedRowCounter(app.get(Database)),
   );
-  largeRequestsGauges(app.get(MetricsService).registry, heapGrowth, largeBodies);
-  largeJsonBodiesCounter(app.get(MetricsService).registry, largeJson);
+  largeRequestsGauges(registry, heapGrowth, largeBodies);
+  largeJsonBodiesCounter(registry, largeJson);
   app.getHttpServer().maxConnections = http.maxConnections;
   limitConnectionsPerAddress(app.getHttpServer(), http.maxConnectionsPerAddress);
   return app;
