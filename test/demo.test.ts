@@ -6,11 +6,17 @@ const DEMO = fileURLToPath(new URL('../dist/demo/paused-agent.js', import.meta.u
 
 // proves: R3, R20
 test('the paused-agent demo plays every scenario and observes the §4 table', async () => {
-  const { code, stdout } = await new Promise<{ code: number; stdout: string }>((resolve) => {
-    execFile(process.execPath, [DEMO], (error, out) =>
-      resolve({ code: error ? Number(error.code) : 0, stdout: out }),
+  const { code, stdout, stderr } = await new Promise<{
+    code: number;
+    stdout: string;
+    stderr: string;
+  }>((resolve) => {
+    execFile(process.execPath, [DEMO], (error, out, err) =>
+      resolve({ code: error ? Number(error.code) : 0, stdout: out, stderr: err }),
     );
   });
+  // A demo that stopped on an error says why on stderr: the failure shows it.
+  if (stderr.includes('demo failed:')) throw new Error(`${stderr}\n${stdout.slice(-1500)}`);
   expect(stdout).toContain("A's plan rejected: STALE_GENERATION (generation 1, fence 2)");
   expect(stdout).toMatch(
     /A submits after B acquired, before B's first write\s+accepted\s+STALE_GENERATION/,
