@@ -33,7 +33,12 @@ const base = {
 const onlyOn = (names) => names.map((name) => `/test/${name}\\.test\\.ts$`);
 /** Suites whose every test is for one database: the other project does not load them. */
 const POSTGRES_ONLY = onlyOn(['round-trips', 'submit-at-once', 'webhooks-instances']);
-const SQLITE_ONLY = onlyOn(['operator/health-writes', 'operator/sqlite-cache', 'sqlite-checkpoints']);
+const SQLITE_ONLY = onlyOn([
+  'operator/health-writes',
+  'operator/sqlite-cache',
+  'operator/sqlite-temp-files',
+  'sqlite-checkpoints',
+]);
 
 const projects = [{ ...base, displayName: 'sqlite' }];
 if (process.env.PLANFENCE_TEST_POSTGRES_URL) {

@@ -162,6 +162,13 @@ export function dataSourceOptions(config: Config): DataSourceOptions & {
       // The driver's build would let the page cache grow to 16 MB: the pages of every large
       // plan written stay there, and are rarely read again.
       sqlite.pragma(`cache_size = -${db.cacheMiB * 1024}`);
+      // Each write runs in a savepoint inside the group's transaction, so every page it
+      // changes is first copied to the savepoint's journal. Past 64 KiB (a publish changes
+      // about 18 pages) SQLite moved that journal to a new temporary file in /var/tmp, opened,
+      // written and deleted for every write. In memory it stays a copy: no file, no system
+      // calls (docs/performance.md). Sorts and temporary tables that outgrow the page cache
+      // would be held in memory too: the service's sorts are of one page of rows or fewer.
+      sqlite.pragma('temp_store = MEMORY');
       // With the checkpoint thread (sqlite-checkpointer.ts) copying pages back beside this
       // connection, its own checkpoint on commit is only the bound on the WAL: 4,000 pages.
       if (hasCheckpointThread(db)) sqlite.pragma(`wal_autocheckpoint = ${WAL_BOUND_PAGES}`);
