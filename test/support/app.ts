@@ -66,10 +66,17 @@ export async function scratchDatabase(
   // A commit returns before PostgreSQL flushes its WAL: what a commit makes visible is the
   // same, only a crash of PostgreSQL itself (which no test causes) could lose it. The
   // fault harnesses, which crash the service, keep the default.
-  const database = await createPostgresDatabase(server, 'planfence_test', template ?? undefined, {
-    synchronous_commit: 'off',
-  });
-  return { url: database.url, cleanup: database.drop };
+  const run = process.env.PLANFENCE_TEST_POSTGRES_DATABASES;
+  const database = await createPostgresDatabase(
+    server,
+    run ?? 'planfence_test',
+    template ?? undefined,
+    { synchronous_commit: 'off' },
+  );
+  // In a jest run the databases are dropped together when the run ends
+  // (test/support/global-teardown.js): a DROP DATABASE makes the server checkpoint at once,
+  // writing out what the tests still running beside it had changed.
+  return { url: database.url, cleanup: run ? () => Promise.resolve() : database.drop };
 }
 
 /** A scratch folder that is removed when `cleanup` runs. */
@@ -141,8 +148,8 @@ export async function startApp(
       open.delete(closeOnce);
       // Every part is released even when an earlier one fails; the first failure is reported.
       const results = await Promise.allSettled([app.close()]);
-      // A PostgreSQL database is dropped while the file's next tests run (a drop waits for a
-      // checkpoint); the file's end waits for every drop (`closeOpenApps`).
+      // Outside a jest run, a PostgreSQL database is dropped while the file's next tests run
+      // (a drop waits for a checkpoint); the file's end waits for every drop (`closeOpenApps`).
       const dropped = database.cleanup();
       drops.add(dropped);
       void dropped.finally(() => drops.delete(dropped)).catch(() => undefined);

@@ -4,27 +4,44 @@ import pg from 'pg';
 const EXIT_GRACE_MS = 15_000;
 
 /**
- * jest's global teardown: drops the run's template databases, then watches that the run ends
- * by itself. Every test closes what it opened; if something still keeps the process alive
- * after the grace period, the run names what it is and fails instead of hanging.
+ * jest's global teardown: drops the run's PostgreSQL databases (the templates and every test
+ * database), then watches that the run ends by itself. Every test closes what it opened; if
+ * something still keeps the process alive after the grace period, the run names what it is
+ * and fails instead of hanging.
  */
 export default async function globalTeardown() {
   const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
-  const name = process.env.PLANFENCE_TEST_POSTGRES_TEMPLATE;
-  if (server && name) {
+  const template = process.env.PLANFENCE_TEST_POSTGRES_TEMPLATE;
+  const databases = process.env.PLANFENCE_TEST_POSTGRES_DATABASES;
+  if (server && template && databases) {
     const admin = new pg.Client({ connectionString: server });
     await admin.connect();
+    let names;
     try {
-      // Each worker process made its own copy (test/support/postgres-template.ts).
+      // Each worker process made its own copy of the template (test/support/postgres-template.ts);
+      // the test databases were left for this teardown (scratchDatabase, test/support/app.ts).
       const { rows } = await admin.query(
-        "SELECT datname FROM pg_database WHERE datname LIKE $1 || '%'",
-        [name],
+        "SELECT datname FROM pg_database WHERE datname LIKE $1 || '%' OR datname LIKE $2 || '\\_%'",
+        [template, databases],
       );
-      for (const { datname } of rows)
-        await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+      names = rows.map((row) => row.datname);
     } finally {
       await admin.end();
     }
+    // Dropped on a few connections at once: the checkpoints their drops ask for are shared.
+    const DROPPERS = 4;
+    await Promise.all(
+      Array.from({ length: DROPPERS }, async (_, i) => {
+        const client = new pg.Client({ connectionString: server });
+        await client.connect();
+        try {
+          for (const name of names.filter((_, n) => n % DROPPERS === i))
+            await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        } finally {
+          await client.end();
+        }
+      }),
+    );
   }
   setTimeout(() => {
     const left = process
