@@ -133,14 +133,22 @@ export function extensionsOf(error: DomainError): Extensions {
   }
 }
 
-/** A rejection the client caused and can act on; never carries SQL or a stack. */
+/**
+ * A rejection the client caused and can act on; never carries SQL or a stack. It captures no
+ * stack either: a refusal is an outcome, not a fault, and graphql-js reads the stack of every
+ * error it wraps, which made formatting one cost more than deciding the refusal.
+ */
 export abstract class DomainError<C extends ErrorCode = ErrorCode> extends Error {
-  constructor(
-    readonly code: C,
-    message: string,
-    readonly details: ErrorDetails = {},
-  ) {
+  readonly code: C;
+  readonly details: ErrorDetails;
+
+  constructor(code: C, message: string, details: ErrorDetails = {}) {
+    const depth = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = depth;
+    this.code = code;
+    this.details = details;
     this.name = new.target.name;
   }
 
