@@ -56,14 +56,12 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       ]);
       clearTimeout(timer);
     }
+    // Read before jest's teardown, which deletes what the file left on its global object.
+    const database = this.global.__DATABASE__;
+    const appStats = this.global.__planfenceAppStats;
+    const starts = appStats && { starts: appStats.starts, startMs: appStats.startMs };
     await super.teardown();
-    if (this.cpuAtStart)
-      recordCpu(
-        this.testPath,
-        this.global.__DATABASE__,
-        this.cpuAtStart,
-        this.global.__planfenceAppStats,
-      );
+    if (this.cpuAtStart) recordCpu(this.testPath, database, this.cpuAtStart, starts);
     if (!process.env.PLANFENCE_TEST_LEAKS) return;
     // What the file left running keeps its worker from exiting at the end of the run.
     await new Promise((resolve) => setTimeout(resolve, 200));
