@@ -47,7 +47,7 @@ export const TEST_DATABASE: 'sqlite' | 'postgres' =
 /**
  * A fresh database for one test, in this project's dialect: a SQLite file, or a new
  * PostgreSQL database on PLANFENCE_TEST_POSTGRES_URL's server. It survives app restarts
- * until `cleanup`.
+ * until `cleanup` (a PostgreSQL one, in a jest run, until the run ends).
  */
 export async function scratchDatabase(
   /** PostgreSQL: a copy of the run's migrated template (test/support/global-setup.ts), not an empty database. */
