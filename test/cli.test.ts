@@ -9,6 +9,9 @@ import { ok, World } from './support/world.js';
 
 const BIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
+/** Each test runs the command line (or terraform) as processes, one after another: a loaded machine takes seconds each. */
+jest.setTimeout(180_000);
+
 let app: TestApp;
 let world: World;
 let agent: string;

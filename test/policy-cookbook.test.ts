@@ -12,6 +12,9 @@ import { scratchDir, startApp, TEST_DATABASE, type TestApp } from './support/app
 import { run as runProgram, withTerraform } from './support/commands.js';
 import { ok, World } from './support/world.js';
 
+/** Each test runs the command line (or terraform) as processes, one after another: a loaded machine takes seconds each. */
+jest.setTimeout(180_000);
+
 interface Policy {
   name: string;
   effect: string;

@@ -14,6 +14,9 @@ import { scratchDir, startApp, type TestApp } from './support/app.js';
 import { Deployments } from './support/deployers.js';
 import { ok, World } from './support/world.js';
 
+/** Each test runs the command line (or terraform) as processes, one after another: a loaded machine takes seconds each. */
+jest.setTimeout(180_000);
+
 /** How often `needle` occurs in `text`. */
 const occurrences = (text: string, needle: string) => text.split(needle).length - 1;
 

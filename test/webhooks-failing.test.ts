@@ -1,12 +1,13 @@
 /**
  * Many failing webhooks do not delay a healthy one: a line whose receiver failed its head
  * is retried after the first attempts of the other lines, so however many failing lines are
- * due, a healthy webhook's new delivery is claimed at the next free slot. Its delay stays
- * within SLOW_AFTER_MS (a hanging request frees its slot then) of what it is with no
- * failing webhook at all, measured first in the same test.
+ * due, a healthy webhook's new delivery is claimed at the next free slot. Judged by the
+ * order in which the receivers get their requests, which the load of a shared machine does
+ * not change: few failing attempts arrive between a change and its healthy delivery (0–1
+ * measured; with claims in the order the deliveries fell due, 63–69 of the 84).
  */
 import { startApp, type TestApp } from './support/app.js';
-import { Receiver } from './support/receiver.js';
+import { arrivalsSoFar, Receiver } from './support/receiver.js';
 import { ok, World } from './support/world.js';
 
 const CREATE = `mutation($input: CreateWebhookInput!) { createWebhook(input: $input) { webhook { id } } }`;
@@ -15,6 +16,12 @@ const CONCURRENCY = 4;
 const SLOW_AFTER_MS = 250;
 const POLL_MS = 50;
 const TIMEOUT_MS = 1000;
+/**
+ * The failing attempts that may reach their receiver between the healthy change and its
+ * delivery: the slots' attempts in flight, and a few slots' worth more while the healthy
+ * delivery is claimed and sent (each slot frees after SLOW_AFTER_MS).
+ */
+const MAX_AHEAD = 4 * CONCURRENCY;
 
 let app: TestApp;
 let world: World;
@@ -51,10 +58,13 @@ afterAll(async () => {
   await healthy.stop();
 });
 
-/** Freezes (or unfreezes) `environment`; resolves with ms until the healthy receiver had it. */
-async function healthyDelay(environment: string, freeze: boolean): Promise<number> {
+/**
+ * Freezes (or unfreezes) `environment`; resolves, once the healthy receiver has that
+ * delivery, with how many of the failing webhooks' attempts reached their receiver after the
+ * change was made and before it.
+ */
+async function failingAttemptsAhead(environment: string, freeze: boolean): Promise<number> {
   const before = healthy.received.length;
-  const started = Date.now();
   ok(
     await world.gql(
       world.admin,
@@ -63,15 +73,17 @@ async function healthyDelay(environment: string, freeze: boolean): Promise<numbe
         : `mutation { unfreezeEnvironment(environment: "${environment}") { name } }`,
     ),
   );
+  const from = arrivalsSoFar();
   await Receiver.until(
     () => healthy.received.length > before,
     `the healthy delivery (${freeze ? 'freeze' : 'unfreeze'})`,
     60_000,
   );
-  return healthy.received[before].at - started;
+  const to = healthy.received[before].order;
+  return failing.received.filter((r) => r.order > from && r.order < to).length;
 }
 
-test(`${FAILING} failing webhooks do not delay a healthy one beyond SLOW_AFTER_MS of its delay alone`, async () => {
+test(`${FAILING} failing webhooks do not hold a healthy one behind their retries`, async () => {
   await world.createEnvironment('quiet', 'MONOTONIC', false);
   await world.createEnvironment('noisy', 'MONOTONIC', false);
   const events = ['environment.frozen', 'environment.unfrozen'];
@@ -80,15 +92,6 @@ test(`${FAILING} failing webhooks do not delay a healthy one beyond SLOW_AFTER_M
       input: { url: healthy.url, events, environments: ['quiet'] },
     }),
   );
-
-  // The baseline: the healthy webhook alone.
-  const alone: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    alone.push(await healthyDelay('quiet', true));
-    alone.push(await healthyDelay('quiet', false));
-  }
-  const baseline = Math.max(...alone);
-
   for (let i = 0; i < FAILING; i++) {
     ok(
       await world.gql(world.admin, CREATE, {
@@ -108,18 +111,18 @@ test(`${FAILING} failing webhooks do not delay a healthy one beyond SLOW_AFTER_M
     const tried = failing.received.map((r) => r.delivery);
     return tried.length > new Set(tried).size && tried.length >= 4 * CONCURRENCY;
   }, 'the failing webhooks to retry');
-  const flooded: number[] = [];
+  const ahead: number[] = [];
   for (let i = 0; i < 3; i++) {
-    flooded.push(await healthyDelay('quiet', true));
-    flooded.push(await healthyDelay('quiet', false));
+    ahead.push(await failingAttemptsAhead('quiet', true));
+    ahead.push(await failingAttemptsAhead('quiet', false));
   }
   // They are still failing meanwhile.
   const triedBefore = failing.received.length;
   await Receiver.until(() => failing.received.length > triedBefore + CONCURRENCY, 'more retries');
 
-  // A due delivery waits at most for one slot to free: SLOW_AFTER_MS, plus a look (POLL_MS).
-  // The bound the docs gave before, SLOW_AFTER_MS × failing ÷ concurrency, is far above it.
-  const bound = baseline * 3 + 2 * (SLOW_AFTER_MS + POLL_MS);
-  expect(bound).toBeLessThan((SLOW_AFTER_MS * FAILING) / CONCURRENCY);
-  for (const delay of flooded) expect(delay).toBeLessThanOrEqual(bound);
+  if (process.env.WEBHOOKS_VERBOSE) console.log({ ahead });
+  // A due delivery is claimed at the next free slot: the attempts already in flight in the
+  // other slots, and those the slots freed before the claim took, get there first. Before,
+  // it waited behind every failing head that was due (about one per failing webhook).
+  for (const n of ahead) expect(n).toBeLessThanOrEqual(MAX_AHEAD);
 }, 300_000);

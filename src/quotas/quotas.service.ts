@@ -37,7 +37,12 @@ export class QuotasService {
   readonly planBytes: TokenBuckets;
   readonly auditedRefusals: TokenBuckets;
   private readonly states = new WeakMap<object, RequestState>();
-  private prunedAt = performance.now();
+  /**
+   * The limits' clock: this process's monotonic milliseconds. Tests replace it to hold time
+   * still, so that what a burst may do does not depend on how fast the machine answers it.
+   */
+  monotonic: () => number = () => performance.now();
+  private prunedAt = this.monotonic();
 
   constructor(@Inject(CONFIG) config: Config) {
     const q = config.quotas;
@@ -97,7 +102,7 @@ export class QuotasService {
    * Whether a refusal of this request may be written to the audit log: at most one per
    * request, and PLANFENCE_AUDIT_REFUSALS_PER_MINUTE per principal.
    */
-  mayAuditRefusal(ctx: object, principal: string, now = performance.now()): boolean {
+  mayAuditRefusal(ctx: object, principal: string, now = this.monotonic()): boolean {
     const state = this.requestState(ctx);
     if (state.audited) return false;
     state.audited = true;
@@ -142,7 +147,7 @@ export class QuotasService {
    * Takes every charge, or none: when one does not fit, nothing is taken and the call is
    * RATE_LIMITED with the wait after which all of them fit (whole seconds, at least 1).
    */
-  admit(charges: Charge[], now = performance.now()): void {
+  admit(charges: Charge[], now = this.monotonic()): void {
     let wait = 0;
     let limit = '';
     for (const { buckets, key, cost } of charges) {

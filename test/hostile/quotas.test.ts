@@ -6,6 +6,7 @@
 import { PlanfenceClient, RateLimitedError } from '../../src/client/index.js';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { startApp, type TestApp } from '../support/app.js';
+import { holdQuotaClock } from '../support/quota-clock.js';
 import { codeOf, ok, World } from '../support/world.js';
 
 const apps: TestApp[] = [];
@@ -27,6 +28,7 @@ test('a burst beyond requests per second is RATE_LIMITED with retryAfterSeconds;
     PLANFENCE_RATE_REQUESTS_PER_SECOND: '1',
     PLANFENCE_RATE_REQUESTS_BURST: '4',
   });
+  holdQuotaClock(world.app);
   const agent = await world.issue('agent', 'AGENT');
   const other = await world.issue('other', 'AGENT');
   await world.createEnvironment('prod', 'MONOTONIC');
@@ -64,6 +66,7 @@ test('each aliased mutation field is one write', async () => {
     PLANFENCE_RATE_WRITES_PER_SECOND: '1',
     PLANFENCE_RATE_WRITES_BURST: '6',
   });
+  holdQuotaClock(world.app);
   const agent = await world.issue('agent', 'AGENT');
   await world.createEnvironment('prod', 'MONOTONIC');
   const generation = await world.acquire(agent, 'prod', 600);
@@ -172,11 +175,13 @@ describe('the client', () => {
   let world: World;
   let agentToken: string;
   let generation: number;
+  let clock: { advance(ms: number): void };
   beforeAll(async () => {
     world = await service({
       PLANFENCE_RATE_WRITES_PER_SECOND: '1',
       PLANFENCE_RATE_WRITES_BURST: '2',
     });
+    clock = holdQuotaClock(world.app);
     agentToken = await world.issue('agent', 'AGENT');
     await world.createEnvironment('prod', 'MONOTONIC');
     generation = await world.acquire(agentToken, 'prod', 3600);
@@ -191,7 +196,11 @@ describe('the client', () => {
       fetch: async (url, init) => {
         bodies.push(init?.body as string);
         const response = await fetch(url, init);
-        answers.push(JSON.stringify(await response.clone().json()));
+        const answer = (await response.clone().json()) as Parameters<typeof retryAfterOf>[0];
+        answers.push(JSON.stringify(answer));
+        // The client waits retryAfterSeconds before it sends again: so does the limits' clock.
+        const retryAfter = retryAfterOf(answer);
+        if (typeof retryAfter === 'number') clock.advance(retryAfter * 1000);
         return response;
       },
     });

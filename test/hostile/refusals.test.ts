@@ -5,6 +5,7 @@
  */
 import { Database } from '../../src/database/database.js';
 import { ADMIN_TOKEN, startApp, type TestApp } from '../support/app.js';
+import { holdQuotaClock } from '../support/quota-clock.js';
 import { RawSocket } from '../support/raw-socket.js';
 import { codeOf, ok, World } from '../support/world.js';
 
@@ -33,6 +34,7 @@ test('FORBIDDEN requests are charged to the request rate; their audit rows are b
     PLANFENCE_RATE_REQUESTS_BURST: '5',
     PLANFENCE_AUDIT_REFUSALS_PER_MINUTE: '3',
   });
+  holdQuotaClock(world.app);
   await world.createEnvironment('prod', 'MONOTONIC', false);
   await world.createEnvironment('staging-eu', 'MONOTONIC', false);
   const scoped = ok(
@@ -66,6 +68,7 @@ test('an activityRecorded subscription refused by the limiter answers RATE_LIMIT
     PLANFENCE_RATE_REQUESTS_PER_SECOND: '1',
     PLANFENCE_RATE_REQUESTS_BURST: '2',
   });
+  holdQuotaClock(world.app);
   const viewer = await world.issue('dash', 'VIEWER');
   const socket = await RawSocket.admitted(world.app, viewer);
   for (let i = 0; i < 8; i++) {

@@ -9,6 +9,16 @@ export interface Received {
   body: string;
   json: any;
   at: number;
+  /** Its place among every request any Receiver of this process has received, from 1. */
+  order: number;
+}
+
+/** Requests received by every Receiver of this process so far. */
+let arrivals = 0;
+
+/** How many requests every Receiver of this process has received so far (the next's `order` is one more). */
+export function arrivalsSoFar(): number {
+  return arrivals;
 }
 
 /**
@@ -37,6 +47,7 @@ export class Receiver {
     const server = createServer((request, response) => {
       void readBody(request).then(async (body) => {
         this.count++;
+        const order = ++arrivals;
         this.deliveries += String(request.headers['planfence-delivery'] ?? '').split(',').length;
         if (!this.keep) return void response.writeHead(204).end();
         const entry: Received = {
@@ -46,6 +57,7 @@ export class Receiver {
           body,
           json: safeJson(body),
           at: Date.now(),
+          order,
         };
         this.received.push(entry);
         if (this.holdMs) await new Promise((resolve) => setTimeout(resolve, this.holdMs));
