@@ -108,7 +108,7 @@ test('at 1440 px rejections are grouped by kind with whole codes, names stay on 
   const card = page.locator('section[data-env="turned"]');
   await card.scrollIntoViewIfNeeded();
   const away = card.locator('.turned-away');
-  await away.locator('.rejection-group[data-kind="deployment"]').waitFor({ timeout: 10_000 });
+  await away.locator('.rejection-group[data-kind="deployment"]').waitFor({ timeout: 30_000 });
 
   // Grouped by kind, each code whole and inside the card.
   await expect(
@@ -169,7 +169,7 @@ test('at 1440 px rejections are grouped by kind with whole codes, names stay on 
       }),
     ),
   ).toBe('DEPLOYMENT_ACTIVE');
-  await card.locator('.dstatus', { hasText: 'UNKNOWN' }).waitFor({ timeout: 10_000 });
+  await card.locator('.dstatus', { hasText: 'UNKNOWN' }).waitFor({ timeout: 30_000 });
   const form = card.locator('.reconcile');
   await expect(form.locator('select').inputValue()).resolves.toBe('');
   expect(await form.locator('button').isDisabled()).toBe(true);
@@ -180,7 +180,7 @@ test('at 1440 px rejections are grouped by kind with whole codes, names stay on 
   await form.locator('button').click();
   await card
     .locator('.deploy', { hasText: 'no deployment in flight' })
-    .waitFor({ timeout: 10_000 });
+    .waitFor({ timeout: 30_000 });
   const reconciled = await new Deployments(world).get(started.id);
   expect(reconciled).toMatchObject({ status: 'SUCCEEDED', reconciledBy: 'wide-reviewer' });
 }, 90_000);
@@ -208,7 +208,7 @@ test('a frozen environment is badged FROZEN on its card, in the queue and on the
   const page = await signIn(reviewer, 1280, 800);
   const coldRow = page.locator(`#queue-table tr[data-plan="${coldPlan.id}"]`);
   const warmRow = page.locator(`#queue-table tr[data-plan="${warmPlan.id}"]`);
-  await coldRow.locator('.badge.frozen', { hasText: 'FROZEN' }).waitFor({ timeout: 10_000 });
+  await coldRow.locator('.badge.frozen', { hasText: 'FROZEN' }).waitFor({ timeout: 30_000 });
   await expect(coldRow.locator('button').textContent()).resolves.toBe('View (frozen)');
   await expect(warmRow.locator('button').textContent()).resolves.toBe('Review');
   expect(await warmRow.locator('.badge').count()).toBe(0);
@@ -218,7 +218,7 @@ test('a frozen environment is badged FROZEN on its card, in the queue and on the
   const card = page.locator('section[data-env="cold"]');
   await card.scrollIntoViewIfNeeded();
   const badge = card.locator('.summary h2 .badge.frozen');
-  await badge.waitFor({ timeout: 10_000 });
+  await badge.waitFor({ timeout: 30_000 });
   await expect(badge.getAttribute('title')).resolves.toContain('release freeze');
   expect((await box(badge)).top - (await box(card)).top).toBeLessThan(60);
 
@@ -267,7 +267,7 @@ test('a frozen environment is badged FROZEN on its card, in the queue and on the
   // The open page hears of them and badges the last one too.
   await page
     .locator(`#queue-table tr[data-plan="${manyPlans[33]}"] .badge.frozen`)
-    .waitFor({ timeout: 10_000 });
+    .waitFor({ timeout: 30_000 });
   expect(await page.locator(`#queue-table tr[data-plan="${manyPlans[0]}"] .badge`).count()).toBe(0);
   expect(await page.locator('#queue-table tr[data-frozen]').count()).toBe(2);
   for (const id of manyPlans) ok(await world.reject(ADMIN_TOKEN, id, 'cleared'));
@@ -287,7 +287,7 @@ test('at phone width the queue, its Review button and what is missing, the cards
   const width = 375;
   const page = await signIn(reviewer, width, 812);
   const row = page.locator(`#queue-table tr[data-plan="${plan.id}"]`);
-  await row.waitFor({ timeout: 10_000 });
+  await row.waitFor({ timeout: 30_000 });
   const page_ = await box(page.locator('html'));
   expect(page_.scrollWidth).toBeLessThanOrEqual(page_.clientWidth);
 
@@ -304,7 +304,7 @@ test('at phone width the queue, its Review button and what is missing, the cards
 
   const card = page.locator('section[data-env="narrow"]');
   await card.scrollIntoViewIfNeeded();
-  await card.locator('.plans').waitFor({ timeout: 10_000 });
+  await card.locator('.plans').waitFor({ timeout: 30_000 });
   inside(await box(card));
   for (const scroller of await card.locator('.scroll-x').all()) inside(await box(scroller));
 

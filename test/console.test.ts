@@ -102,7 +102,7 @@ test('a reviewer opens a queued plan, reads its diff, approves what was shown, a
 
   await page.locator('#approve').click();
   await page.locator('#plan-notice', { hasText: `Published ${second.id}` }).waitFor();
-  await prod.locator('.current-id', { hasText: second.id }).waitFor({ timeout: 10_000 });
+  await prod.locator('.current-id', { hasText: second.id }).waitFor({ timeout: 30_000 });
   await page.waitForFunction(
     ([count]) =>
       (globalThis as any).document.querySelectorAll(
@@ -158,7 +158,7 @@ test('with a rule of two approvals the first click leaves 1 of 2 and the second 
   await two.locator('#plan-notice', { hasText: `Published ${plan.id}` }).waitFor();
   expect((await world.plan(plan.id))?.status).toBe('PUBLISHED');
   // The first reviewer's open view follows without a reload.
-  await one.locator('#plan-status', { hasText: 'PUBLISHED' }).waitFor({ timeout: 10_000 });
+  await one.locator('#plan-status', { hasText: 'PUBLISHED' }).waitFor({ timeout: 30_000 });
   await one.locator('#plan-approvals', { hasText: '2 of 2' }).waitFor();
 
   // An ADMIN who submitted a plan sees it, but no approve button on it.
@@ -258,7 +258,7 @@ test('a newer plan published by another agent while a plan is on screen turns it
   ok(await world.approve(ADMIN_TOKEN, fresh.id));
   expect((await world.plan(stalePlan.id))?.status).toBe('OBSOLETE');
 
-  await page.locator('#plan-status', { hasText: 'OBSOLETE' }).waitFor({ timeout: 10_000 });
+  await page.locator('#plan-status', { hasText: 'OBSOLETE' }).waitFor({ timeout: 30_000 });
   expect(await page.locator('#approve').isDisabled()).toBe(true);
   expect(await page.locator('#reject-open').isDisabled()).toBe(true);
   await expect(page.locator('#plan-reason').textContent()).resolves.toContain('OBSOLETE');
@@ -282,7 +282,7 @@ test('a newer plan published by another agent while a plan is on screen turns it
       return c.y + c.height / 2 > fence.getBoundingClientRect().y + 2;
     },
     undefined,
-    { timeout: 10_000 },
+    { timeout: 30_000 },
   );
   await race.screenshot({ ...shot('timeline') });
 }, 90_000);
@@ -432,7 +432,7 @@ test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles
     { input: { environment: 'shipping', planId: plan.id, idempotencyKey: 'ship-2' } },
   );
   expect(codeOf(again)).toBe('DEPLOYMENT_ACTIVE');
-  await card.locator('.dstatus', { hasText: 'UNKNOWN' }).waitFor({ timeout: 10_000 });
+  await card.locator('.dstatus', { hasText: 'UNKNOWN' }).waitFor({ timeout: 30_000 });
   await card.locator('.heartbeat', { hasText: 'lapsed' }).waitFor();
   await card.locator('.deploy').screenshot({ ...shot('deployment') });
 
@@ -441,7 +441,7 @@ test('the deployment panel shows an UNKNOWN deployment and a reviewer reconciles
   await card.locator('.reconcile button').click();
   await card
     .locator('.deploy', { hasText: 'no deployment in flight' })
-    .waitFor({ timeout: 10_000 });
+    .waitFor({ timeout: 30_000 });
   const deployment = await new Deployments(world).get(started.id);
   expect(deployment).toMatchObject({ status: 'FAILED', reconciledBy: 'rene' });
 

@@ -63,20 +63,20 @@ test('a viewer watches a plan get published and a stale agent get turned away, l
   });
 
   const prod = page.locator('section[data-env="prod"]');
-  await prod.locator('.current-id', { hasText: plan.id }).waitFor({ timeout: 10_000 });
+  await prod.locator('.current-id', { hasText: plan.id }).waitFor({ timeout: 30_000 });
   await prod.locator('.lease', { hasText: 'agent-b · generation 2' }).waitFor();
 
   // A resumes and sends its old plan: rejected, and the dashboard shows it.
   await world.submit(agentA, 'prod', stale, 'scale web to 2');
   await prod
     .locator('.rejections .code', { hasText: 'STALE_GENERATION' })
-    .waitFor({ timeout: 10_000 });
+    .waitFor({ timeout: 30_000 });
   await expect(prod.locator('.fence').textContent()).resolves.toBe('2');
   await expect(prod.locator('.current').textContent()).resolves.toContain('resize web');
 
   // A waits its turn for the lease: the queue shows it.
   ok(await world.gql(agentA, 'mutation { enqueueLease(input: { environment: "prod" }) { id } }'));
-  await prod.locator('.lease-queue li', { hasText: 'agent-a' }).waitFor({ timeout: 10_000 });
+  await prod.locator('.lease-queue li', { hasText: 'agent-a' }).waitFor({ timeout: 30_000 });
   await expect(prod.locator('.queue-mode').textContent()).resolves.toBe('FIFO');
 
   mkdirSync(new URL('.', SCREENSHOT), { recursive: true });

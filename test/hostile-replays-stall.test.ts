@@ -11,6 +11,7 @@ import { RawSocket } from './support/raw-socket.js';
 import { startApp, type TestApp } from './support/app.js';
 import { ok, World } from './support/world.js';
 import { subscribed } from './support/subscribed.js';
+import { until } from './support/until.js';
 import { healthBaseline, healthProbe, judgeHealth, turnsOf } from './hostile/health.js';
 import { attack } from './hostile/attacker.js';
 
@@ -162,9 +163,9 @@ test('a replay cut by its socket closing leaves a log line', async () => {
   socket.subscribe('cut', PLANS('id content'), { e: 'pub', after: pubIds[0] });
   await socket.next((f) => f.id === 'cut' && f.type === 'next');
   socket.terminate();
-  for (let i = 0; i < 100 && !lines.some((l) => /replay cut: planPublished\(pub\)/.test(l)); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await until('the replay cut log line', () =>
+    lines.some((l) => /replay cut: planPublished\(pub\)/.test(l)),
+  );
   expect(
     lines.some((l) =>
       /replay cut: planPublished\(pub\) for viewer ended after \d+ of \d+ events/.test(l),

@@ -344,7 +344,7 @@ withEngine('the container image', () => {
       await dockerOk('stop', name);
       const stopMs = Date.now() - stopping;
       measured.stop = `${(stopMs / 1000).toFixed(1)} s`;
-      expect(stopMs).toBeLessThan(10_000);
+      // Exit code 0: it stopped on SIGTERM, before docker's 10 s and its SIGKILL (137).
       expect(await dockerOk('inspect', '--format', '{{.State.ExitCode}}', name)).toBe('0');
       const logs = await docker('logs', name);
       const lines = logs.stdout.split('\n').filter(Boolean);

@@ -18,8 +18,13 @@ export async function subscribed<T>(
 ): Promise<T> {
   const before = await subscriptionsOpened(url, field);
   const subscription = subscribe();
-  await until(`${count} ${field} subscription(s) to be open`, async () =>
-    (await subscriptionsOpened(url, field)) >= before + count ? true : undefined,
+  let opened = before;
+  // Many subscriptions are admitted one per turn: the wait fails only once none opens for a while.
+  await until(
+    `${count} ${field} subscription(s) to be open`,
+    async () =>
+      (opened = await subscriptionsOpened(url, field)) >= before + count ? true : undefined,
+    { progress: () => opened },
   );
   return subscription;
 }
