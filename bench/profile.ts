@@ -40,7 +40,9 @@ import {
   prepareTemplate,
   runDatabase,
   type Template,
+  typename,
   UNLIMITED,
+  whoami,
 } from './http.js';
 import { BIG_PLANS, bigSubmits } from './terraform.js';
 import { addOutcome, graphqlOutcome } from './measure.js';
@@ -78,6 +80,12 @@ const postgres = textOption(argv, 'postgres');
 const plan = textOption(argv, 'plan') as 'TEXT' | 'TERRAFORM_PLAN_JSON' | null;
 if (plan !== null && plan !== 'TEXT' && plan !== 'TERRAFORM_PLAN_JSON')
   throw new Error('--plan is TEXT or TERRAFORM_PLAN_JSON');
+/** `--request whoami|typename`: profile that request (scenario 1 or 0) instead of a publish (printed only). */
+const request = textOption(argv, 'request') as 'whoami' | 'typename' | null;
+if (request !== null && request !== 'whoami' && request !== 'typename')
+  throw new Error('--request is whoami or typename');
+/** What one measured request is, in the section's words. */
+const what = request ? `\`${request}\`` : 'publish';
 
 /** The area a frame belongs to: a package, a folder of ours, Node itself, or V8's own buckets. */
 function area(url: string, name: string): string {
@@ -168,8 +176,14 @@ async function main(): Promise<void> {
         url,
         connections,
         duration,
-        requests: (plan ? bigSubmits(plan) : fencedPublish(0))(template!, runId).map((request) => ({
-          ...request,
+        requests: (plan
+          ? bigSubmits(plan)
+          : request === 'whoami'
+            ? whoami
+            : request === 'typename'
+              ? typename
+              : fencedPublish(0))(template!, runId).map((one) => ({
+          ...one,
           onResponse: (status: number, body: string) =>
             addOutcome(count, graphqlOutcome(status, body)),
         })),
@@ -207,21 +221,21 @@ async function main(): Promise<void> {
       '## Where a publish spends its time',
       '',
       `\`npm run bench:profile -- --seconds ${seconds} --connections ${connections}\` (after ${warmupSeconds} s of the same load, not counted) on ${new Date().toISOString().slice(0, 10)}: ` +
-        `the built service under \`node --cpu-prof\` (the profiler itself costs some throughput), a fenced publish ` +
-        `(${postgres ? 'PostgreSQL' : 'FULL'}, fresh idempotency keys, one environment${plan ? `, the 1 MiB plan as ${plan}` : ''}) at ${connections} connections for ${seconds} s: ` +
+        `the built service under \`node --cpu-prof\` (the profiler itself costs some throughput), ${request ? what : 'a fenced publish'} ` +
+        `(${postgres ? 'PostgreSQL' : 'FULL'}${request ? '' : `, fresh idempotency keys, one environment${plan ? `, the 1 MiB plan as ${plan}` : ''}`}) at ${connections} connections for ${seconds} s: ` +
         `${requests} requests (${(requests / result.duration).toFixed(0)}/s; ${Object.entries(
           outcomes,
         )
           .map(([k, v]) => `${k} ${v}`)
           .join(', ')}). ` +
         `The service thread was busy ${((busy / (total || 1)) * 100).toFixed(0)}% of the run (the samples taken while the measured load ran: not the start-up or the warm-up); ` +
-        `${ms(busy)} ms of its time per publish. Self time (a function's own, not its callees'), per publish and as a share of the busy time:`,
+        `${ms(busy)} ms of its time per ${what}. Self time (a function's own, not its callees'), per ${what} and as a share of the busy time:`,
       '',
-      '| area | ms / publish | share |',
+      `| area | ms / ${what} | share |`,
       '|---|--:|--:|',
       ...top(byArea, 18).map(([key, v]) => `| ${key} | ${ms(v)} | ${pct(v)}% |`),
       '',
-      '| function (self time) | ms / publish | share |',
+      `| function (self time) | ms / ${what} | share |`,
       '|---|--:|--:|',
       ...top(byFunction, 25).map(
         ([key, v]) => `| ${key.replace(/\|/g, '\\|')} | ${ms(v)} | ${pct(v)}% |`,
@@ -232,7 +246,8 @@ async function main(): Promise<void> {
       '<!-- profile:end -->',
     ].join('\n');
     const existing = existsSync(out) ? readFileSync(out, 'utf8') : '';
-    if (!postgres && !plan) writeFileSync(out, replaceSection(existing, 'profile', section));
+    if (!postgres && !plan && !request)
+      writeFileSync(out, replaceSection(existing, 'profile', section));
     process.stdout.write(`${section}\n`);
   } finally {
     // On PostgreSQL the template is a database of its own.
