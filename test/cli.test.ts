@@ -1,4 +1,5 @@
 /** The `planfence` binary (dist/src/cli/main.js, built by `npm test`) against the real service. */
+import { jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

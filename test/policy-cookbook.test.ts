@@ -3,6 +3,7 @@
  * written and decides the plans below as the page says; the command line applies and
  * tries one.
  */
+import { jest } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -6,6 +6,7 @@
  * plan (R55: a plan file swapped under a reviewed content is refused, nothing destroyed) and
  * reports the state it left (R56); a plan made from an older state is refused (R56, R57).
  */
+import { jest } from '@jest/globals';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PlanfenceClient } from '../src/client/client.js';
