@@ -4,7 +4,9 @@
  * the zone (0.5 ms each way by default). It also counts round trips: on each connection, a
  * turn is a chunk from the service that follows a chunk from the database (or opens the
  * connection); a statement the service sends and waits for costs one, statements it
- * pipelines cost one together. The turns of a connection's start-up (authentication) are
+ * pipelines cost one together. A database chunk counts from when the service is given it,
+ * not from when the proxy received it: a service chunk sent before then cannot have waited
+ * for it, however slowly a loaded machine passes either on. The turns of a connection's start-up (authentication) are
  * counted apart (`startupTurns`): a pool opens its connections once, not per statement.
  *
  * Node's timers are whole milliseconds, so a chunk is held by a timer only for the whole
@@ -28,7 +30,14 @@ export class LatencyProxy {
   /** How long chunks were really held, ms (a sample: the last 10,000). */
   private readonly held: number[] = [];
   /** Chunks being held, in arrival order: one delay for all, so the first is due first. */
-  private readonly holding: { due: number; received: number; to: Socket; chunk: Buffer }[] = [];
+  private readonly holding: {
+    due: number;
+    received: number;
+    to: Socket;
+    chunk: Buffer;
+    /** Called once the chunk is written on. */
+    passed: () => void;
+  }[] = [];
   private releasing = false;
 
   constructor(
@@ -80,10 +89,11 @@ export class LatencyProxy {
   private release(): void {
     const now = performance.now();
     while (this.holding.length && this.holding[0].due <= now) {
-      const { received, to, chunk } = this.holding.shift()!;
+      const { received, to, chunk, passed } = this.holding.shift()!;
       if (this.held.length >= 10_000) this.held.shift();
       this.held.push(now - received);
       if (!to.destroyed) to.write(chunk);
+      passed();
     }
     if (!this.holding.length) {
       this.releasing = false;
@@ -119,19 +129,30 @@ export class LatencyProxy {
     const forward = (from: Socket, to: Socket, side: 'service' | 'database') => {
       from.on('data', (chunk: Buffer) => {
         if (side === 'database' && !ready) seeStartup(chunk);
-        if (side === 'service' && last === 'database') {
-          if (ready) this.turns++;
-          else this.startupTurns++;
-          connection.turn++;
+        if (side === 'service') {
+          if (last === 'database') {
+            if (ready) this.turns++;
+            else this.startupTurns++;
+            connection.turn++;
+          }
+          last = 'service';
+          this.onServiceChunk?.(chunk, this.turns, connection);
         }
-        last = side;
-        if (side === 'service') this.onServiceChunk?.(chunk, this.turns, connection);
+        // The service has the database's answer once it is written on to it.
+        const passed = side === 'database' ? () => (last = 'database') : () => undefined;
         if (this.delayMs <= 0 && !this.holding.length) {
           if (!to.destroyed) to.write(chunk);
+          passed();
           return;
         }
         const received = performance.now();
-        this.holding.push({ due: received + Math.max(0, this.delayMs), received, to, chunk });
+        this.holding.push({
+          due: received + Math.max(0, this.delayMs),
+          received,
+          to,
+          chunk,
+          passed,
+        });
         if (!this.releasing) {
           this.releasing = true;
           setImmediate(() => this.release());
