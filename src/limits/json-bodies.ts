@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { Counter, type Registry } from 'prom-client';
 import { jsonBodyWorkerMain } from './json-body-worker.js';
 import { LARGE_BODY_BYTES } from './large-bodies.js';
+import { workerSource } from '../common/worker-source.js';
 
 type Reply = { id: number; value?: unknown; invalid?: true };
 
@@ -47,7 +48,7 @@ class JsonBodyThread {
   }
 
   private start(): Worker {
-    const worker = new Worker(`(${jsonBodyWorkerMain.toString()})()`, {
+    const worker = new Worker(workerSource(jsonBodyWorkerMain), {
       eval: true,
       workerData: this.workerData,
       resourceLimits: { maxOldGenerationSizeMb: this.heapMb },

@@ -1,9 +1,12 @@
+import { ownThread } from '../common/worker-source.js';
+
 /**
- * The body of the thread that decodes and parses large JSON request bodies. It is started
- * from its source text (`new Worker(..., { eval: true })`), so this function must stay
- * self-contained: it reaches secure-json-parse, the parser Fastify's own JSON parser uses,
- * through the path the main thread resolved (workerData), and parses with the server's
- * settings for `__proto__` and `constructor` keys.
+ * The body of the thread that decodes and parses large JSON request bodies. It is started from
+ * its source text (`new Worker(..., { eval: true })`), so this function must stay
+ * self-contained (but for common/worker-source.ts's helpers, which its text carries): it
+ * reaches secure-json-parse, the parser Fastify's own JSON parser uses, through the path the
+ * main thread resolved (workerData), and parses with the server's settings for `__proto__` and
+ * `constructor` keys.
  *
  * Like the Terraform document workers, it lowers its own scheduling priority (Linux: nice 10
  * for this thread alone): on a machine with few cores a body being parsed waits for a core,
@@ -16,8 +19,6 @@
 export function jsonBodyWorkerMain(): void {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const threads = require('node:worker_threads') as typeof import('node:worker_threads');
-  const fs = require('node:fs') as typeof import('node:fs');
-  const os = require('node:os') as typeof import('node:os');
   const v8 = require('node:v8') as typeof import('node:v8');
   const vm = require('node:vm') as typeof import('node:vm');
   const { parser, protoAction, constructorAction } = threads.workerData as {
@@ -29,12 +30,7 @@ export function jsonBodyWorkerMain(): void {
     parse: (text: string, options: { protoAction: string; constructorAction: string }) => unknown;
   };
   /* eslint-enable @typescript-eslint/no-require-imports */
-  try {
-    const tid = Number(/task\/(\d+)$/.exec(fs.readlinkSync('/proc/thread-self'))?.[1] ?? NaN);
-    if (Number.isFinite(tid)) os.setPriority(tid, 10);
-  } catch {
-    // Not Linux, or not allowed: the thread keeps the process's priority.
-  }
+  ownThread(true);
   // This thread keeps nothing between bodies: a full collection after each (a millisecond or
   // two of a heap of dead strings) returns their memory at once instead of at V8's next limit.
   let collect = () => undefined as unknown;

@@ -15,6 +15,7 @@ import type { AstExpr, AstSourceInfo } from './cel-checker.js';
 import type { PolicyActivation } from './activation.js';
 import { policyWorkerMain } from './policy-worker.js';
 import { budgetLeft, threadCpuMs } from '../terraform/thread-cpu.js';
+import { workerSource } from '../common/worker-source.js';
 
 /** One expression's evaluation: whether it matched, or why it could not be decided. */
 export interface EvaluationOutcome {
@@ -323,7 +324,7 @@ export class PolicyEngine implements OnModuleDestroy {
     if (slot.ready) return slot.ready;
     const { port1, port2 } = new MessageChannel();
     ownYoungGeneration();
-    const worker = new Worker(`(${policyWorkerMain.toString()})()`, {
+    const worker = new Worker(workerSource(policyWorkerMain), {
       eval: true,
       workerData: {
         celPath: resolveModule('@bufbuild/cel'),

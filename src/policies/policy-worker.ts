@@ -1,11 +1,13 @@
+import { ownThread } from '../common/worker-source.js';
+
 /**
- * The body of a policy worker thread. It is started from its source text (`new Worker(...,
- * { eval: true })`), so this function must stay self-contained: it reaches @bufbuild/cel
- * only through `require` of the path the pool passes in workerData, and nothing of this
- * module's scope. Both steps that can take unbounded time on hostile input run here, off
- * the request thread: parsing (the parser backtracks: a few KiB of nested operators can
- * take seconds) and evaluation. The pool times each step and terminates the worker when a
- * budget runs out.
+ * The body of a policy worker thread. It is started from its source text (`new Worker(..., {
+ * eval: true })`), so this function must stay self-contained (but for
+ * common/worker-source.ts's helpers, which its text carries): it reaches @bufbuild/cel only
+ * through `require` of the path the pool passes in workerData, and nothing of this module's
+ * scope. Both steps that can take unbounded time on hostile input run here, off the request
+ * thread: parsing (the parser backtracks: a few KiB of nested operators can take seconds) and
+ * evaluation. The pool times each step and terminates the worker when a budget runs out.
  *
  * Messages in:  { id, op: 'parse', expression }
  *               { id, op: 'evaluate', expressions, activation }
@@ -37,19 +39,15 @@ export function policyWorkerMain(): void {
     return found;
   };
   // This thread's own CPU time (Linux), so that a budget is not spent waiting for a core.
-  let tid: number | null = null;
   let cpuClock: (() => number) | null = null;
   try {
     const read = () =>
       Number(fs.readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]) / 1e6;
-    if (Number.isFinite(read())) {
-      cpuClock = read;
-      tid = Number(/task\/(\d+)$/.exec(fs.readlinkSync('/proc/thread-self'))?.[1] ?? NaN);
-      if (!Number.isFinite(tid)) tid = null;
-    }
+    if (Number.isFinite(read())) cpuClock = read;
   } catch {
     cpuClock = null;
   }
+  const tid = cpuClock ? ownThread(false) : null;
   const clock = cpuClock ?? (() => performance.now());
   const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
   // An evaluation error is stored with the plan's results and in the audit log, which every

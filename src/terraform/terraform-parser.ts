@@ -13,6 +13,7 @@ import type { MaskedTerraformPlan, ParsedTerraformPlan } from './terraform-plan.
 import { TerraformPlanError } from './terraform.errors.js';
 import { terraformWorkerMain } from './terraform-worker.js';
 import { budgetLeft, threadCpuMs } from './thread-cpu.js';
+import { workerSource } from '../common/worker-source.js';
 
 type Reply = {
   id: number;
@@ -168,7 +169,7 @@ export class TerraformParser {
     const { port1, port2 } = new MessageChannel();
     const moduleUrl = new URL('./terraform-plan.js', import.meta.url).href;
     this.bundle ??= import.meta.url.endsWith('.ts') ? sourceBundle(import.meta.url) : null;
-    const worker = new Worker(`(${terraformWorkerMain.toString()})()`, {
+    const worker = new Worker(workerSource(terraformWorkerMain), {
       eval: true,
       workerData: { moduleUrl, bundle: this.bundle, replies: port2 },
       transferList: [port2],

@@ -1,9 +1,11 @@
+import { ownThread } from '../common/worker-source.js';
+
 /**
- * The body of a Terraform document worker thread. It is started from its source text
- * (`new Worker(..., { eval: true })`), so this function must stay self-contained: it reaches
- * `parseTerraformPlan` through the module URL the pool passes in workerData (the built
- * service), or through a bundle of the TypeScript sources compiled by the pool (the test
- * suite runs the sources).
+ * The body of a Terraform document worker thread. It is started from its source text (`new
+ * Worker(..., { eval: true })`), so this function must stay self-contained (but for
+ * common/worker-source.ts's helpers, which its text carries): it reaches `parseTerraformPlan`
+ * through the module URL the pool passes in workerData (the built service), or through a
+ * bundle of the TypeScript sources compiled by the pool (the test suite runs the sources).
  *
  * Messages in:  { id, content, whole } (whole false: only the masked content and summary back)
  * Messages out: { ready: true, tid } once (on parentPort), then on the replies port
@@ -14,8 +16,6 @@ export function terraformWorkerMain(): void {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const threads = require('node:worker_threads') as typeof import('node:worker_threads');
   const path = require('node:path') as typeof import('node:path');
-  const fs = require('node:fs') as typeof import('node:fs');
-  const os = require('node:os') as typeof import('node:os');
   /* eslint-enable @typescript-eslint/no-require-imports */
   const workerData = threads.workerData as {
     moduleUrl: string;
@@ -74,24 +74,9 @@ export function terraformWorkerMain(): void {
         }
       },
     );
-    // This thread's id, where its CPU time can be read (Linux): the budget counts that time.
-    let tid: number | null = null;
-    try {
-      tid = Number(/task\/(\d+)$/.exec(fs.readlinkSync('/proc/thread-self'))?.[1] ?? NaN);
-      if (!Number.isFinite(tid)) tid = null;
-    } catch {
-      tid = null;
-    }
-    // Below the request thread for the scheduler (Linux: a thread's nice value is its own):
-    // where cores are few, a document being parsed waits, not /health and the small requests.
-    // Its budget counts its own CPU time, so waiting for a core is not charged to it.
-    if (tid !== null) {
-      try {
-        os.setPriority(tid, 10);
-      } catch {
-        // Not permitted or not Linux: the thread keeps the process's priority.
-      }
-    }
+    // Its id, where its CPU time can be read (Linux): the budget counts that time. Below the
+    // request thread: where cores are few, a document being parsed waits, not /health.
+    const tid = ownThread(true);
     threads.parentPort!.postMessage({ ready: true, tid });
   });
 }
