@@ -80,9 +80,11 @@ const postgres = textOption(argv, 'postgres');
 const plan = textOption(argv, 'plan') as 'TEXT' | 'TERRAFORM_PLAN_JSON' | null;
 if (plan !== null && plan !== 'TEXT' && plan !== 'TERRAFORM_PLAN_JSON')
   throw new Error('--plan is TEXT or TERRAFORM_PLAN_JSON');
-/** `--request whoami|typename`: profile that request (scenario 1 or 0) instead of a publish (printed only). */
-const request = textOption(argv, 'request') as 'whoami' | 'typename' | null;
-if (request !== null && request !== 'whoami' && request !== 'typename')
+/** The requests `--request` may name: scenario 1's and scenario 0's. */
+const FLOORS = { whoami, typename };
+/** `--request whoami|typename`: profile that request instead of a publish (printed only). */
+const request = textOption(argv, 'request') as keyof typeof FLOORS | null;
+if (request !== null && !Object.hasOwn(FLOORS, request))
   throw new Error('--request is whoami or typename');
 /** What one measured request is, in the section's words. */
 const what = request ? `\`${request}\`` : 'publish';
@@ -176,13 +178,10 @@ async function main(): Promise<void> {
         url,
         connections,
         duration,
-        requests: (plan
-          ? bigSubmits(plan)
-          : request === 'whoami'
-            ? whoami
-            : request === 'typename'
-              ? typename
-              : fencedPublish(0))(template!, runId).map((one) => ({
+        requests: (plan ? bigSubmits(plan) : request ? FLOORS[request] : fencedPublish(0))(
+          template!,
+          runId,
+        ).map((one) => ({
           ...one,
           onResponse: (status: number, body: string) =>
             addOutcome(count, graphqlOutcome(status, body)),

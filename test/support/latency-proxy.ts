@@ -6,8 +6,9 @@
  * connection); a statement the service sends and waits for costs one, statements it
  * pipelines cost one together. A database chunk counts from when the service is given it,
  * not from when the proxy received it: a service chunk sent before then cannot have waited
- * for it, however slowly a loaded machine passes either on. The turns of a connection's start-up (authentication) are
- * counted apart (`startupTurns`): a pool opens its connections once, not per statement.
+ * for it, however slowly a loaded machine passes either on. The turns of a connection's
+ * start-up (authentication) are counted apart (`startupTurns`): a pool opens its
+ * connections once, not per statement.
  *
  * Node's timers are whole milliseconds, so a chunk is held by a timer only for the whole
  * milliseconds of its wait and then by turns of the event loop until its time has come
