@@ -1,7 +1,10 @@
+import { existsSync } from 'node:fs';
+
 /**
  * Jest runs the TypeScript sources as ES modules through SWC. One project per
  * database: SQLite always; PostgreSQL as well when PLANFENCE_TEST_POSTGRES_URL names a
- * server (each test app gets a database of its own there). The same suites run in both.
+ * server (each test app gets a database of its own there). The same suites run in both,
+ * but for those listed below; TIER splits them into `npm test` and `npm run test:rest`.
  */
 const base = {
   testEnvironment: '<rootDir>/test/support/environment.js',
@@ -39,6 +42,84 @@ const SQLITE_ONLY = onlyOn([
   'operator/sqlite-temp-files',
   'sqlite-checkpoints',
 ]);
+
+/**
+ * `npm test` is the fast tier: every suite but the system suites on SQLite, and on
+ * PostgreSQL the suites whose subject the database decides (FAST_POSTGRES). `npm run
+ * test:rest` runs everything else: the system suites, and the PostgreSQL runs of the other
+ * suites. The two together are every suite on every configured database, as CI runs them
+ * (PLANFENCE_TEST_TIER=fast and rest; unset, every suite runs, as `npm run test:one` runs
+ * the files it names).
+ *
+ * The system suites drive processes besides the service in the test's own worker: the
+ * service as a process killed with SIGKILL (the fault harnesses, the crash suites, storage
+ * and first-start operations), the command line, the package packed and installed, the
+ * walkthroughs and the demo, the container image, the console and dashboard in a browser.
+ */
+const SYSTEM = [
+  'fault',
+  'demo',
+  'docs',
+  'startup-logs',
+  'pack',
+  'image',
+  'deploy',
+  'cli',
+  'preconditions-cli',
+  'runner',
+  'terraform-cli',
+  'deployments-client',
+  'console',
+  'console-layout',
+  'console-terraform',
+  'dashboard',
+  'sensitive',
+  'webhooks-crash',
+  'deployments-crash',
+  'slack-crash',
+  'storage-shm',
+  'operator/storage',
+  'operator/admin-bootstrap',
+];
+/**
+ * The suites `npm test` runs on PostgreSQL too: the reference models of the guard and of
+ * deployments, what the guard's statements and their round trips are, concurrency, group
+ * commit, the fencing modes, generations, idempotency, the lease queue, the protected
+ * writes, the decisions per environment, and what PostgreSQL does with its own statements
+ * or channels (revoked tokens told to every instance, webhook and subscription instances,
+ * migrations under the instances' lock at start).
+ */
+const FAST_POSTGRES = [
+  'model',
+  'deployments-model',
+  'round-trips',
+  'submit-at-once',
+  'concurrency',
+  'group-commit',
+  'fencing-modes',
+  'generations',
+  'idempotency',
+  'lease-queue',
+  'protected-writes',
+  'decisions-per-environment',
+  'approval',
+  'identity-tokens',
+  'webhooks',
+  'webhooks-instances',
+  'subscriptions-instances',
+  'startup',
+];
+for (const name of [...SYSTEM, ...FAST_POSTGRES])
+  if (!existsSync(new URL(`test/${name}.test.ts`, import.meta.url)))
+    throw new Error(`jest.config.js names test/${name}.test.ts, which does not exist`);
+const TIER = process.env.PLANFENCE_TEST_TIER ?? 'all';
+if (!['all', 'fast', 'rest'].includes(TIER))
+  throw new Error(`PLANFENCE_TEST_TIER must be fast, rest or unset, not ${TIER}`);
+const matching = (names) => names.map((name) => `**/test/${name}.test.ts`);
+const ignoring = (project, names) => [
+  ...(project.testPathIgnorePatterns ?? ['/node_modules/']),
+  ...onlyOn(names),
+];
 
 const projects = [{ ...base, displayName: 'sqlite' }];
 if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
@@ -97,6 +178,18 @@ if (process.env.PLANFENCE_TEST_POSTGRES_URL) {
       ...SQLITE_ONLY,
     ],
   });
+}
+
+for (const project of projects) {
+  const postgres = project.displayName === 'postgres';
+  if (TIER === 'fast') {
+    if (postgres) project.testMatch = matching(FAST_POSTGRES);
+    else project.testPathIgnorePatterns = ignoring(project, SYSTEM);
+  }
+  if (TIER === 'rest') {
+    if (postgres) project.testPathIgnorePatterns = ignoring(project, FAST_POSTGRES);
+    else project.testMatch = matching(SYSTEM);
+  }
 }
 
 export default {
