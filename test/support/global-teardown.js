@@ -36,7 +36,7 @@ export default async function globalTeardown() {
         await client.connect();
         try {
           for (const name of names.filter((_, n) => n % DROPPERS === i))
-            await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+            await dropDatabase(client, name);
         } finally {
           await client.end();
         }
@@ -52,4 +52,21 @@ export default async function globalTeardown() {
     );
     process.exit(1);
   }, EXIT_GRACE_MS).unref();
+}
+
+/**
+ * DROP DATABASE … WITH (FORCE), again a little later while an autovacuum worker is connected
+ * to it: FORCE may not end a session of another role, and refuses with 42501 (the fault
+ * harness drops its databases the same way, test/fault/service.ts).
+ */
+async function dropDatabase(client, name) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      return;
+    } catch (error) {
+      if (error.code !== '42501' || attempt >= 50) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 }
