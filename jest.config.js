@@ -84,8 +84,8 @@ const SYSTEM = [
 /**
  * The suites `npm test` runs on PostgreSQL too: the reference models of the guard and of
  * deployments, what the guard's statements and their round trips are, concurrency, group
- * commit, the fencing modes, generations, idempotency, the lease queue, the protected
- * writes, the decisions per environment, and what PostgreSQL does with its own statements
+ * commit, the fencing modes, generations, idempotency, the lease queue, approval, the
+ * protected writes, the decisions per environment, and what PostgreSQL does with its own statements
  * or channels (revoked tokens told to every instance, webhook and subscription instances,
  * migrations under the instances' lock at start).
  */
