@@ -85,7 +85,7 @@ const SYSTEM = [
  * The suites `npm test` runs on PostgreSQL too: the reference models of the guard and of
  * deployments, what the guard's statements and their round trips are, concurrency, group
  * commit, the fencing modes, generations, idempotency, the lease queue, approval, the
- * protected writes, the decisions per environment, and what PostgreSQL does with its own statements
+ * protected writes, the environment's row lock, the decisions per environment, and what PostgreSQL does with its own statements
  * or channels (revoked tokens told to every instance, webhook and subscription instances,
  * migrations under the instances' lock at start).
  */
@@ -101,6 +101,7 @@ const FAST_POSTGRES = [
   'idempotency',
   'lease-queue',
   'protected-writes',
+  'row-locks',
   'decisions-per-environment',
   'approval',
   'identity-tokens',

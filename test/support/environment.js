@@ -1,5 +1,6 @@
 import { appendFileSync, readFileSync } from 'node:fs';
 import { TestEnvironment } from 'jest-environment-node';
+import { mutationTestIndex } from './mutation-sequencer.js';
 import { needsBuild, staleSource } from './build-freshness.js';
 import { nativeService } from './native.js';
 
@@ -19,6 +20,30 @@ export default class PlanfenceEnvironment extends TestEnvironment {
     super(config, context);
     this.testPath = context.testPath;
     this.inRealm = Boolean(config.projectConfig.globals?.__planfenceInRealm);
+    // Mutation testing's first run, with no mutant active: which file holds each test.
+    this.testIndex =
+      this.inRealm && !process.env.__STRYKER_ACTIVE_MUTANT__
+        ? mutationTestIndex(config.projectConfig.rootDir)
+        : null;
+  }
+
+  async handleTestEvent(event, state) {
+    if (this.testIndex && event.name === 'test_start')
+      appendFileSync(
+        this.testIndex,
+        `${JSON.stringify({ name: fullName(event.test), file: this.testPath })}\n`,
+      );
+    // A mutant's run stops at its first failing test (Stryker counts the mutant killed by
+    // it, and jest's own bail is not available to Stryker): the tests after it, in this file
+    // and the next, are skipped, and a file with none left runs no hooks.
+    const mutant = this.inRealm ? process.env.__STRYKER_ACTIVE_MUTANT__ : undefined;
+    if (!mutant) return;
+    if ((event.name === 'test_done' && event.test.errors.length) || event.name === 'hook_failure')
+      killedMutants.add(mutant);
+    else if (killedMutants.has(mutant)) {
+      if (event.name === 'run_start') skipAll(state.rootDescribeBlock);
+      else if (event.name === 'test_start') event.test.mode = 'skip';
+    }
   }
 
   async setup() {
@@ -37,6 +62,7 @@ export default class PlanfenceEnvironment extends TestEnvironment {
     if (!this.inRealm && !process.env.PLANFENCE_TEST_IN_REALM && !reachesInside(this.testPath)) {
       if (staleSource() === null) this.global.__planfenceService = await nativeService();
     }
+    this.startedAt = Date.now();
     this.resourcesBefore = activeResources();
     this.cpuAtStart = process.env.PLANFENCE_TEST_CPU ? cpuNow() : null;
   }
@@ -58,6 +84,11 @@ export default class PlanfenceEnvironment extends TestEnvironment {
       ]);
       clearTimeout(timer);
     }
+    if (this.testIndex)
+      appendFileSync(
+        this.testIndex,
+        `${JSON.stringify({ file: this.testPath, seconds: (Date.now() - this.startedAt) / 1000 })}\n`,
+      );
     // Read before jest's teardown, which deletes what the file left on its global object.
     const database = this.global.__DATABASE__;
     const appStats = this.global.__planfenceAppStats;
@@ -76,6 +107,26 @@ export default class PlanfenceEnvironment extends TestEnvironment {
         `LEAK ${this.testPath}: still open after teardown: ${left.join(', ')}\n`,
       );
   }
+}
+
+/** The mutants a test failed for, in this process (each test file's environment sees them). */
+const killedMutants = (process[Symbol.for('planfence.killedMutants')] ??= new Set());
+
+/** Marks every test under `block` skipped. */
+function skipAll(block) {
+  for (const child of block.children)
+    if (child.type === 'describeBlock') skipAll(child);
+    else child.mode = 'skip';
+}
+
+/**
+ * A test's full name as jest's results and Stryker's test ids give it: its describe blocks'
+ * names and its own, joined by spaces.
+ */
+function fullName(test) {
+  const names = [test.name];
+  for (let block = test.parent; block?.parent; block = block.parent) names.unshift(block.name);
+  return names.join(' ');
 }
 
 /**

@@ -1,4 +1,9 @@
+import fc from 'fast-check';
 import { TEST_DATABASE } from './app.js';
+
+// Under mutation testing a failing run is not shrunk: that it fails is all the run needs.
+if ((globalThis as { __planfenceInRealm?: boolean }).__planfenceInRealm)
+  fc.configureGlobal({ ...fc.readConfigureGlobal(), endOnFailure: true });
 
 /**
  * How many runs the model tests make, and from which seed.
