@@ -17,6 +17,8 @@ import { DeploymentWrites } from '../src/fencing/deployment-writes.js';
 import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
 import { LeaseWrites } from '../src/fencing/lease-writes.js';
 import { PlanWrites } from '../src/fencing/plan-writes.js';
+import { promotionRefused } from '../src/fencing/preconditions.js';
+import { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { FencingMode } from '../src/model/environment.entity.js';
 import { PlanContentType } from '../src/model/plan.entity.js';
 
@@ -104,7 +106,7 @@ function submit(
   generation: number,
   now: number,
   content = 'plan',
-  extra: { basedOnDeploymentSequence?: number } = {},
+  extra: { basedOnDeploymentSequence?: number; sourceRevision?: string } = {},
 ) {
   return decide(now, (tx) =>
     plans.admitPlan(tx, {
@@ -211,7 +213,7 @@ test('drift moves the deployment sequence: proposals made before it turn OBSOLET
   expect(unknown.effects).toEqual([]);
 });
 
-test('a freeze decides environment.frozen; an unknown environment is NOT_FOUND and decides nothing', async () => {
+test('a freeze decides environment.frozen, an unfreeze environment.unfrozen; an unknown environment is NOT_FOUND to either and decides nothing', async () => {
   await environment('prod', true);
   const frozen = await decide(2_000, (tx) =>
     environments.freeze(tx, {
@@ -229,4 +231,80 @@ test('a freeze decides environment.frozen; an unknown environment is NOT_FOUND a
   );
   expect(missing.error?.code).toBe('NOT_FOUND');
   expect(missing.effects).toEqual([]);
+
+  const unfrozen = await decide(4_000, (tx) =>
+    environments.unfreeze(tx, { environment: 'prod', actor: 'admin', now: 4_000 }),
+  );
+  expect(unfrozen.result?.frozenReason).toBeNull();
+  expect(named(unfrozen.effects)).toEqual(['environment.unfrozen']);
+
+  const notThere = await decide(5_000, (tx) =>
+    environments.unfreeze(tx, { environment: 'nowhere', actor: 'admin', now: 5_000 }),
+  );
+  expect(notThere.error?.code).toBe('NOT_FOUND');
+  expect(notThere.effects).toEqual([]);
+});
+
+test('a refusal names the promotion it demands by the same rule the statement decides by: the soak ends at its very minute (R51)', async () => {
+  // staging publishes rev1, deploys it, and the deployment succeeds at 5,000.
+  await environment('staging', false);
+  await lease('staging', 'agent', 2_000);
+  expect(
+    (await submit('staging', 'agent', 1, 3_000, 'plan', { sourceRevision: 'rev1' })).error,
+  ).toBeNull();
+  expect(
+    (
+      await decide(4_000, (tx) =>
+        deployments.start(tx, {
+          environment: 'staging',
+          planId: 'staging@1.1',
+          principal: 'deployer',
+          heartbeatMs: 600_000,
+          now: 4_000,
+        }),
+      )
+    ).error,
+  ).toBeNull();
+  expect(
+    (
+      await decide(5_000, (tx) =>
+        deployments.finish(tx, {
+          id: 'staging#1',
+          principal: 'deployer',
+          outcome: DeploymentOutcome.SUCCEEDED,
+          detail: null,
+          now: 5_000,
+        }),
+      )
+    ).error,
+  ).toBeNull();
+  await environment('prod', true);
+  const refusal = async (environment: string, revision: string, now: number) =>
+    (
+      await decide(now, (tx) =>
+        promotionRefused(tx.manager, environment, revision, now, 'the plan'),
+      )
+    ).result;
+
+  // Without a promotion there is nothing to name.
+  expect(await refusal('prod', 'rev1', 6_000)).toBeNull();
+
+  const policy = await decide(6_000, (tx) =>
+    environments.updatePolicy(tx, {
+      environment: 'prod',
+      promotion: { from: 'staging', soakMinutes: 10 },
+      now: 6_000,
+    }),
+  );
+  expect(policy.error).toBeNull();
+  const soakEnds = 5_000 + 10 * 60_000;
+  expect(await refusal('prod', 'rev1', soakEnds - 1)).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message: expect.stringContaining('soaks until') as unknown,
+  });
+  expect(await refusal('prod', 'rev1', soakEnds)).toBeNull();
+  expect(await refusal('prod', 'rev1', soakEnds + 60_000)).toBeNull();
+  expect(await refusal('prod', 'rev2', soakEnds)).toMatchObject({
+    message: expect.stringContaining('is of revision rev1, not rev2') as unknown,
+  });
 });

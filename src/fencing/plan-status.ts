@@ -51,7 +51,7 @@ export async function announceExpired(
   now: number,
 ): Promise<void> {
   // In id order: the order the outbox announces them in does not depend on the database's.
-  for (const id of [...ids].sort((a, b) => (a < b ? -1 : 1))) {
+  for (const id of [...ids].sort()) {
     const plan = await readPlan(tx.manager, id);
     tx.decided({
       kind: 'outbox',

@@ -22,7 +22,6 @@ export class RestoreMarginTooLarge extends Error {
     super(
       `a margin of ${margin} would carry a generation past ${LAST_GENERATION}; nothing was changed`,
     );
-    this.name = 'RestoreMarginTooLarge';
   }
 }
 

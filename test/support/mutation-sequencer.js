@@ -28,9 +28,9 @@ export default class MutationSequencer extends LongestFirst {
     const sorted = super.sort(tests);
     if (!sorted.length) return sorted;
     const index = mutationTestIndex(sorted[0].context.config.rootDir);
-    if (!this.pattern) {
-      // The first run (every test): its notes start afresh.
-      if (!process.env.__STRYKER_ACTIVE_MUTANT__) writeFileSync(index, '');
+    if (!process.env.__STRYKER_ACTIVE_MUTANT__) {
+      // The first run (every test, no mutant): its notes start afresh.
+      writeFileSync(index, '');
       return sorted;
     }
     let notes;
@@ -42,23 +42,26 @@ export default class MutationSequencer extends LongestFirst {
     } catch {
       return sorted;
     }
+    // The shortest file first: a mutant's run stops at the first test that fails
+    // (environment.js), and most mutants fail a test in any file that covers them.
+    const seconds = new Map();
+    for (const { file, seconds: took } of notes) if (took !== undefined) seconds.set(file, took);
+    const took = (test) => seconds.get(test.path) ?? Infinity;
+    const shortestFirst = (list) => list.sort((a, b) => took(a) - took(b));
+    // A mutant of what runs when a module loads (Stryker's static mutants) runs every test.
+    if (!this.pattern) return shortestFirst(sorted);
     // jest matches the pattern against each test's full name, ignoring case.
     const pattern = new RegExp(this.pattern, 'i');
     const named = new Set();
     const files = new Set();
-    const seconds = new Map();
-    for (const { name, file, seconds: took } of notes)
-      if (took !== undefined) seconds.set(file, took);
-      else if (pattern.test(name)) {
+    for (const { name, file } of notes)
+      if (name !== undefined && pattern.test(name)) {
         named.add(name);
         files.add(file);
       }
     // Stryker's pattern is one `(name)` per test, joined by `|`.
     const asked = this.pattern.split(')|(').length;
     if (named.size < asked) return sorted;
-    // The shortest file first: a mutant's run stops at the first test that fails
-    // (environment.js), and most mutants fail a test in any file that covers them.
-    const took = (test) => seconds.get(test.path) ?? Infinity;
-    return sorted.filter((test) => files.has(test.path)).sort((a, b) => took(a) - took(b));
+    return shortestFirst(sorted.filter((test) => files.has(test.path)));
   }
 }
