@@ -143,13 +143,13 @@ export class EnvironmentWrites {
     p: { environment: string; actor: string; now: number },
   ): Promise<Environment> {
     const m = tx.manager;
-    const found = await execute(
+    await execute(
       m,
       `UPDATE environments SET frozen_reason = NULL, frozen_by = NULL, frozen_at = NULL
        WHERE name = :environment`,
       p,
     );
-    if (!found) throw EnvironmentError.notFound(p.environment);
+    // An unknown environment: nothing changed or expired, and reading it back is NOT_FOUND.
     await expireProposals(tx, p.now, p.environment);
     const env = await readEnvironment(m, p.environment);
     tx.decided({
