@@ -18,6 +18,7 @@ import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
 import { LeaseWrites } from '../src/fencing/lease-writes.js';
 import { PlanWrites } from '../src/fencing/plan-writes.js';
 import { promotionRefused } from '../src/fencing/preconditions.js';
+import { stateOlder } from '../src/fencing/rejections.js';
 import { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { FencingMode } from '../src/model/environment.entity.js';
 import { PlanContentType } from '../src/model/plan.entity.js';
@@ -152,8 +153,51 @@ test('a submit below the fence is refused with STALE_GENERATION and decides noth
   expect((await submit('dev', 'agent-b', 2, 71_000)).error).toBeNull();
 
   const stale = await submit('dev', 'agent-a', 1, 72_000, 'old plan');
-  expect(stale.error?.code).toBe('STALE_GENERATION');
+  expect(stale.error).toMatchObject({
+    code: 'STALE_GENERATION',
+    message: "the plan's generation 1 is below the fence 2",
+  });
   expect(stale.effects).toEqual([]);
+});
+
+test('a submit made against a deployment sequence that moved on is refused, naming the plan and both sequences (R33)', async () => {
+  await environment('dev', false);
+  await lease('dev', 'agent', 2_000);
+  const moved = await submit('dev', 'agent', 1, 3_000, 'plan', { basedOnDeploymentSequence: 4 });
+  expect(moved.error).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message:
+      'the plan was made against deployment sequence 4 of "dev", which has moved on to 0: plan again',
+  });
+  expect(moved.effects).toEqual([]);
+});
+
+test('R56: a plan computed from a Terraform state is older only against the same lineage at a higher serial, or from no state once one was applied', () => {
+  const env = { name: 'prod', currentPlanId: 'prod@1.1', stateLineage: 'L', stateSerial: 3 };
+  // Nothing to compare: no prior state, part of one, or no state applied yet.
+  expect(stateOlder(null, env)).toBeNull();
+  expect(stateOlder({ lineage: null, serial: 1 }, env)).toBeNull();
+  expect(stateOlder({ lineage: 'L', serial: null }, env)).toBeNull();
+  expect(stateOlder({ lineage: 'L', serial: 1 }, { ...env, stateSerial: null })).toBeNull();
+  // Not older: another lineage, the same serial, a later one.
+  expect(stateOlder({ lineage: 'M', serial: 1 }, env)).toBeNull();
+  expect(stateOlder({ lineage: 'L', serial: 3 }, env)).toBeNull();
+  expect(stateOlder({ lineage: 'L', serial: '4' }, env)).toBeNull();
+  // Older.
+  expect(stateOlder({ lineage: 'L', serial: '2' }, env)).toEqual({
+    message:
+      'was computed from Terraform state serial 2, but "prod" has since been applied to serial 3 (lineage L): plan again from the current state',
+    extensions: {
+      reason: 'STATE_SERIAL',
+      currentPlanId: 'prod@1.1',
+      priorStateSerial: 2,
+      stateSerial: 3,
+      lineage: 'L',
+    },
+  });
+  expect(stateOlder({ lineage: '', serial: 0 }, env)?.message).toBe(
+    'was computed from no Terraform state, but "prod" has since been applied to serial 3 (lineage L): plan again from the current state',
+  );
 });
 
 test('an approval that completes the rules publishes; the reviewer cannot approve twice', async () => {
