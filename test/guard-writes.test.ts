@@ -107,7 +107,11 @@ function submit(
   generation: number,
   now: number,
   content = 'plan',
-  extra: { basedOnDeploymentSequence?: number; sourceRevision?: string } = {},
+  extra: {
+    basedOnDeploymentSequence?: number;
+    sourceRevision?: string;
+    priorState?: { lineage: string; serial: number };
+  } = {},
 ) {
   return decide(now, (tx) =>
     plans.admitPlan(tx, {
@@ -170,6 +174,46 @@ test('a submit made against a deployment sequence that moved on is refused, nami
       'the plan was made against deployment sequence 4 of "dev", which has moved on to 0: plan again',
   });
   expect(moved.effects).toEqual([]);
+});
+
+test('R56: a submit computed from a Terraform state older than the one applied is refused, naming the plan and both serials', async () => {
+  await environment('dev', false);
+  await lease('dev', 'agent', 2_000);
+  const first = await submit('dev', 'agent', 1, 3_000, 'plan', {
+    priorState: { lineage: 'L', serial: 2 },
+  });
+  expect(first.error).toBeNull();
+  const started = await decide(4_000, (tx) =>
+    deployments.start(tx, {
+      environment: 'dev',
+      planId: 'dev@1.1',
+      principal: 'deployer',
+      heartbeatMs: 600_000,
+      now: 4_000,
+    }),
+  );
+  expect(started.error).toBeNull();
+  const finished = await decide(5_000, (tx) =>
+    deployments.finish(tx, {
+      id: 'dev#1',
+      principal: 'deployer',
+      outcome: DeploymentOutcome.SUCCEEDED,
+      detail: null,
+      state: { lineage: 'L', serial: 3 },
+      now: 5_000,
+    }),
+  );
+  expect(finished.error).toBeNull();
+
+  const older = await submit('dev', 'agent', 1, 6_000, 'second plan', {
+    priorState: { lineage: 'L', serial: 2 },
+  });
+  expect(older.error).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message:
+      'the plan was computed from Terraform state serial 2, but "dev" has since been applied to serial 3 (lineage L): plan again from the current state',
+  });
+  expect(older.effects).toEqual([]);
 });
 
 test('R56: a plan computed from a Terraform state is older only against the same lineage at a higher serial, or from no state once one was applied', () => {
