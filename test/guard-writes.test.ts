@@ -18,7 +18,7 @@ import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
 import { LeaseWrites } from '../src/fencing/lease-writes.js';
 import { PlanWrites } from '../src/fencing/plan-writes.js';
 import { promotionRefused } from '../src/fencing/preconditions.js';
-import { stateOlder } from '../src/fencing/rejections.js';
+import { stateOlder, whySubmitRejected } from '../src/fencing/rejections.js';
 import { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { FencingMode } from '../src/model/environment.entity.js';
 import { PlanContentType } from '../src/model/plan.entity.js';
@@ -214,6 +214,36 @@ test('R56: a submit computed from a Terraform state older than the one applied i
       'the plan was computed from Terraform state serial 2, but "dev" has since been applied to serial 3 (lineage L): plan again from the current state',
   });
   expect(older.effects).toEqual([]);
+});
+
+test('a refusal no clause read in the transaction explains (on PostgreSQL, a commit between the statement and the reading) says to try again', async () => {
+  await environment('dev', false);
+  await lease('dev', 'agent', 2_000);
+  // Every clause of this submit holds: were the statement to have refused it, nothing read
+  // afterwards could name why.
+  const why = await decide(3_000, (tx) =>
+    whySubmitRejected(
+      tx.manager,
+      {
+        environment: 'dev',
+        principal: 'agent',
+        generation: 1,
+        basedOnPlanId: null,
+        basedOnDeploymentSequence: null,
+        priorState: null,
+        sourceRevision: null,
+        policyVersion: 0,
+        now: 3_000,
+      },
+      true,
+      false,
+    ),
+  );
+  expect(why.result).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message: 'the plan may not be published now: try again',
+    extensions: { reason: 'PROMOTION' },
+  });
 });
 
 test('R56: a plan computed from a Terraform state is older only against the same lineage at a higher serial, or from no state once one was applied', () => {
