@@ -136,6 +136,47 @@ function submit(
   );
 }
 
+/** A decision refused with `code` and `message` that decided nothing. */
+function expectRefused(
+  outcome: { error: { code?: string } | null; effects: Effect[] },
+  code: string,
+  message: string,
+) {
+  expect(outcome.error).toMatchObject({ code, message });
+  expect(outcome.effects).toEqual([]);
+}
+
+/** The first deployment of `planId` in `name`: started at `startAt`, SUCCEEDED at `finishAt` (with the state it reports). */
+async function deployed(
+  name: string,
+  planId: string,
+  startAt: number,
+  finishAt: number,
+  state: { lineage: string; serial: number } | null = null,
+) {
+  const started = await decide(startAt, (tx) =>
+    deployments.start(tx, {
+      environment: name,
+      planId,
+      principal: 'deployer',
+      heartbeatMs: 600_000,
+      now: startAt,
+    }),
+  );
+  expect(started.error).toBeNull();
+  const finished = await decide(finishAt, (tx) =>
+    deployments.finish(tx, {
+      id: `${name}#1`,
+      principal: 'deployer',
+      outcome: DeploymentOutcome.SUCCEEDED,
+      detail: null,
+      state,
+      now: finishAt,
+    }),
+  );
+  expect(finished.error).toBeNull();
+}
+
 test('a submit where no approval is needed publishes: the plan, then plan.submitted, plan.published and its announcement', async () => {
   await environment('dev', false);
   const granted = await lease('dev', 'agent', 2_000);
@@ -157,23 +198,18 @@ test('a submit below the fence is refused with STALE_GENERATION and decides noth
   expect((await submit('dev', 'agent-b', 2, 71_000)).error).toBeNull();
 
   const stale = await submit('dev', 'agent-a', 1, 72_000, 'old plan');
-  expect(stale.error).toMatchObject({
-    code: 'STALE_GENERATION',
-    message: "the plan's generation 1 is below the fence 2",
-  });
-  expect(stale.effects).toEqual([]);
+  expectRefused(stale, 'STALE_GENERATION', "the plan's generation 1 is below the fence 2");
 });
 
 test('a submit made against a deployment sequence that moved on is refused, naming the plan and both sequences (R33)', async () => {
   await environment('dev', false);
   await lease('dev', 'agent', 2_000);
   const moved = await submit('dev', 'agent', 1, 3_000, 'plan', { basedOnDeploymentSequence: 4 });
-  expect(moved.error).toMatchObject({
-    code: 'PRECONDITION_FAILED',
-    message:
-      'the plan was made against deployment sequence 4 of "dev", which has moved on to 0: plan again',
-  });
-  expect(moved.effects).toEqual([]);
+  expectRefused(
+    moved,
+    'PRECONDITION_FAILED',
+    'the plan was made against deployment sequence 4 of "dev", which has moved on to 0: plan again',
+  );
 });
 
 test('R56: a submit computed from a Terraform state older than the one applied is refused, naming the plan and both serials', async () => {
@@ -183,37 +219,16 @@ test('R56: a submit computed from a Terraform state older than the one applied i
     priorState: { lineage: 'L', serial: 2 },
   });
   expect(first.error).toBeNull();
-  const started = await decide(4_000, (tx) =>
-    deployments.start(tx, {
-      environment: 'dev',
-      planId: 'dev@1.1',
-      principal: 'deployer',
-      heartbeatMs: 600_000,
-      now: 4_000,
-    }),
-  );
-  expect(started.error).toBeNull();
-  const finished = await decide(5_000, (tx) =>
-    deployments.finish(tx, {
-      id: 'dev#1',
-      principal: 'deployer',
-      outcome: DeploymentOutcome.SUCCEEDED,
-      detail: null,
-      state: { lineage: 'L', serial: 3 },
-      now: 5_000,
-    }),
-  );
-  expect(finished.error).toBeNull();
+  await deployed('dev', 'dev@1.1', 4_000, 5_000, { lineage: 'L', serial: 3 });
 
   const older = await submit('dev', 'agent', 1, 6_000, 'second plan', {
     priorState: { lineage: 'L', serial: 2 },
   });
-  expect(older.error).toMatchObject({
-    code: 'PRECONDITION_FAILED',
-    message:
-      'the plan was computed from Terraform state serial 2, but "dev" has since been applied to serial 3 (lineage L): plan again from the current state',
-  });
-  expect(older.effects).toEqual([]);
+  expectRefused(
+    older,
+    'PRECONDITION_FAILED',
+    'the plan was computed from Terraform state serial 2, but "dev" has since been applied to serial 3 (lineage L): plan again from the current state',
+  );
 });
 
 test('a refusal no clause read in the transaction explains (on PostgreSQL, a commit between the statement and the reading) says to try again', async () => {
@@ -370,32 +385,7 @@ test('a refusal names the promotion it demands by the same rule the statement de
   expect(
     (await submit('staging', 'agent', 1, 3_000, 'plan', { sourceRevision: 'rev1' })).error,
   ).toBeNull();
-  expect(
-    (
-      await decide(4_000, (tx) =>
-        deployments.start(tx, {
-          environment: 'staging',
-          planId: 'staging@1.1',
-          principal: 'deployer',
-          heartbeatMs: 600_000,
-          now: 4_000,
-        }),
-      )
-    ).error,
-  ).toBeNull();
-  expect(
-    (
-      await decide(5_000, (tx) =>
-        deployments.finish(tx, {
-          id: 'staging#1',
-          principal: 'deployer',
-          outcome: DeploymentOutcome.SUCCEEDED,
-          detail: null,
-          now: 5_000,
-        }),
-      )
-    ).error,
-  ).toBeNull();
+  await deployed('staging', 'staging@1.1', 4_000, 5_000);
   await environment('prod', true);
   const refusal = async (environment: string, revision: string, now: number) =>
     (
