@@ -17,8 +17,7 @@ import { DecisionTx } from '../src/fencing/effects.js';
 import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
 import { ensureEnvironmentRowHeld, takeEnvironmentRow } from '../src/fencing/row-locks.js';
 import { FencingMode } from '../src/model/environment.entity.js';
-import { TEST_DATABASE } from './support/app.js';
-import { createPostgresDatabase } from './fault/service.js';
+import { scratchDatabase, TEST_DATABASE } from './support/app.js';
 
 const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const inMutationRun = Boolean((globalThis as { __planfenceInRealm?: boolean }).__planfenceInRealm);
@@ -33,11 +32,9 @@ describe.each(databases)('on %s', (dialect) => {
   beforeAll(async () => {
     let url = 'sqlite::memory:';
     if (dialect === 'postgres') {
-      const run = process.env.PLANFENCE_TEST_POSTGRES_DATABASES;
-      const database = await createPostgresDatabase(server!, run ?? 'planfence_test');
+      const database = await scratchDatabase(true, 'postgres');
       url = database.url;
-      // A jest run drops its databases together when it ends (test/support/global-teardown.js).
-      if (!run) dropDatabase = database.drop;
+      dropDatabase = database.cleanup;
     }
     const config = loadConfig({
       DATABASE_URL: url,

@@ -52,8 +52,10 @@ export const TEST_DATABASE: 'sqlite' | 'postgres' =
 export async function scratchDatabase(
   /** PostgreSQL: a copy of the run's migrated template (test/support/global-setup.ts), not an empty database. */
   migrated = false,
+  /** The dialect, where a file tests another than its project's. */
+  dialect: 'sqlite' | 'postgres' = TEST_DATABASE,
 ): Promise<{ url: string; cleanup: () => Promise<void> }> {
-  if (TEST_DATABASE === 'sqlite') {
+  if (dialect === 'sqlite') {
     const dir = scratchDir();
     return {
       url: `sqlite:${dir.path}/planfence.db`,
