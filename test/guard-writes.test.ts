@@ -6,11 +6,7 @@
  * events, subscription messages); this file proves what each write decides.
  */
 import { createHash } from 'node:crypto';
-import { Logger } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import { loadConfig } from '../src/config/config.js';
-import { dataSourceOptions } from '../src/database/data-source.js';
-import { migrate } from '../src/database/migrator.js';
+import type { DataSource } from 'typeorm';
 import { Transaction } from '../src/database/transaction.js';
 import { DecisionTx, type Effect } from '../src/fencing/effects.js';
 import { DeploymentWrites } from '../src/fencing/deployment-writes.js';
@@ -22,6 +18,7 @@ import { stateOlder, whySubmitRejected } from '../src/fencing/rejections.js';
 import { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { FencingMode } from '../src/model/environment.entity.js';
 import { PlanContentType } from '../src/model/plan.entity.js';
+import { migratedDataSource } from './support/guard-database.js';
 
 const environments = new EnvironmentWrites();
 const leases = new LeaseWrites();
@@ -31,14 +28,7 @@ const deployments = new DeploymentWrites();
 let dataSource: DataSource;
 
 beforeEach(async () => {
-  const config = loadConfig({
-    DATABASE_URL: 'sqlite::memory:',
-    PLANFENCE_ADMIN_TOKEN: 'pf_admin_token_for_guard_tests_0123456789',
-  });
-  dataSource = new DataSource(dataSourceOptions(config));
-  await dataSource.initialize();
-  await migrate(dataSource, new Logger('migrations'));
-  Logger.overrideLogger(false);
+  dataSource = await migratedDataSource('sqlite::memory:');
 });
 
 afterEach(async () => {

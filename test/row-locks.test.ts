@@ -7,17 +7,14 @@
  * Mutation runs are SQLite-only; there this file runs its PostgreSQL cases too when
  * PLANFENCE_TEST_POSTGRES_URL names a server, since the lock's code is PostgreSQL's.
  */
-import { Logger } from '@nestjs/common';
-import { DataSource, type QueryRunner } from 'typeorm';
-import { loadConfig } from '../src/config/config.js';
-import { dataSourceOptions } from '../src/database/data-source.js';
-import { migrate } from '../src/database/migrator.js';
+import type { DataSource, QueryRunner } from 'typeorm';
 import { Transaction } from '../src/database/transaction.js';
 import { DecisionTx } from '../src/fencing/effects.js';
 import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
 import { ensureEnvironmentRowHeld, takeEnvironmentRow } from '../src/fencing/row-locks.js';
 import { FencingMode } from '../src/model/environment.entity.js';
 import { scratchDatabase, TEST_DATABASE } from './support/app.js';
+import { migratedDataSource } from './support/guard-database.js';
 
 const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const inMutationRun = Boolean((globalThis as { __planfenceInRealm?: boolean }).__planfenceInRealm);
@@ -36,14 +33,7 @@ describe.each(databases)('on %s', (dialect) => {
       url = database.url;
       dropDatabase = database.cleanup;
     }
-    const config = loadConfig({
-      DATABASE_URL: url,
-      PLANFENCE_ADMIN_TOKEN: 'pf_admin_token_for_row_lock_tests_0123456789',
-    });
-    Logger.overrideLogger(false);
-    dataSource = new DataSource(dataSourceOptions(config));
-    await dataSource.initialize();
-    await migrate(dataSource, new Logger('migrations'));
+    dataSource = await migratedDataSource(url);
     const runner = dataSource.createQueryRunner();
     await runner.startTransaction();
     const tx = new DecisionTx(new Transaction(dataSource, runner), 1_000);
