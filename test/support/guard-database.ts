@@ -9,6 +9,7 @@ import { migrate } from '../../src/database/migrator.js';
  * suites that hand the guard's writes a transaction of their own. Nest's logger is silenced.
  */
 export async function migratedDataSource(url: string): Promise<DataSource> {
+  Logger.overrideLogger(false);
   const config = loadConfig({
     DATABASE_URL: url,
     PLANFENCE_ADMIN_TOKEN: 'pf_admin_token_for_guard_tests_0123456789',
@@ -16,6 +17,5 @@ export async function migratedDataSource(url: string): Promise<DataSource> {
   const dataSource = new DataSource(dataSourceOptions(config));
   await dataSource.initialize();
   await migrate(dataSource, new Logger('migrations'));
-  Logger.overrideLogger(false);
   return dataSource;
 }
