@@ -5,11 +5,13 @@
  * /health answering while it is masked, through GraphQL and through MCP's submit_plan alike,
  * and a document over the budget is refused with a code naming the limit.
  *
- * Judged by order, which the load of a shared machine does not change: /health is answered
- * after the document was handed to a worker and before its masked copy came back. Masking on
- * the request thread would run from one to the other inside one turn of the event loop, and
- * no request could be answered in between. With HOSTILE_STALL_BOUNDS=1 (npm run
- * test:stalls) by time too.
+ * Judged by order, which the load of a shared machine does not change: in at least one of
+ * three runs, /health is answered after the document was handed to a worker and before its
+ * masked copy came back. Masking on the request thread would run from one to the other inside
+ * one turn of the event loop, and no request could be answered in between in any run. One run
+ * in three is enough, and all three are not asked for: on a loaded machine a collection of
+ * this process's garbage (the test's and the service's alike) can outlast a worker's masking.
+ * With HOSTILE_STALL_BOUNDS=1 (npm run test:stalls) by time too.
  */
 import { PoliciesService } from '../src/policies/policies.service.js';
 import { answeredBetweenTurns, healthProbe, STALL_BOUNDS } from './hostile/health.js';
@@ -45,12 +47,12 @@ function countDocumentMoments(app: TestApp): () => number {
 
 /**
  * `work` three times with /health asked every 5 ms beside it: the worst round trip, the
- * median of the three (a shared machine's outliers fall out), the fewest /health answers
+ * median of the three (a shared machine's outliers fall out), the most /health answers
  * given while a document was on a worker in one run, and the last run's result.
  */
 async function healthDuring<T>(
   work: () => Promise<T>,
-): Promise<{ worst: number; fewestWhileRead: number; result: T }> {
+): Promise<{ worst: number; mostWhileRead: number; whileRead: number[]; result: T }> {
   const worsts: number[] = [];
   const whileRead: number[] = [];
   let result: T;
@@ -63,7 +65,8 @@ async function healthDuring<T>(
   }
   return {
     worst: worsts.sort((a, b) => a - b)[1],
-    fewestWhileRead: Math.min(...whileRead),
+    mostWhileRead: Math.max(...whileRead),
+    whileRead,
     result: result!,
   };
 }
@@ -120,7 +123,7 @@ test('a large masking submit: masked off the request thread, /health answered wh
   expect(content).not.toContain('"s00001"');
   expect(content).toContain('"t00001"');
   if (process.env.HOSTILE_VERBOSE) console.log({ text, terraform: { ...terraform, result: 0 } });
-  expect(terraform.fewestWhileRead).toBeGreaterThanOrEqual(1);
+  expect(terraform.mostWhileRead).toBeGreaterThanOrEqual(1);
   if (STALL_BOUNDS) expect(terraform.worst / text.worst).toBeLessThan(MAX_STALL_RATIO);
 }, 120_000);
 
@@ -142,7 +145,7 @@ test('the same document through MCP submit_plan: /health answered while it is ma
     );
     expect(terraform.result.isError).toBeFalsy();
     if (process.env.HOSTILE_VERBOSE) console.log({ text, terraform: { ...terraform, result: 0 } });
-    expect(terraform.fewestWhileRead).toBeGreaterThanOrEqual(1);
+    expect(terraform.mostWhileRead).toBeGreaterThanOrEqual(1);
     if (STALL_BOUNDS) expect(terraform.worst / text.worst).toBeLessThan(MAX_STALL_RATIO);
   } finally {
     await mcp.close();
