@@ -14,10 +14,16 @@ import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
 import { LeaseWrites } from '../src/fencing/lease-writes.js';
 import { PlanWrites } from '../src/fencing/plan-writes.js';
 import { promotionRefused } from '../src/fencing/preconditions.js';
-import { stateOlder, whySubmitRejected } from '../src/fencing/rejections.js';
+import { readEnvironment, readPlan } from '../src/fencing/reads.js';
+import {
+  stateOlder,
+  whyApprovalRejected,
+  whyNotPublishable,
+  whySubmitRejected,
+} from '../src/fencing/rejections.js';
 import { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { FencingMode } from '../src/model/environment.entity.js';
-import { PlanContentType } from '../src/model/plan.entity.js';
+import { PlanContentType, type Plan } from '../src/model/plan.entity.js';
 import { migratedDataSource } from './support/guard-database.js';
 
 const environments = new EnvironmentWrites();
@@ -404,5 +410,122 @@ test('a refusal names the promotion it demands by the same rule the statement de
   expect(await refusal('prod', 'rev1', soakEnds + 60_000)).toBeNull();
   expect(await refusal('prod', 'rev2', soakEnds)).toMatchObject({
     message: expect.stringContaining('is of revision rev1, not rev2') as unknown,
+  });
+});
+
+test('an approval the statement refused is named clause by clause: frozen unless break-glass, then the pointer, the deployment sequence, the Terraform state, else try again', async () => {
+  await environment('prod', true);
+  await lease('prod', 'agent', 2_000);
+  expect((await submit('prod', 'agent', 1, 3_000)).result?.status).toBe('PROPOSED');
+  const freeze = await decide(4_000, (tx) =>
+    environments.freeze(tx, {
+      environment: 'prod',
+      reason: 'incident',
+      actor: 'admin',
+      now: 4_000,
+    }),
+  );
+  expect(freeze.error).toBeNull();
+
+  // The proposal as it is, with `changes`, in prod as it is: what publishing it now would meet.
+  const why = async (changes: Partial<Plan>, breakGlass: boolean) =>
+    (
+      await decide(5_000, async (tx) => {
+        const plan = { ...(await readPlan(tx.manager, 'prod@1.1')), ...changes };
+        const env = {
+          ...(await readEnvironment(tx.manager, 'prod')),
+          currentPlanId: 'prod@1.0',
+          deploymentSequence: 2,
+          stateLineage: 'L',
+          stateSerial: 3,
+        };
+        return whyNotPublishable(tx.manager, plan, env, breakGlass, 5_000);
+      })
+    ).result;
+
+  expect(await why({}, false)).toMatchObject({
+    code: 'FROZEN',
+    extensions: { reason: 'incident', frozenBy: 'admin' },
+  });
+  expect(await why({ basedOnPlanId: 'prod@0.9' }, true)).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message: 'plan prod@1.1 was based on prod@0.9, which is no longer current',
+    extensions: { reason: 'CURRENT_PLAN', currentPlanId: 'prod@1.0' },
+  });
+  expect(
+    await why({ basedOnPlanId: 'prod@1.0', basedOnDeploymentSequence: 1 }, true),
+  ).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message:
+      'plan prod@1.1 was made against deployment sequence 1 of "prod", which has moved on to 2: plan again',
+    extensions: { reason: 'DEPLOYMENT_SEQUENCE', deploymentSequence: 2 },
+  });
+  expect(
+    await why({ basedOnDeploymentSequence: 2, priorStateLineage: 'L', priorStateSerial: 2 }, true),
+  ).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message:
+      'plan prod@1.1 was computed from Terraform state serial 2, but "prod" has since been applied to serial 3 (lineage L): plan again from the current state',
+    extensions: { reason: 'STATE_SERIAL', priorStateSerial: 2, stateSerial: 3 },
+  });
+  const holds = { basedOnDeploymentSequence: 2, priorStateLineage: 'L', priorStateSerial: 3 };
+  expect(await why(holds, true)).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message: 'the plan may not be published now: try again',
+    extensions: { reason: 'PROMOTION' },
+  });
+
+  // The approval's own naming passes break-glass on: a break-glass approval is not told FROZEN.
+  const approval = (breakGlassReason: string | null) =>
+    decide(6_000, async (tx) =>
+      whyApprovalRejected(tx.manager, await readPlan(tx.manager, 'prod@1.1'), {
+        reviewer: 'alice',
+        contentHash: null,
+        breakGlassReason,
+        now: 6_000,
+      }),
+    );
+  expect((await approval(null)).result).toMatchObject({ code: 'FROZEN' });
+  expect((await approval('outage')).result).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    extensions: { reason: 'PROMOTION' },
+  });
+});
+
+test('an approval made against the deployment sequence it was reviewed at is refused for what else it meets, not for the sequence (R47)', async () => {
+  const created = await decide(1_000, (tx) =>
+    environments.createEnvironment(tx, {
+      name: 'prod',
+      mode: FencingMode.MONOTONIC,
+      requireApproval: true,
+      approvalRules: [{ group: null, count: 2 }],
+      proposalTtlSeconds: null,
+      now: 1_000,
+    }),
+  );
+  expect(created.error).toBeNull();
+  await lease('prod', 'agent', 2_000);
+  await submit('prod', 'agent', 1, 3_000);
+  const sequence = created.result!.deploymentSequence;
+  const approve = (deploymentSequence: number, now: number) =>
+    decide(now, (tx) =>
+      plans.approvePlan(tx, {
+        planId: 'prod@1.1',
+        reviewer: 'alice',
+        contentHash: null,
+        breakGlassReason: null,
+        deploymentSequence,
+        now,
+      }),
+    );
+  expect((await approve(sequence, 4_000)).result?.status).toBe('PROPOSED');
+  expectRefused(
+    await approve(sequence, 5_000),
+    'ALREADY_APPROVED',
+    'alice has already approved prod@1.1',
+  );
+  expect((await approve(sequence + 1, 6_000)).error).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    extensions: { reason: 'DEPLOYMENT_SEQUENCE', deploymentSequence: sequence },
   });
 });

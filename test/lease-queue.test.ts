@@ -369,6 +369,9 @@ describe('on one running service', () => {
       expiresAt: lease.expiresAt,
       queueLength: 2,
     });
+    expect(refused.errors![0].message).toBe(
+      'environment "nojump" is leased to agent-0 and 2 lease tickets wait',
+    );
     expect(codeOf(await world.acquireRaw(agents[0], 'nojump'))).toBe('LEASE_HELD');
 
     // The lease is over: the acquire that finds it so hands it to the head, then is refused.

@@ -98,6 +98,7 @@ test('a proposal whose content was purged can no longer be published', async () 
   const refused = await world.approve(reviewer, fresh.id);
   expect(codeOf(refused)).toBe('INVALID_PLAN_STATE');
   expect(refused.errors![0].message).toContain('purged');
+  expect(refused.errors![0].extensions).toEqual({ code: 'INVALID_PLAN_STATE', status: 'PROPOSED' });
   expect((await world.environment('qa')).currentPlan?.id).toBe(next.id);
   // The recent proposal kept its content and is published as usual.
   expect(ok(await world.approve(reviewer, recent.id)).approvePlan).toMatchObject({

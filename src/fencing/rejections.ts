@@ -43,13 +43,14 @@ export function generationsExhausted(env: Environment): FenceError | null {
 
 /**
  * R38: a grant refused: the environment has no generation left, another holder's lease is
- * live, or lease tickets wait (the queue is handed a free lease first).
+ * live, or lease tickets wait (the queue is handed a free lease first). `asking` is the grant's
+ * principal and holder: the same principal under another instance label is told so.
  */
 export async function leaseHeld(
   m: EntityManager,
   env: Environment,
   now: number,
-  asking?: { principal: string; holder: string },
+  asking: { principal: string; holder: string },
 ): Promise<FenceError> {
   const exhausted = generationsExhausted(env);
   if (exhausted) return exhausted;
@@ -65,9 +66,7 @@ export async function leaseHeld(
   const queueLength = Number(row.n);
   // The same principal under another instance label is another holder: the holder is principal/instance.
   const samePrincipal =
-    asking !== undefined &&
-    env.leasePrincipal === asking.principal &&
-    lease.holder !== asking.holder
+    env.leasePrincipal === asking.principal && lease.holder !== asking.holder
       ? `; the instance label is part of the holder's identity, so ${asking.holder} is not ${lease.holder}: ask with the same instance label as the lease was taken with, or wait until it is released or expires`
       : '';
   return new FenceError(
