@@ -22,7 +22,7 @@ import {
   whySubmitRejected,
 } from '../src/fencing/rejections.js';
 import { DeploymentOutcome } from '../src/model/deployment.entity.js';
-import { FencingMode } from '../src/model/environment.entity.js';
+import { FencingMode, QueueMode } from '../src/model/environment.entity.js';
 import { PlanContentType, type Plan } from '../src/model/plan.entity.js';
 import { migratedDataSource } from './support/guard-database.js';
 
@@ -528,4 +528,70 @@ test('an approval made against the deployment sequence it was reviewed at is ref
     code: 'PRECONDITION_FAILED',
     extensions: { reason: 'DEPLOYMENT_SEQUENCE', deploymentSequence: sequence },
   });
+});
+
+test('a waiting ticket is cancelled once, deciding leaseTicketChanged; cancelling it again changes nothing and an unknown ticket is NOT_FOUND', async () => {
+  await environment('prod', false);
+  await lease('prod', 'agent', 2_000);
+  const enqueued = await decide(3_000, (tx) =>
+    leases.enqueueLease(tx, {
+      environment: 'prod',
+      principal: 'other',
+      holder: 'other',
+      ttlSeconds: 60,
+      maxWaitSeconds: 600,
+      now: 3_000,
+    }),
+  );
+  expect(enqueued.result?.status).toBe('WAITING');
+  const id = enqueued.result!.id;
+  const cancel = (ticket: number, now: number) =>
+    decide(now, (tx) => leases.cancelLeaseTicket(tx, { id: ticket, now }));
+
+  const cancelled = await cancel(id, 4_000);
+  expect(cancelled.result?.status).toBe('CANCELLED');
+  expect(cancelled.effects).toEqual([{ kind: 'leaseTicketChanged', id }]);
+
+  const again = await cancel(id, 5_000);
+  expect(again.result).toMatchObject({ status: 'CANCELLED', endedAt: cancelled.result!.endedAt });
+  expect(again.effects).toEqual([]);
+
+  expectRefused(
+    await cancel(id + 100, 6_000),
+    'NOT_FOUND',
+    `lease ticket ${id + 100} does not exist`,
+  );
+});
+
+test('a LATEST ticket supersedes every waiting ticket, each announced in the order they were enqueued', async () => {
+  await environment('prod', false);
+  await lease('prod', 'agent', 2_000);
+  const enqueue = (principal: string, now: number) =>
+    decide(now, (tx) =>
+      leases.enqueueLease(tx, {
+        environment: 'prod',
+        principal,
+        holder: principal,
+        ttlSeconds: 60,
+        maxWaitSeconds: 600,
+        now,
+      }),
+    );
+  // Three wait in FIFO order; then the queue turns LATEST.
+  const waiting: number[] = [];
+  for (const [i, principal] of ['a', 'b', 'c'].entries())
+    waiting.push((await enqueue(principal, 3_000 + i)).result!.id);
+  const switched = await decide(4_000, (tx) =>
+    environments.updatePolicy(tx, { environment: 'prod', queueMode: QueueMode.LATEST, now: 4_000 }),
+  );
+  expect(switched.error).toBeNull();
+
+  const latest = await enqueue('d', 5_000);
+  expect(latest.result?.status).toBe('WAITING');
+  const superseded = latest.effects.flatMap((effect) =>
+    effect.kind === 'outbox' && effect.type === 'lease.superseded'
+      ? [(effect as { ticket: { id: number } }).ticket.id]
+      : [],
+  );
+  expect(superseded).toEqual(waiting);
 });
