@@ -595,3 +595,95 @@ test('a LATEST ticket supersedes every waiting ticket, each announced in the ord
   );
   expect(superseded).toEqual(waiting);
 });
+
+test('R57: a deployment that starts, and the state it reports, turn the proposals they make stale OBSOLETE, each audited by planfence in id order, saying why', async () => {
+  await environment('prod', true);
+  await lease('prod', 'agent', 2_000);
+  await submit('prod', 'agent', 1, 3_000, 'deployed');
+  const approved = await decide(3_500, (tx) =>
+    plans.approvePlan(tx, {
+      planId: 'prod@1.1',
+      reviewer: 'alice',
+      contentHash: null,
+      breakGlassReason: null,
+      now: 3_500,
+    }),
+  );
+  expect(approved.result?.status).toBe('PUBLISHED');
+  // Three proposals made against deployment sequence 0, two from Terraform state serial 2.
+  for (const content of ['a', 'b', 'c'])
+    await submit('prod', 'agent', 1, 4_000, content, { basedOnDeploymentSequence: 0 });
+  for (const content of ['d', 'e'])
+    await submit('prod', 'agent', 1, 4_000, content, { priorState: { lineage: 'L', serial: 2 } });
+
+  const audited = (effects: Effect[]) =>
+    effects.flatMap((effect) => (effect.kind === 'audit' ? [effect.entry] : []));
+  const obsolete = (planId: string, why: string) => ({
+    environment: 'prod',
+    actor: 'planfence',
+    action: 'PLAN_OBSOLETE',
+    planId,
+    outcome: 'ACCEPTED',
+    detail: `${planId} is OBSOLETE: ${why}`,
+  });
+
+  const started = await decide(5_000, (tx) =>
+    deployments.start(tx, {
+      environment: 'prod',
+      planId: 'prod@1.1',
+      principal: 'deployer',
+      heartbeatMs: 600_000,
+      now: 5_000,
+    }),
+  );
+  const moved =
+    'deployment prod#1 started: the plan was made against an earlier deployment sequence';
+  expect(audited(started.effects)).toEqual(
+    ['prod@1.2', 'prod@1.3', 'prod@1.4'].map((id) => obsolete(id, moved)),
+  );
+
+  const finished = await decide(6_000, (tx) =>
+    deployments.finish(tx, {
+      id: 'prod#1',
+      principal: 'deployer',
+      outcome: DeploymentOutcome.SUCCEEDED,
+      detail: null,
+      state: { lineage: 'L', serial: 3 },
+      now: 6_000,
+    }),
+  );
+  const older =
+    'deployment prod#1 reported state serial 3: the plan was computed from an older state';
+  expect(audited(finished.effects)).toEqual(
+    ['prod@1.5', 'prod@1.6'].map((id) => obsolete(id, older)),
+  );
+});
+
+test('R52: a start is refused for the deploy window only once it has passed: at its very millisecond a start is named for what else it meets', async () => {
+  await environment('dev', false);
+  const window = await decide(1_500, (tx) =>
+    environments.updatePolicy(tx, { environment: 'dev', deployWithinMinutes: 10, now: 1_500 }),
+  );
+  expect(window.error).toBeNull();
+  await lease('dev', 'agent', 2_000);
+  expect((await submit('dev', 'agent', 1, 3_000)).result?.status).toBe('PUBLISHED');
+  const start = (now: number) =>
+    decide(now, (tx) =>
+      deployments.start(tx, {
+        environment: 'dev',
+        planId: 'dev@1.1',
+        principal: 'deployer',
+        heartbeatMs: 600_000,
+        now,
+      }),
+    );
+  expect((await start(4_000)).error).toBeNull();
+  // Published at 3,000 with a 10-minute window: it had to start deploying by 603,000.
+  expect((await start(603_000)).error).toMatchObject({ code: 'DEPLOYMENT_ACTIVE' });
+  expect((await start(603_001)).error).toMatchObject({
+    code: 'PRECONDITION_FAILED',
+    message:
+      'plan dev@1.1 was published more than 10 minutes ago and had to start deploying by 1970-01-01T00:10:03.000Z: plan again',
+    extensions: { reason: 'DEPLOY_WINDOW', deployBy: '1970-01-01T00:10:03.000Z' },
+  });
+});

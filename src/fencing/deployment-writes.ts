@@ -403,7 +403,7 @@ export class DeploymentWrites {
        FROM plans WHERE id = :planId`,
       p,
     );
-    const basedOn = plan?.basedOn != null ? Number(plan.basedOn) : null;
+    const basedOn = plan.basedOn != null ? Number(plan.basedOn) : null;
     if (basedOn != null && basedOn !== env.deploymentSequence) {
       return new DeploymentError(
         'PRECONDITION_FAILED',
@@ -415,7 +415,7 @@ export class DeploymentWrites {
         },
       );
     }
-    const older = stateOlder(plan ?? null, env);
+    const older = stateOlder(plan, env);
     if (older) {
       return new DeploymentError(
         'PRECONDITION_FAILED',
