@@ -104,6 +104,7 @@ function submit(
   now: number,
   content = 'plan',
   extra: {
+    basedOnPlanId?: string;
     basedOnDeploymentSequence?: number;
     sourceRevision?: string;
     priorState?: { lineage: string; serial: number };
@@ -686,4 +687,23 @@ test('R52: a start is refused for the deploy window only once it has passed: at 
       'plan dev@1.1 was published more than 10 minutes ago and had to start deploying by 1970-01-01T00:10:03.000Z: plan again',
     extensions: { reason: 'DEPLOY_WINDOW', deployBy: '1970-01-01T00:10:03.000Z' },
   });
+});
+
+test('a publishing submit based on the current plan, against a deployment sequence that moved on, is refused for the sequence, not the pointer (R7, R33)', async () => {
+  await environment('dev', false);
+  await lease('dev', 'agent', 2_000);
+  expect((await submit('dev', 'agent', 1, 3_000)).result?.status).toBe('PUBLISHED');
+  expectRefused(
+    await submit('dev', 'agent', 1, 4_000, 'next', {
+      basedOnPlanId: 'dev@1.1',
+      basedOnDeploymentSequence: 4,
+    }),
+    'PRECONDITION_FAILED',
+    'the plan was made against deployment sequence 4 of "dev", which has moved on to 0: plan again',
+  );
+  expectRefused(
+    await submit('dev', 'agent', 1, 5_000, 'next', { basedOnPlanId: 'dev@0.9' }),
+    'PRECONDITION_FAILED',
+    'the current plan is no longer dev@0.9',
+  );
 });
