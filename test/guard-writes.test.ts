@@ -104,6 +104,7 @@ function submit(
   now: number,
   content = 'plan',
   extra: {
+    policy?: { version: number; results: []; denial: null; rules: [] };
     basedOnPlanId?: string;
     basedOnDeploymentSequence?: number;
     sourceRevision?: string;
@@ -705,5 +706,65 @@ test('a publishing submit based on the current plan, against a deployment sequen
     await submit('dev', 'agent', 1, 5_000, 'next', { basedOnPlanId: 'dev@0.9' }),
     'PRECONDITION_FAILED',
     'the current plan is no longer dev@0.9',
+  );
+});
+
+test('R50: check reports are announced each; the one that completes the checks publishes, announced too; a break-glass approval names every check it skipped', async () => {
+  const checks = async (name: string, requireApproval: boolean) => {
+    await environment(name, requireApproval);
+    const set = await decide(1_500, (tx) =>
+      environments.updatePolicy(tx, {
+        environment: name,
+        requiredChecks: ['lint', 'test'],
+        now: 1_500,
+      }),
+    );
+    expect(set.error).toBeNull();
+    await lease(name, 'agent', 2_000);
+    const policy = { version: set.result!.policyVersion, results: [], denial: null, rules: [] };
+    expect((await submit(name, 'agent', 1, 3_000, 'plan', { policy })).result?.status).toBe(
+      'PROPOSED',
+    );
+  };
+  const report = (name: string, now: number) =>
+    decide(now, (tx) =>
+      plans.reportCheck(tx, {
+        planId: 'dev@1.1',
+        name,
+        status: 'SUCCESS',
+        summary: null,
+        detailsUrl: null,
+        reporter: 'ci',
+        now,
+      }),
+    );
+
+  await checks('dev', false);
+  const lint = await report('lint', 4_000);
+  expect(lint.result?.status).toBe('PROPOSED');
+  expect(named(lint.effects)).toEqual(['check.reported']);
+  const test = await report('test', 5_000);
+  expect(test.result?.status).toBe('PUBLISHED');
+  expect(named(test.effects)).toEqual(['check.reported', 'plan.published', 'planPublished']);
+
+  await checks('prod', true);
+  const breakGlass = await decide(6_000, (tx) =>
+    plans.approvePlan(tx, {
+      planId: 'prod@1.1',
+      reviewer: 'alice',
+      contentHash: null,
+      breakGlassReason: 'outage',
+      now: 6_000,
+    }),
+  );
+  expect(breakGlass.result?.status).toBe('PUBLISHED');
+  expect(breakGlass.effects).toContainEqual(
+    expect.objectContaining({
+      kind: 'audit',
+      entry: expect.objectContaining({
+        action: 'CHECKS_SKIPPED',
+        detail: 'published by break-glass (outage) without the required checks lint, test',
+      }),
+    }),
   );
 });
