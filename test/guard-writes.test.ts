@@ -104,7 +104,7 @@ function submit(
   now: number,
   content = 'plan',
   extra: {
-    policy?: { version: number; results: []; denial: null; rules: [] };
+    policy?: { version: number; results: never[]; denial: null; rules: never[] };
     basedOnPlanId?: string;
     basedOnDeploymentSequence?: number;
     sourceRevision?: string;
