@@ -768,3 +768,28 @@ test('R50: check reports are announced each; the one that completes the checks p
     }),
   );
 });
+
+test('PostgreSQL decides a submit in one statement only when its policies deny nothing and add no rules, and it is bound to no deployment sequence or Terraform state', () => {
+  const plain = {
+    policy: { version: 0, results: [], denial: null, rules: [] },
+    basedOnDeploymentSequence: null,
+    priorState: null,
+  };
+  expect(plans.decidesInOneStatement(plain)).toBe(true);
+  expect(
+    plans.decidesInOneStatement({
+      ...plain,
+      policy: { ...plain.policy, denial: { policy: 'no-destroy', message: 'no' } },
+    }),
+  ).toBe(false);
+  expect(
+    plans.decidesInOneStatement({
+      ...plain,
+      policy: { ...plain.policy, rules: [{ group: 'dba', count: 1 }] },
+    }),
+  ).toBe(false);
+  expect(plans.decidesInOneStatement({ ...plain, basedOnDeploymentSequence: 0 })).toBe(false);
+  expect(plans.decidesInOneStatement({ ...plain, priorState: { lineage: 'L', serial: 1 } })).toBe(
+    false,
+  );
+});
