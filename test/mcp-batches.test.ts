@@ -200,8 +200,9 @@ test('32 parallel batches of get_plan over the largest plans from a VIEWER: memo
   expect(rssGrowth).toBeLessThan(RSS_BUDGET_BYTES);
   // /health answered between two batches' answers: it waited 32.7 s (then 408) before
   // batches were priced. On demand, the worst answer against the idle baseline: up to 205×
-  // was measured with the whole suite running beside it on two cores.
-  const judged = judgeHealth(probed, baseline, { atLeast: 5, maxRatio: 400 });
+  // was measured with the whole suite running beside it on two cores. One answer between
+  // the batches' turns is the proof (work run start to end leaves none); more depend on load.
+  const judged = judgeHealth(probed, baseline, { atLeast: 1, maxRatio: 400 });
   if (process.env.HOSTILE_VERBOSE) console.log(judged);
 }, 120_000);
 
@@ -230,6 +231,6 @@ test('200 parallel batches of wait_for_decision: each refused at once, /health a
   // answered between them. On demand, the worst answer against the idle baseline: with the
   // whole suite running beside it on two cores, up to 319× (a collection pause, the
   // scheduler), so the bound is 1,000×: about a second, far below a stall.
-  const judged = judgeHealth(probed, baseline, { atLeast: 5, maxRatio: 1000 });
+  const judged = judgeHealth(probed, baseline, { atLeast: 1, maxRatio: 1000 });
   if (process.env.HOSTILE_VERBOSE) console.log(judged);
 }, 60_000);
