@@ -144,6 +144,39 @@ function expectRefused(
   expect(outcome.effects).toEqual([]);
 }
 
+/** `reviewer` approves `planId` at `now` (with a break-glass reason or a reviewed sequence). */
+function approve(
+  planId: string,
+  reviewer: string,
+  now: number,
+  extra: { breakGlassReason?: string; deploymentSequence?: number } = {},
+) {
+  return decide(now, (tx) =>
+    plans.approvePlan(tx, {
+      planId,
+      reviewer,
+      contentHash: null,
+      breakGlassReason: null,
+      now,
+      ...extra,
+    }),
+  );
+}
+
+/** `principal` asks for a ticket on `name`'s lease at `now`. */
+function enqueue(name: string, principal: string, now: number) {
+  return decide(now, (tx) =>
+    leases.enqueueLease(tx, {
+      environment: name,
+      principal,
+      holder: principal,
+      ttlSeconds: 60,
+      maxWaitSeconds: 600,
+      now,
+    }),
+  );
+}
+
 /** The first deployment of `planId` in `name`: started at `startAt`, SUCCEEDED at `finishAt` (with the state it reports). */
 async function deployed(
   name: string,
@@ -294,21 +327,11 @@ test('an approval that completes the rules publishes; the reviewer cannot approv
   expect(proposed.result?.status).toBe('PROPOSED');
   expect(named(proposed.effects)).toEqual(['plan.submitted']);
 
-  const approve = (reviewer: string, now: number) =>
-    decide(now, (tx) =>
-      plans.approvePlan(tx, {
-        planId: 'prod@1.1',
-        reviewer,
-        contentHash: null,
-        breakGlassReason: null,
-        now,
-      }),
-    );
-  const approved = await approve('alice', 4_000);
+  const approved = await approve('prod@1.1', 'alice', 4_000);
   expect(approved.result?.status).toBe('PUBLISHED');
   expect(named(approved.effects)).toEqual(['plan.published', 'planPublished']);
 
-  const again = await approve('alice', 5_000);
+  const again = await approve('prod@1.1', 'alice', 5_000);
   expect(again.error?.code).toBe('INVALID_PLAN_STATE');
   expect(again.effects).toEqual([]);
 });
@@ -509,24 +532,15 @@ test('an approval made against the deployment sequence it was reviewed at is ref
   await lease('prod', 'agent', 2_000);
   await submit('prod', 'agent', 1, 3_000);
   const sequence = created.result!.deploymentSequence;
-  const approve = (deploymentSequence: number, now: number) =>
-    decide(now, (tx) =>
-      plans.approvePlan(tx, {
-        planId: 'prod@1.1',
-        reviewer: 'alice',
-        contentHash: null,
-        breakGlassReason: null,
-        deploymentSequence,
-        now,
-      }),
-    );
-  expect((await approve(sequence, 4_000)).result?.status).toBe('PROPOSED');
+  const reviewed = (deploymentSequence: number, now: number) =>
+    approve('prod@1.1', 'alice', now, { deploymentSequence });
+  expect((await reviewed(sequence, 4_000)).result?.status).toBe('PROPOSED');
   expectRefused(
-    await approve(sequence, 5_000),
+    await reviewed(sequence, 5_000),
     'ALREADY_APPROVED',
     'alice has already approved prod@1.1',
   );
-  expect((await approve(sequence + 1, 6_000)).error).toMatchObject({
+  expect((await reviewed(sequence + 1, 6_000)).error).toMatchObject({
     code: 'PRECONDITION_FAILED',
     extensions: { reason: 'DEPLOYMENT_SEQUENCE', deploymentSequence: sequence },
   });
@@ -535,16 +549,7 @@ test('an approval made against the deployment sequence it was reviewed at is ref
 test('a waiting ticket is cancelled once, deciding leaseTicketChanged; cancelling it again changes nothing and an unknown ticket is NOT_FOUND', async () => {
   await environment('prod', false);
   await lease('prod', 'agent', 2_000);
-  const enqueued = await decide(3_000, (tx) =>
-    leases.enqueueLease(tx, {
-      environment: 'prod',
-      principal: 'other',
-      holder: 'other',
-      ttlSeconds: 60,
-      maxWaitSeconds: 600,
-      now: 3_000,
-    }),
-  );
+  const enqueued = await enqueue('prod', 'other', 3_000);
   expect(enqueued.result?.status).toBe('WAITING');
   const id = enqueued.result!.id;
   const cancel = (ticket: number, now: number) =>
@@ -568,27 +573,16 @@ test('a waiting ticket is cancelled once, deciding leaseTicketChanged; cancellin
 test('a LATEST ticket supersedes every waiting ticket, each announced in the order they were enqueued', async () => {
   await environment('prod', false);
   await lease('prod', 'agent', 2_000);
-  const enqueue = (principal: string, now: number) =>
-    decide(now, (tx) =>
-      leases.enqueueLease(tx, {
-        environment: 'prod',
-        principal,
-        holder: principal,
-        ttlSeconds: 60,
-        maxWaitSeconds: 600,
-        now,
-      }),
-    );
   // Three wait in FIFO order; then the queue turns LATEST.
   const waiting: number[] = [];
   for (const [i, principal] of ['a', 'b', 'c'].entries())
-    waiting.push((await enqueue(principal, 3_000 + i)).result!.id);
+    waiting.push((await enqueue('prod', principal, 3_000 + i)).result!.id);
   const switched = await decide(4_000, (tx) =>
     environments.updatePolicy(tx, { environment: 'prod', queueMode: QueueMode.LATEST, now: 4_000 }),
   );
   expect(switched.error).toBeNull();
 
-  const latest = await enqueue('d', 5_000);
+  const latest = await enqueue('prod', 'd', 5_000);
   expect(latest.result?.status).toBe('WAITING');
   const superseded = latest.effects.flatMap((effect) =>
     effect.kind === 'outbox' && effect.type === 'lease.superseded'
@@ -602,15 +596,7 @@ test('R57: a deployment that starts, and the state it reports, turn the proposal
   await environment('prod', true);
   await lease('prod', 'agent', 2_000);
   await submit('prod', 'agent', 1, 3_000, 'deployed');
-  const approved = await decide(3_500, (tx) =>
-    plans.approvePlan(tx, {
-      planId: 'prod@1.1',
-      reviewer: 'alice',
-      contentHash: null,
-      breakGlassReason: null,
-      now: 3_500,
-    }),
-  );
+  const approved = await approve('prod@1.1', 'alice', 3_500);
   expect(approved.result?.status).toBe('PUBLISHED');
   // Three proposals made against deployment sequence 0, two from Terraform state serial 2.
   for (const content of ['a', 'b', 'c'])
@@ -748,15 +734,7 @@ test('R50: check reports are announced each; the one that completes the checks p
   expect(named(test.effects)).toEqual(['check.reported', 'plan.published', 'planPublished']);
 
   await checks('prod', true);
-  const breakGlass = await decide(6_000, (tx) =>
-    plans.approvePlan(tx, {
-      planId: 'prod@1.1',
-      reviewer: 'alice',
-      contentHash: null,
-      breakGlassReason: 'outage',
-      now: 6_000,
-    }),
-  );
+  const breakGlass = await approve('prod@1.1', 'alice', 6_000, { breakGlassReason: 'outage' });
   expect(breakGlass.result?.status).toBe('PUBLISHED');
   expect(breakGlass.effects).toContainEqual(
     expect.objectContaining({
