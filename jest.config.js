@@ -35,7 +35,12 @@ const base = {
 /** The ignore patterns of these suites (paths under test/, without .test.ts). */
 const onlyOn = (names) => names.map((name) => `/test/${name}\\.test\\.ts$`);
 /** Suites whose every test is for one database: the other project does not load them. */
-const POSTGRES_ONLY = onlyOn(['round-trips', 'submit-at-once', 'webhooks-instances']);
+const POSTGRES_ONLY = onlyOn([
+  'round-trips',
+  'submit-at-once',
+  'submit-statement',
+  'webhooks-instances',
+]);
 const SQLITE_ONLY = onlyOn([
   'operator/health-writes',
   'operator/sqlite-cache',
@@ -95,6 +100,7 @@ const FAST_POSTGRES = [
   'deployments-model',
   'round-trips',
   'submit-at-once',
+  'submit-statement',
   'concurrency',
   'group-commit',
   'fencing-modes',

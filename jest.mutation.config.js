@@ -30,11 +30,15 @@ export default {
     '**/guard-writes.test.ts',
     // The environment's row lock; its PostgreSQL cases too where a server is named.
     '**/row-locks.test.ts',
+    // PostgreSQL's submit in one statement, where a server is named.
+    '**/submit-statement.test.ts',
     // R50–R53: required checks, promotion, the deploy window and drift.
     '**/preconditions.test.ts',
   ],
   // The mutants live in the sources: every file loads them into its own registry.
   globals: { ...config.projects[0].globals, __planfenceInRealm: true },
+  // Every suite listed runs here (a PostgreSQL-only one finds its server itself).
+  testPathIgnorePatterns: ['/node_modules/'],
   testTimeout: 60000,
   // A mutant's run loads only the files that hold the tests covering it.
   testSequencer: fileURLToPath(new URL('./test/support/mutation-sequencer.js', import.meta.url)),

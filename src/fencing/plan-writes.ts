@@ -214,6 +214,8 @@ export class PlanWrites {
     record: (provisional: Plan) => object,
   ): Promise<Plan | null> {
     if (!this.decidesInOneStatement(p)) throw new Error('this submit is decided by admitPlan');
+    // Its sequence, status and dates are placeholders: the statement decides them
+    // (DECIDED_PLAN_FIELDS), and `record` leaves them to it.
     const provisional = Object.assign(new Plan(), submittedPlan({ ...p, now: 0 }, 0, true, null));
     const stored = selectLater<{ decision: SubmitDecision }>(
       m,
@@ -689,7 +691,7 @@ function submitStatement(
       record,
       ...p,
       policyVersion: p.policy.version,
-      policyResults: p.policy.results == null ? null : JSON.stringify(p.policy.results),
+      policyResults: JSON.stringify(p.policy.results),
       idempotencyPrincipal: p.idempotency?.principal ?? null,
       idempotencyKey: p.idempotency?.key ?? null,
     },
