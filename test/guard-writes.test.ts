@@ -5,7 +5,6 @@
  * runner records. The end-to-end suites prove what those effects become (audit rows, outbox
  * events, subscription messages); this file proves what each write decides.
  */
-import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { Transaction } from '../src/database/transaction.js';
 import { DecisionTx, type Effect } from '../src/fencing/effects.js';
@@ -23,8 +22,8 @@ import {
 } from '../src/fencing/rejections.js';
 import { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { FencingMode, QueueMode } from '../src/model/environment.entity.js';
-import { PlanContentType, type Plan } from '../src/model/plan.entity.js';
-import { migratedDataSource } from './support/guard-database.js';
+import type { Plan } from '../src/model/plan.entity.js';
+import { migratedDataSource, submitRequest, type SubmitRequest } from './support/guard-database.js';
 
 const environments = new EnvironmentWrites();
 const leases = new LeaseWrites();
@@ -103,34 +102,10 @@ function submit(
   generation: number,
   now: number,
   content = 'plan',
-  extra: {
-    policy?: { version: number; results: never[]; denial: null; rules: never[] };
-    basedOnPlanId?: string;
-    basedOnDeploymentSequence?: number;
-    sourceRevision?: string;
-    priorState?: { lineage: string; serial: number };
-  } = {},
+  extra: Partial<SubmitRequest> = {},
 ) {
   return decide(now, (tx) =>
-    plans.admitPlan(tx, {
-      environment: name,
-      principal,
-      generation,
-      content,
-      contentHash: createHash('sha256').update(content).digest('hex'),
-      title: null,
-      basedOnPlanId: null,
-      contentType: PlanContentType.TEXT,
-      summary: null,
-      artifact: null,
-      artifactHash: null,
-      basedOnDeploymentSequence: null,
-      priorState: null,
-      sourceRevision: null,
-      policy: { version: 0, results: [], denial: null, rules: [] },
-      now,
-      ...extra,
-    }),
+    plans.admitPlan(tx, { ...submitRequest(name, principal, generation, content, extra), now }),
   );
 }
 

@@ -8,7 +8,6 @@
  * Mutation runs are SQLite-only; there this file runs too when PLANFENCE_TEST_POSTGRES_URL
  * names a server, since this code is PostgreSQL's.
  */
-import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { select } from '../src/database/database.js';
 import { Transaction } from '../src/database/transaction.js';
@@ -20,10 +19,10 @@ import { atOnceDeclined, PlanWrites } from '../src/fencing/plan-writes.js';
 import { readEnvironment, readPlan } from '../src/fencing/reads.js';
 import { idempotentCall } from '../src/idempotency/idempotency.service.js';
 import { FencingMode } from '../src/model/environment.entity.js';
-import { PlanContentType, PlanStatus, type Plan } from '../src/model/plan.entity.js';
+import { PlanStatus, type Plan } from '../src/model/plan.entity.js';
 import { PolicyEffect, type PolicyResult } from '../src/policies/plan-policy.model.js';
 import { scratchDatabase, TEST_DATABASE } from './support/app.js';
-import { migratedDataSource } from './support/guard-database.js';
+import { migratedDataSource, submitRequest } from './support/guard-database.js';
 
 const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const inMutationRun = Boolean((globalThis as { __planfenceInRealm?: boolean }).__planfenceInRealm);
@@ -111,21 +110,17 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
       plans.submitAtOnce(
         tx.manager,
         {
-          environment,
-          principal: 'agent',
-          generation: options.generation ?? generations.get(environment)!,
-          content,
-          contentHash: createHash('sha256').update(content).digest('hex'),
-          title: 'the title',
-          basedOnPlanId: null,
-          contentType: PlanContentType.TEXT,
-          summary: null,
-          artifact: null,
-          artifactHash: null,
-          basedOnDeploymentSequence: null,
-          priorState: null,
-          sourceRevision: 'abc123',
-          policy: { version: 0, results: options.results ?? [], denial: null, rules: [] },
+          ...submitRequest(
+            environment,
+            'agent',
+            options.generation ?? generations.get(environment)!,
+            content,
+            {
+              title: 'the title',
+              sourceRevision: 'abc123',
+              policy: { version: 0, results: options.results ?? [], denial: null, rules: [] },
+            },
+          ),
           now: options.now === undefined ? 5_000 : options.now,
           idempotency: call && { principal: call.principal, key: call.key },
         },
@@ -299,21 +294,14 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
         plans.submitAtOnce(
           tx.manager,
           {
-            environment: 'dev',
-            principal: 'agent',
-            generation: generations.get('dev')!,
-            content: 'x',
-            contentHash: 'x',
-            title: null,
-            basedOnPlanId: null,
-            contentType: PlanContentType.TEXT,
-            summary: null,
-            artifact: null,
-            artifactHash: null,
-            basedOnDeploymentSequence: null,
-            priorState: null,
-            sourceRevision: null,
-            policy: { version: 0, results: [], denial: { policy: 'p', message: 'no' }, rules: [] },
+            ...submitRequest('dev', 'agent', generations.get('dev')!, 'x', {
+              policy: {
+                version: 0,
+                results: [],
+                denial: { policy: 'p', message: 'no' },
+                rules: [],
+              },
+            }),
             now: 0,
             idempotency: null,
           },
