@@ -567,15 +567,16 @@ test('a LATEST ticket supersedes every waiting ticket, each announced in the ord
   expect(superseded).toEqual(waiting);
 });
 
-test('R57: a deployment that starts, and the state it reports, turn the proposals they make stale OBSOLETE, each audited by planfence in id order, saying why', async () => {
+test('R57: a deployment that starts, and the state it reports, turn the proposals they make stale OBSOLETE, each audited by planfence in the order submitted, saying why', async () => {
   await environment('prod', true);
   await lease('prod', 'agent', 2_000);
   await submit('prod', 'agent', 1, 3_000, 'deployed');
   const approved = await approve('prod@1.1', 'alice', 3_500);
   expect(approved.result?.status).toBe('PUBLISHED');
-  // Three proposals made against deployment sequence 0, two from Terraform state serial 2.
-  for (const content of ['a', 'b', 'c'])
-    await submit('prod', 'agent', 1, 4_000, content, { basedOnDeploymentSequence: 0 });
+  // Ten proposals made against deployment sequence 0 (prod@1.2 to prod@1.11: in the order
+  // submitted, not the ids' text order), two from Terraform state serial 2.
+  for (let i = 0; i < 10; i++)
+    await submit('prod', 'agent', 1, 4_000, `made at 0, ${i}`, { basedOnDeploymentSequence: 0 });
   for (const content of ['d', 'e'])
     await submit('prod', 'agent', 1, 4_000, content, { priorState: { lineage: 'L', serial: 2 } });
 
@@ -602,7 +603,7 @@ test('R57: a deployment that starts, and the state it reports, turn the proposal
   const moved =
     'deployment prod#1 started: the plan was made against an earlier deployment sequence';
   expect(audited(started.effects)).toEqual(
-    ['prod@1.2', 'prod@1.3', 'prod@1.4'].map((id) => obsolete(id, moved)),
+    Array.from({ length: 10 }, (_, i) => obsolete(`prod@1.${i + 2}`, moved)),
   );
 
   const finished = await decide(6_000, (tx) =>
@@ -618,8 +619,34 @@ test('R57: a deployment that starts, and the state it reports, turn the proposal
   const older =
     'deployment prod#1 reported state serial 3: the plan was computed from an older state';
   expect(audited(finished.effects)).toEqual(
-    ['prod@1.5', 'prod@1.6'].map((id) => obsolete(id, older)),
+    ['prod@1.12', 'prod@1.13'].map((id) => obsolete(id, older)),
   );
+});
+
+test('R16: proposals whose time has come turn EXPIRED, announced in the order submitted', async () => {
+  const created = await decide(1_000, (tx) =>
+    environments.createEnvironment(tx, {
+      name: 'prod',
+      mode: FencingMode.MONOTONIC,
+      requireApproval: true,
+      approvalRules: [{ group: null, count: 1 }],
+      proposalTtlSeconds: 60,
+      now: 1_000,
+    }),
+  );
+  expect(created.error).toBeNull();
+  await lease('prod', 'agent', 2_000);
+  // prod@1.1 to prod@1.11: prod@1.10 and prod@1.11 come last, not after prod@1.1.
+  for (let i = 1; i <= 11; i++) await submit('prod', 'agent', 1, 3_000, `proposal ${i}`);
+  const expired = await decide(63_000, (tx) => plans.expireProposals(tx, 63_000));
+  expect(expired.result).toBe(11);
+  expect(
+    expired.effects.map((effect) =>
+      effect.kind === 'outbox'
+        ? `${effect.type} ${(effect as { plan: Plan }).plan.id}`
+        : effect.kind,
+    ),
+  ).toEqual(Array.from({ length: 11 }, (_, i) => `plan.expired prod@1.${i + 1}`));
 });
 
 test('R52: a start is refused for the deploy window only once it has passed: at its very millisecond a start is named for what else it meets', async () => {

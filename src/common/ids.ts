@@ -31,6 +31,16 @@ export const PlanId = {
   environmentOf(this: void, id: string): string | null {
     return beforeLast(id, '@');
   },
+
+  /**
+   * Orders plan ids as their plans were submitted: by environment, then generation, then
+   * sequence, numerically (`prod@1.2` before `prod@1.10`).
+   */
+  compare(this: void, a: string, b: string): number {
+    const [x, y] = [PlanId.of(a), PlanId.of(b)];
+    if (x.environment !== y.environment) return x.environment < y.environment ? -1 : 1;
+    return x.generation - y.generation || x.sequence - y.sequence;
+  },
 };
 
 /** A deployment id as an input takes it: `<environment>#<sequence>`. */

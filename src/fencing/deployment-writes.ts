@@ -13,7 +13,7 @@ import { DeploymentError } from '../model/deployments.errors.js';
 import { Environment } from '../model/environment.entity.js';
 import { EnvironmentError } from '../model/environment.errors.js';
 import type { EventType } from '../outbox/outbox-event.js';
-import { DeploymentId } from '../common/ids.js';
+import { DeploymentId, PlanId } from '../common/ids.js';
 import type { DecisionTx } from './effects.js';
 import { stateOlder } from './rejections.js';
 import { ACTIVE_DEPLOYMENT, priorStateOlder, stateNotOlder, withinDeployWindow } from './sql.js';
@@ -150,7 +150,8 @@ export class DeploymentWrites {
        RETURNING id`,
       { ...params, environment },
     );
-    for (const { id } of [...stale].sort((a, b) => (a.id < b.id ? -1 : 1))) {
+    // In the order submitted: RETURNING's order is not promised on PostgreSQL.
+    for (const id of stale.map((row) => row.id).sort(PlanId.compare)) {
       tx.decided({
         kind: 'audit',
         at: now,

@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { PlanId } from '../common/ids.js';
 import { execute, updateReturning } from '../database/database.js';
 import type { DecisionTx } from './effects.js';
 import { readPlan } from './reads.js';
@@ -44,14 +45,15 @@ export async function expiringProposals(
   return expired.map(({ id }) => id);
 }
 
-/** R16: announces the plans that just turned EXPIRED (plan.expired), in id order. */
+/** R16: announces the plans that just turned EXPIRED (plan.expired), in the order submitted. */
 export async function announceExpired(
   tx: DecisionTx,
   ids: readonly string[],
   now: number,
 ): Promise<void> {
-  // In id order: the order the outbox announces them in does not depend on the database's.
-  for (const id of [...ids].sort()) {
+  // In the order submitted: the order the outbox announces them in does not depend on the
+  // database's.
+  for (const id of [...ids].sort(PlanId.compare)) {
     const plan = await readPlan(tx.manager, id);
     tx.decided({
       kind: 'outbox',

@@ -291,7 +291,7 @@ export class DeploymentsModel {
     }
   }
 
-  /** R57: the PROPOSED plans `stale` finds turn OBSOLETE, each audited PLAN_OBSOLETE, in id order. */
+  /** R57: the PROPOSED plans `stale` finds turn OBSOLETE, each audited PLAN_OBSOLETE, in the order submitted. */
   private obsolete(by: 'start' | 'report' | 'drift', stale: (plan: ModelPlan) => boolean): void {
     const ids: string[] = [];
     for (const plan of this.plans) {
@@ -299,7 +299,7 @@ export class DeploymentsModel {
       plan.status = 'OBSOLETE';
       ids.push(plan.id);
     }
-    for (const planId of ids.sort((a, b) => (a < b ? -1 : 1))) this.obsoleted.push({ planId, by });
+    for (const planId of ids) this.obsoleted.push({ planId, by });
   }
 
   statusOf(d: ModelDeployment): Status {
