@@ -6,7 +6,6 @@
  * events, subscription messages); this file proves what each write decides.
  */
 import type { DataSource } from 'typeorm';
-import { Transaction } from '../src/database/transaction.js';
 import { DecisionTx, type Effect } from '../src/fencing/effects.js';
 import { DeploymentWrites } from '../src/fencing/deployment-writes.js';
 import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
@@ -23,7 +22,13 @@ import {
 import { DeploymentOutcome } from '../src/model/deployment.entity.js';
 import { FencingMode, QueueMode } from '../src/model/environment.entity.js';
 import type { Plan } from '../src/model/plan.entity.js';
-import { migratedDataSource, submitRequest, type SubmitRequest } from './support/guard-database.js';
+import {
+  decideOn,
+  migratedDataSource,
+  submitRequest,
+  type Decided,
+  type SubmitRequest,
+} from './support/guard-database.js';
 
 const environments = new EnvironmentWrites();
 const leases = new LeaseWrites();
@@ -41,23 +46,8 @@ afterEach(async () => {
 });
 
 /** One decision: the write in a transaction of its own, committed unless it throws. */
-async function decide<T>(
-  now: number,
-  write: (tx: DecisionTx) => Promise<T>,
-): Promise<{ result: T | null; error: { code?: string } | null; effects: Effect[] }> {
-  const runner = dataSource.createQueryRunner();
-  await runner.startTransaction();
-  const tx = new DecisionTx(new Transaction(dataSource, runner), now);
-  try {
-    const result = await write(tx);
-    await runner.commitTransaction();
-    return { result, error: null, effects: tx.effects };
-  } catch (error) {
-    await runner.rollbackTransaction();
-    return { result: null, error: error as { code?: string }, effects: tx.effects };
-  } finally {
-    await runner.release();
-  }
+function decide<T>(now: number, write: (tx: DecisionTx) => Promise<T>): Promise<Decided<T>> {
+  return decideOn(dataSource, now, write);
 }
 
 /** The effects as short names: an outbox event's type, else the effect's kind. */
@@ -70,18 +60,28 @@ const named = (effects: Effect[]) =>
         : effect.kind,
   );
 
-async function environment(name: string, requireApproval: boolean, now = 1_000) {
+/**
+ * Creates environment `name` at 1,000 (MONOTONIC), needing `approvals` approvals when it
+ * requires approval, its proposals expiring after `proposalTtlSeconds` if given.
+ */
+async function environment(
+  name: string,
+  requireApproval: boolean,
+  { approvals = 1, proposalTtlSeconds = null as number | null } = {},
+) {
+  const now = 1_000;
   const created = await decide(now, (tx) =>
     environments.createEnvironment(tx, {
       name,
       mode: FencingMode.MONOTONIC,
       requireApproval,
-      approvalRules: requireApproval ? [{ group: null, count: 1 }] : [],
-      proposalTtlSeconds: null,
+      approvalRules: requireApproval ? [{ group: null, count: approvals }] : [],
+      proposalTtlSeconds,
       now,
     }),
   );
   expect(created.error).toBeNull();
+  return created.result!;
 }
 
 function lease(name: string, principal: string, now: number) {
@@ -493,20 +493,10 @@ test('an approval the statement refused is named clause by clause: frozen unless
 });
 
 test('an approval made against the deployment sequence it was reviewed at is refused for what else it meets, not for the sequence (R47)', async () => {
-  const created = await decide(1_000, (tx) =>
-    environments.createEnvironment(tx, {
-      name: 'prod',
-      mode: FencingMode.MONOTONIC,
-      requireApproval: true,
-      approvalRules: [{ group: null, count: 2 }],
-      proposalTtlSeconds: null,
-      now: 1_000,
-    }),
-  );
-  expect(created.error).toBeNull();
+  const created = await environment('prod', true, { approvals: 2 });
   await lease('prod', 'agent', 2_000);
   await submit('prod', 'agent', 1, 3_000);
-  const sequence = created.result!.deploymentSequence;
+  const sequence = created.deploymentSequence;
   const reviewed = (deploymentSequence: number, now: number) =>
     approve('prod@1.1', 'alice', now, { deploymentSequence });
   expect((await reviewed(sequence, 4_000)).result?.status).toBe('PROPOSED');
@@ -624,17 +614,7 @@ test('R57: a deployment that starts, and the state it reports, turn the proposal
 });
 
 test('R16: proposals whose time has come turn EXPIRED, announced in the order submitted', async () => {
-  const created = await decide(1_000, (tx) =>
-    environments.createEnvironment(tx, {
-      name: 'prod',
-      mode: FencingMode.MONOTONIC,
-      requireApproval: true,
-      approvalRules: [{ group: null, count: 1 }],
-      proposalTtlSeconds: 60,
-      now: 1_000,
-    }),
-  );
-  expect(created.error).toBeNull();
+  await environment('prod', true, { proposalTtlSeconds: 60 });
   await lease('prod', 'agent', 2_000);
   // prod@1.1 to prod@1.11: prod@1.10 and prod@1.11 come last, not after prod@1.1.
   for (let i = 1; i <= 11; i++) await submit('prod', 'agent', 1, 3_000, `proposal ${i}`);

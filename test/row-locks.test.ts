@@ -9,12 +9,11 @@
  */
 import type { DataSource, QueryRunner } from 'typeorm';
 import { Transaction } from '../src/database/transaction.js';
-import { DecisionTx } from '../src/fencing/effects.js';
 import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
 import { ensureEnvironmentRowHeld, takeEnvironmentRow } from '../src/fencing/row-locks.js';
 import { FencingMode } from '../src/model/environment.entity.js';
 import { scratchDatabase, TEST_DATABASE } from './support/app.js';
-import { migratedDataSource } from './support/guard-database.js';
+import { decideOn, migratedDataSource } from './support/guard-database.js';
 
 const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const inMutationRun = Boolean((globalThis as { __planfenceInRealm?: boolean }).__planfenceInRealm);
@@ -34,20 +33,18 @@ describe.each(databases)('on %s', (dialect) => {
       dropDatabase = database.cleanup;
     }
     dataSource = await migratedDataSource(url);
-    const runner = dataSource.createQueryRunner();
-    await runner.startTransaction();
-    const tx = new DecisionTx(new Transaction(dataSource, runner), 1_000);
-    for (const name of ['dev', 'prod'])
-      await new EnvironmentWrites().createEnvironment(tx, {
-        name,
-        mode: FencingMode.MONOTONIC,
-        requireApproval: false,
-        approvalRules: [],
-        proposalTtlSeconds: null,
-        now: 1_000,
-      });
-    await runner.commitTransaction();
-    await runner.release();
+    const created = await decideOn(dataSource, 1_000, async (tx) => {
+      for (const name of ['dev', 'prod'])
+        await new EnvironmentWrites().createEnvironment(tx, {
+          name,
+          mode: FencingMode.MONOTONIC,
+          requireApproval: false,
+          approvalRules: [],
+          proposalTtlSeconds: null,
+          now: 1_000,
+        });
+    });
+    expect(created.error).toBeNull();
   });
 
   afterAll(async () => {

@@ -10,7 +10,6 @@
  */
 import type { DataSource } from 'typeorm';
 import { select } from '../src/database/database.js';
-import { Transaction } from '../src/database/transaction.js';
 import { submitRecord } from '../src/decisions/submit-at-once.js';
 import { DecisionTx } from '../src/fencing/effects.js';
 import { EnvironmentWrites } from '../src/fencing/environment-writes.js';
@@ -22,7 +21,7 @@ import { FencingMode } from '../src/model/environment.entity.js';
 import { PlanStatus, type Plan } from '../src/model/plan.entity.js';
 import { PolicyEffect, type PolicyResult } from '../src/policies/plan-policy.model.js';
 import { scratchDatabase, TEST_DATABASE } from './support/app.js';
-import { migratedDataSource, submitRequest } from './support/guard-database.js';
+import { decideOn, migratedDataSource, submitRequest } from './support/guard-database.js';
 
 const server = process.env.PLANFENCE_TEST_POSTGRES_URL;
 const inMutationRun = Boolean((globalThis as { __planfenceInRealm?: boolean }).__planfenceInRealm);
@@ -42,7 +41,8 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
     const database = await scratchDatabase(true, 'postgres');
     dropDatabase = database.cleanup;
     dataSource = await migratedDataSource(database.url);
-    // dev publishes at once; prod waits for one approval, and its proposals expire after 60 s.
+    // dev publishes at once; prod and stage wait for one approval, and their proposals expire
+    // after 60 s.
     for (const [name, requireApproval] of [
       ['dev', false],
       ['prod', true],
@@ -73,26 +73,17 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
     await dropDatabase();
   });
 
-  /** Runs `body` in a transaction of its own, committed unless it throws. */
+  /** Runs `body` in a transaction of its own, committed unless it throws (then thrown here). */
   async function inTransaction<T>(now: number, body: (tx: DecisionTx) => Promise<T>): Promise<T> {
-    const runner = dataSource.createQueryRunner();
-    await runner.startTransaction();
-    try {
-      const result = await body(new DecisionTx(new Transaction(dataSource, runner), now));
-      await runner.commitTransaction();
-      return result;
-    } catch (error) {
-      await runner.rollbackTransaction();
-      throw error;
-    } finally {
-      await runner.release();
-    }
+    const decided = await decideOn(dataSource, now, body);
+    if (decided.error) throw decided.error;
+    return decided.result as T;
   }
 
   type Options = {
     now?: number | null;
     generation?: number;
-    key?: string | null;
+    key?: string;
     content?: string;
     results?: PolicyResult[];
   };
@@ -104,9 +95,10 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
    */
   async function submitAtOnce(environment: string, options: Options = {}): Promise<Plan | null> {
     const content = options.content ?? `plan for ${environment}`;
-    const key = options.key === undefined ? null : options.key;
-    const call = key ? idempotentCall('agent', key, 'submitPlan', { environment, content }) : null;
-    const stored = await inTransaction(options.now ?? 0, (tx) =>
+    const call = options.key
+      ? idempotentCall('agent', options.key, 'submitPlan', { environment, content })
+      : null;
+    return inTransaction(options.now ?? 0, (tx) =>
       plans.submitAtOnce(
         tx.manager,
         {
@@ -132,7 +124,6 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
           }),
       ),
     );
-    return stored;
   }
 
   const plansOf = (environment: string) =>
@@ -142,14 +133,7 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
       { environment },
     );
 
-  const stored = async (id: string) => {
-    const runner = dataSource.createQueryRunner();
-    try {
-      return await readPlan(new Transaction(dataSource, runner), id);
-    } finally {
-      await runner.release();
-    }
-  };
+  const stored = (id: string) => readPlan(dataSource.manager, id);
 
   test('an admitted submit answers the plan as stored, published, with its events, audit event and call', async () => {
     const results = [
@@ -190,15 +174,8 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
       'policyResults',
       'sourceRevision',
     ] as const)
-      expect(row?.[field]).toEqual(plan![field]);
-    const runner = dataSource.createQueryRunner();
-    try {
-      expect(
-        (await readEnvironment(new Transaction(dataSource, runner), 'dev'))?.currentPlanId,
-      ).toBe(plan!.id);
-    } finally {
-      await runner.release();
-    }
+      expect(row[field]).toEqual(plan![field]);
+    expect((await readEnvironment(dataSource.manager, 'dev')).currentPlanId).toBe(plan!.id);
     const events = await select<{ type: string; actor: string }>(
       dataSource.manager,
       'SELECT type, actor FROM outbox_events WHERE plan_id = :id ORDER BY id',
@@ -233,7 +210,7 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
     const before = await calls();
     const plan = await submitAtOnce('dev', { content: 'keyless' });
     expect(plan).toMatchObject({ status: PlanStatus.PUBLISHED, policyResults: [] });
-    expect((await stored(plan!.id))?.policyResults).toEqual([]);
+    expect((await stored(plan!.id)).policyResults).toEqual([]);
     expect(await calls()).toEqual(before);
   });
 
@@ -243,7 +220,7 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
     const submittedAt = plan!.submittedAt.getTime();
     expect(submittedAt).toBeGreaterThanOrEqual(before - 1_000);
     expect(submittedAt).toBeLessThanOrEqual(Date.now() + 1_000);
-    expect((await stored(plan!.id))?.submittedAt).toEqual(plan!.submittedAt);
+    expect((await stored(plan!.id)).submittedAt).toEqual(plan!.submittedAt);
   });
 
   test('a stale generation is refused: null, and nothing written', async () => {
@@ -262,7 +239,7 @@ onPostgres('a submit decided by one statement on PostgreSQL', () => {
       publishedAt: null,
       expiresAt: new Date(70_000),
     });
-    expect((await stored(plan!.id))?.expiresAt).toEqual(new Date(70_000));
+    expect((await stored(plan!.id)).expiresAt).toEqual(new Date(70_000));
   });
 
   test('an admission that would expire proposals fails the transaction, writing nothing', async () => {

@@ -4,6 +4,8 @@ import { DataSource } from 'typeorm';
 import { loadConfig } from '../../src/config/config.js';
 import { dataSourceOptions } from '../../src/database/data-source.js';
 import { migrate } from '../../src/database/migrator.js';
+import { Transaction } from '../../src/database/transaction.js';
+import { DecisionTx, type Effect } from '../../src/fencing/effects.js';
 import type { PlanWrites } from '../../src/fencing/plan-writes.js';
 import { PlanContentType } from '../../src/model/plan.entity.js';
 
@@ -21,6 +23,40 @@ export async function migratedDataSource(url: string): Promise<DataSource> {
   await dataSource.initialize();
   await migrate(dataSource, new Logger('migrations'));
   return dataSource;
+}
+
+/** A guard's refusal (its code), or any other error a write threw. */
+type Thrown = Error & { code?: string };
+
+/** What a decision came to: its write's result, or the error it threw, and its effects. */
+export interface Decided<T> {
+  result: T | null;
+  error: Thrown | null;
+  effects: Effect[];
+}
+
+/**
+ * One decision on `dataSource` at `now`: `write` in a transaction of its own, committed unless
+ * it throws (then rolled back, and its error returned).
+ */
+export async function decideOn<T>(
+  dataSource: DataSource,
+  now: number,
+  write: (tx: DecisionTx) => Promise<T>,
+): Promise<Decided<T>> {
+  const runner = dataSource.createQueryRunner();
+  await runner.startTransaction();
+  const tx = new DecisionTx(new Transaction(dataSource, runner), now);
+  try {
+    const result = await write(tx);
+    await runner.commitTransaction();
+    return { result, error: null, effects: tx.effects };
+  } catch (error) {
+    await runner.rollbackTransaction();
+    return { result: null, error: error as Thrown, effects: tx.effects };
+  } finally {
+    await runner.release();
+  }
 }
 
 /** What a submit asks the guard (PlanWrites.admitPlan), but for its clock. */
