@@ -486,6 +486,9 @@ export async function runHttp(
       p99Ms: Math.max(...results.map((r) => r.latency.p99)),
       peakRssMb: rss.length ? Math.max(...rss) : null,
       writesPerCommit: commits < 10 ? null : writes / commits,
+      writeQueueDepth: options.template.postgres
+        ? null
+        : (commitsAfter.queuedSeconds - commitsBefore.queuedSeconds) / (wallMs / 1000),
       cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
       requestThreadBusy: busy.length ? Math.max(...busy) : null,
       postgresCpuMsPerRequest:
@@ -515,14 +518,17 @@ export async function runHttp(
 }
 
 /** The services' commit counters (planfence_commits_total, planfence_committed_writes_total), summed. */
-async function commitCounters(urls: string[]): Promise<{ transactions: number; writes: number }> {
-  const sum = { transactions: 0, writes: 0 };
+async function commitCounters(
+  urls: string[],
+): Promise<{ transactions: number; writes: number; queuedSeconds: number }> {
+  const sum = { transactions: 0, writes: 0, queuedSeconds: 0 };
   for (const url of urls) {
     const text = await (await fetch(`${url}/metrics`)).text();
     const value = (name: string) =>
       Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
     sum.transactions += value('planfence_commits_total');
     sum.writes += value('planfence_committed_writes_total');
+    sum.queuedSeconds += value('planfence_write_queue_seconds_total');
   }
   return sum;
 }

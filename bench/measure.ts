@@ -24,6 +24,11 @@ export interface Run {
   requestThreadBusy?: number | null;
   /** Writes committed per COMMIT during the run (group commit; on PostgreSQL, submits that waited together), from the services' /metrics, summed. */
   writesPerCommit?: number | null;
+  /**
+   * SQLite: the writer's mean queue depth, the writes waiting for their group commit to begin
+   * averaged over the run (seconds waited, from /metrics, over the run's seconds; summed over instances).
+   */
+  writeQueueDepth?: number | null;
   /** Through the latency proxy: database round trips per request (the services' idle traffic taken out). */
   roundTripsPerRequest?: number | null;
   /** Through the latency proxy: the median time a chunk was really held each way, ms. */

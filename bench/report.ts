@@ -9,6 +9,8 @@ import { WEBHOOK_BATCHES_VARIANT } from './webhooks.js';
 
 /** The peak RSS every HTTP row is to stay within. */
 const PEAK_RSS_TARGET_MIB = 200;
+/** Rows that keep 1 MiB plans in flight (scenarios 11 and 12). */
+const LARGE_PLANS_RSS_TARGET_MIB = 300;
 
 /** The semi-space size `npm start` gives V8 (its default, 16 MiB, without the flag). */
 function semiSpaceMb(): number {
@@ -47,6 +49,7 @@ interface Summary extends Row {
   postgresCpuMsPerRequest: number | null;
   requestThreadBusy: number | null;
   writesPerCommit: number | null;
+  writeQueueDepth: number | null;
   roundTripsPerRequest: number | null;
   heldMs: number | null;
   outcomes: Record<string, number>;
@@ -76,6 +79,7 @@ function summarize(row: Row): Summary {
     postgresCpuMsPerRequest: medianOf(row.runs.map((run) => run.postgresCpuMsPerRequest)),
     requestThreadBusy: medianOf(row.runs.map((run) => run.requestThreadBusy)),
     writesPerCommit: medianOf(row.runs.map((run) => run.writesPerCommit)),
+    writeQueueDepth: medianOf(row.runs.map((run) => run.writeQueueDepth)),
     roundTripsPerRequest: medianOf(row.runs.map((run) => run.roundTripsPerRequest)),
     heldMs: medianOf(row.runs.map((run) => run.heldMs)),
     outcomes,
@@ -211,6 +215,7 @@ export function report(rows: Row[], machine: Machine): string {
         `${fixed(s.p50Ms, 2)} | ${fixed(s.p99Ms, 2)} | ${s.cpuMsPerRequest == null ? '—' : fixed(s.cpuMsPerRequest, 3)} | ${s.peakRssMb == null ? '—' : fixed(s.peakRssMb, 0)} | ` +
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
         `${outcomeText(s.outcomes)}${beside}${s.postgresCpuMsPerRequest != null ? `; PostgreSQL's CPU ${fixed(s.postgresCpuMsPerRequest, 2)} ms per request` : ''}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''}` +
+        `${s.writeQueueDepth != null && s.writeQueueDepth > 0 ? `; writer queue ${fixed(s.writeQueueDepth, 1)} deep` : ''}` +
         `${s.requestThreadBusy != null ? `; request thread busy ${Math.round(s.requestThreadBusy * 100)}%` : ''}` +
         `${s.roundTripsPerRequest != null ? `; ${fixed(s.roundTripsPerRequest, 1)} database round trips per request, chunks held ${fixed(s.heldMs ?? 0, 2)} ms each way` : ''} |`,
     );
@@ -222,6 +227,9 @@ export function report(rows: Row[], machine: Machine): string {
     '- Request thread busy: the share of a run\u2019s wall time the service\u2019s main thread (HTTP, GraphQL, validation and, ' +
       'on SQLite, the guard\u2019s statements and the commit) was on a CPU, from /proc/PID/task/PID/stat; the larger of two instances. ' +
       'Near 100% that one thread is what bounds the row, whatever the other cores do.',
+    '- Writer queue: on SQLite, how many writes waited on average for their group commit to begin (the rate of ' +
+      '`planfence_write_queue_seconds_total` over the run). Beside writes per commit it says whether writes wait ' +
+      'for the one connection (deep) or for their requests to reach it (shallow: the request thread is the bound).',
     '- Service CPU ms / request: the user + system CPU time of the service process(es) over the run (from /proc, 10 ms ticks) ' +
       'divided by the requests answered (with the publishes beside the reads in scenario 8): what a request costs the ' +
       'machine, much less sensitive than req/s to other load on a shared machine. Not measured for the in-process floors and etcd.',
@@ -269,6 +277,44 @@ export function report(rows: Row[], machine: Machine): string {
     const r = a && b ? a.reqPerSec / b.reqPerSec : undefined;
     target(what, `${rate(a)} ÷ ${rate(b)} = ${ratio(r)}`, r == null ? undefined : r >= at);
   };
+  // The SQLite writer and the request path: one service on this machine against etcd, its
+  // own floors, and large plans beside small requests.
+  versus(publish, etcd, 1.0, 'SQLite publish ≥ 1.0× etcd on the same decision (c=10, FULL)');
+  versus(publish, floor0, 0.3, 'SQLite publish ≥ 30% of `{ __typename }` (c=10)');
+  versus(find('1 ', 10), floor0, 0.5, '`whoami` ≥ 50% of `{ __typename }` (c=10)');
+  versus(
+    find('4 ', 10, 'FULL', '100 environments'),
+    publish,
+    1.0,
+    'Publishes over 100 environments at least as fast as over one (c=10, FULL)',
+  );
+  const healthBeside = find(
+    '11 ',
+    10,
+    'FULL',
+    'GET /health while 10 connections submit 1 MiB TERRAFORM_PLAN_JSON plans',
+  );
+  target(
+    '`/health` p99 ≤ 50 ms while 10 connections submit 1 MiB Terraform plans',
+    healthBeside
+      ? `${fixed(healthBeside.p99Ms, 2)} ms (p50 ${fixed(healthBeside.p50Ms, 2)} ms)`
+      : '—',
+    healthBeside ? healthBeside.p99Ms <= 50 : undefined,
+  );
+  const rssRows = summaries.filter((s) => s.peakRssMb != null);
+  const largePlans = (s: Summary) => s.scenario.startsWith('11 ') || s.scenario.startsWith('12 ');
+  for (const [what, rows, limit] of [
+    ['of small requests', rssRows.filter((s) => !largePlans(s)), PEAK_RSS_TARGET_MIB],
+    ['with 1 MiB plans in flight', rssRows.filter(largePlans), LARGE_PLANS_RSS_TARGET_MIB],
+  ] as const) {
+    if (!rows.length) continue;
+    const worst = rows.reduce((a, b) => (b.peakRssMb! > a.peakRssMb! ? b : a));
+    target(
+      `Peak RSS ≤ ${limit} MiB in every row ${what}`,
+      `largest ${fixed(worst.peakRssMb!, 0)} MiB (${worst.scenario}, ${worst.variant}, c=${worst.connections})`,
+      worst.peakRssMb! <= limit,
+    );
+  }
   versus(publish, etcd, 1.5, 'Fenced publish ≥ 1.5× etcd on the same decision (0% stale)');
   versus(
     publishStale,
@@ -427,6 +473,18 @@ export function report(rows: Row[], machine: Machine): string {
           ? `; ${fixed(remoteApprove1.roundTripsPerRequest, 1)} per request of submit + approve`
           : ''),
       remotePublish1.roundTripsPerRequest <= 3,
+    );
+  if (remotePublish1?.roundTripsPerRequest != null)
+    target(
+      'PostgreSQL: one database round trip per publish',
+      `${fixed(remotePublish1.roundTripsPerRequest, 1)} per publish (c=1)`,
+      Number(fixed(remotePublish1.roundTripsPerRequest, 1)) <= 1,
+    );
+  if (remotePublish1)
+    target(
+      'PostgreSQL through a 0.5 ms proxy: publish p50 ≤ 6 ms at c=1',
+      `${fixed(remotePublish1.p50Ms, 2)} ms`,
+      remotePublish1.p50Ms <= 6,
     );
   if (remotePublish1)
     target(

@@ -326,18 +326,19 @@ async function main(): Promise<void> {
     },
     4: () => {
       for (const connections of secondaryCounts)
-        http(
-          {
-            scenario: '4 many environments',
-            variant: '1,000 environments',
-            durability: 'FULL',
-            connections,
-          },
-          template('many', () =>
-            prepareTemplate(workDir, 'many', { count: 1000, requireApproval: false }),
-          ),
-          manyEnvironments,
-        );
+        for (const count of [100, 1000])
+          http(
+            {
+              scenario: '4 many environments',
+              variant: `${count.toLocaleString('en')} environments`,
+              durability: 'FULL',
+              connections,
+            },
+            template(`many-${count}`, () =>
+              prepareTemplate(workDir, `many-${count}`, { count, requireApproval: false }),
+            ),
+            manyEnvironments,
+          );
     },
     5: () => {
       for (const connections of secondaryCounts)

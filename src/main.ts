@@ -1,3 +1,4 @@
+import './common/production-mode.js';
 import { restoreIntl } from './common/defer-intl.js';
 import './common/defer-modules.js';
 import { Logger } from '@nestjs/common';

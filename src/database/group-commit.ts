@@ -10,6 +10,8 @@ const GROUP_LIMIT = 256;
 
 interface WaitingWrite {
   work: (manager: Transaction) => Promise<unknown>;
+  /** performance.now() when it was queued. */
+  queuedAt: number;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -30,15 +32,23 @@ export class GroupCommit {
   constructor(
     private readonly dataSource: DataSource,
     private readonly storage: StorageMonitor,
-    /** Transactions committed, and the writes they carried. */
-    private readonly commits: { transactions: number; writes: number },
+    /**
+     * Transactions committed, the writes they carried, and the milliseconds writes waited in
+     * the queue for their group to begin (over a run's milliseconds: the queue's mean depth).
+     */
+    private readonly commits: { transactions: number; writes: number; queuedMs: number },
     /** Runs work alone on the one connection. */
     private readonly exclusive: (work: () => Promise<void>) => Promise<void>,
   ) {}
 
   write<T>(work: (manager: Transaction) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.waiting.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      this.waiting.push({
+        work,
+        queuedAt: performance.now(),
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      });
       this.scheduleGroup();
     });
   }
@@ -70,6 +80,7 @@ export class GroupCommit {
       await runner.startTransaction();
       while (this.waiting.length && group.length < GROUP_LIMIT) {
         current = this.waiting.shift()!;
+        this.commits.queuedMs += performance.now() - current.queuedAt;
         for (let attempt = 1; ; attempt++) {
           // Each write, and each attempt of it, is a transaction of its own: its savepoint.
           const manager = new Transaction(this.dataSource, runner);

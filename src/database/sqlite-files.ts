@@ -62,7 +62,7 @@ export class StorageStartError extends Error {
  * file (`-shm`) cannot be written: SQLite maps that file into memory, and the first access
  * to a mapped page the kernel refuses kills the process with SIGBUS (exit 135), which no
  * JavaScript handler can catch. The service checks the file before it opens the database,
- * before every read and write, after every commit and every SHM_CHECK_MS, and stops with this code
+ * before a turn's first read or write, after every commit and every SHM_CHECK_MS, and stops with this code
  * and a message instead.
  */
 export const EXIT_STORAGE_UNSAFE = 74;

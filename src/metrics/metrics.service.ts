@@ -107,6 +107,11 @@ export class MetricsService {
         () => commits.writes,
       ],
       [
+        'planfence_write_queue_seconds_total',
+        "Seconds that writes waited in a SQLite service's queue for their group commit to begin; its rate is the queue's mean depth (0 on PostgreSQL: planfence_decisions_waiting)",
+        () => commits.queuedMs / 1000,
+      ],
+      [
         'planfence_sqlite_checkpoints_total',
         "Checkpoints of a SQLite file's WAL by the checkpoint thread that copied pages back into the database file (PLANFENCE_SQLITE_CHECKPOINT_MS); 0 on PostgreSQL and in memory",
         () => checkpoints.runs,
