@@ -37,6 +37,7 @@ import {
 import {
   dropTemplate,
   fencedPublish,
+  manyEnvironments,
   prepareTemplate,
   runDatabase,
   type Template,
@@ -80,6 +81,8 @@ const postgres = textOption(argv, 'postgres');
 const plan = textOption(argv, 'plan') as 'TEXT' | 'TERRAFORM_PLAN_JSON' | null;
 if (plan !== null && plan !== 'TEXT' && plan !== 'TERRAFORM_PLAN_JSON')
   throw new Error('--plan is TEXT or TERRAFORM_PLAN_JSON');
+/** `--environments N`: publishes spread at random over N environments (scenario 4's load; printed only). */
+const environments = option(argv, 'environments', 1);
 /** The requests `--request` may name: scenario 1's and scenario 0's. */
 const FLOORS = { whoami, typename };
 /** `--request whoami|typename`: profile that request instead of a publish (printed only). */
@@ -142,7 +145,7 @@ async function main(): Promise<void> {
   let template: Template | undefined;
   try {
     template = await prepareTemplate(workDir, 'profile', {
-      count: 1,
+      count: environments,
       requireApproval: false,
       postgres: postgres ?? undefined,
     });
@@ -178,7 +181,13 @@ async function main(): Promise<void> {
         url,
         connections,
         duration,
-        requests: (plan ? bigSubmits(plan) : request ? FLOORS[request] : fencedPublish(0))(
+        requests: (plan
+          ? bigSubmits(plan)
+          : request
+            ? FLOORS[request]
+            : environments > 1
+              ? manyEnvironments
+              : fencedPublish(0))(
           template!,
           runId,
         ).map((one) => ({
@@ -221,7 +230,7 @@ async function main(): Promise<void> {
       '',
       `\`npm run bench:profile -- --seconds ${seconds} --connections ${connections}\` (after ${warmupSeconds} s of the same load, not counted) on ${new Date().toISOString().slice(0, 10)}: ` +
         `the built service under \`node --cpu-prof\` (the profiler itself costs some throughput), ${request ? what : 'a fenced publish'} ` +
-        `(${postgres ? 'PostgreSQL' : 'FULL'}${request ? '' : `, fresh idempotency keys, one environment${plan ? `, the 1 MiB plan as ${plan}` : ''}`}) at ${connections} connections for ${seconds} s: ` +
+        `(${postgres ? 'PostgreSQL' : 'FULL'}${request ? '' : `, fresh idempotency keys, ${environments > 1 ? `spread at random over ${environments} environments` : 'one environment'}${plan ? `, the 1 MiB plan as ${plan}` : ''}`}) at ${connections} connections for ${seconds} s: ` +
         `${requests} requests (${(requests / result.duration).toFixed(0)}/s; ${Object.entries(
           outcomes,
         )
@@ -245,7 +254,7 @@ async function main(): Promise<void> {
       '<!-- profile:end -->',
     ].join('\n');
     const existing = existsSync(out) ? readFileSync(out, 'utf8') : '';
-    if (!postgres && !plan && !request)
+    if (!postgres && !plan && !request && environments === 1)
       writeFileSync(out, replaceSection(existing, 'profile', section));
     process.stdout.write(`${section}\n`);
   } finally {
