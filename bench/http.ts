@@ -18,6 +18,7 @@ import {
   addOutcome,
   cpuMs,
   mainThreadCpuMs,
+  writtenBytes,
   graphqlOutcome,
   type Load,
   peakRssMb,
@@ -456,6 +457,7 @@ export async function runHttp(
     const commitsBefore = await commitCounters(services.map((service) => service.url));
     const cpuBefore = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0);
     const threadsBefore = services.map((service) => mainThreadCpuMs(service.pid!));
+    const writtenBefore = services.map((service) => writtenBytes(service.pid!));
     const postgresBefore = options.template.postgres ? postgresCpu() : null;
     const startedAt = performance.now();
     const [background, ...results] = await loads('', outcomes, backgroundOutcomes, options.seconds);
@@ -464,6 +466,9 @@ export async function runHttp(
     const busy = services
       .map((service, i) => (mainThreadCpuMs(service.pid!) - threadsBefore[i]) / wallMs)
       .filter((share) => Number.isFinite(share));
+    const written = services
+      .map((service, i) => writtenBytes(service.pid!) - writtenBefore[i])
+      .filter((bytes) => Number.isFinite(bytes));
     const postgresAfter = postgresBefore ? postgresCpu() : null;
     const commitsAfter = await commitCounters(services.map((service) => service.url));
     const commits = commitsAfter.transactions - commitsBefore.transactions;
@@ -486,6 +491,10 @@ export async function runHttp(
       p99Ms: Math.max(...results.map((r) => r.latency.p99)),
       peakRssMb: rss.length ? Math.max(...rss) : null,
       writesPerCommit: commits < 10 ? null : writes / commits,
+      writtenKiBPerRequest:
+        options.template.postgres || !written.length || !answered
+          ? null
+          : written.reduce((sum, bytes) => sum + bytes, 0) / 1024 / answered,
       writeQueueDepth: options.template.postgres
         ? null
         : (commitsAfter.queuedSeconds - commitsBefore.queuedSeconds) / (wallMs / 1000),

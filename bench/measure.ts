@@ -29,6 +29,8 @@ export interface Run {
    * averaged over the run (seconds waited, from /metrics, over the run's seconds; summed over instances).
    */
   writeQueueDepth?: number | null;
+  /** SQLite: KiB the service process wrote to storage per request answered (writtenBytes). */
+  writtenKiBPerRequest?: number | null;
   /** Through the latency proxy: database round trips per request (the services' idle traffic taken out). */
   roundTripsPerRequest?: number | null;
   /** Through the latency proxy: the median time a chunk was really held each way, ms. */
@@ -80,6 +82,19 @@ export function peakRssMb(pid: number): number | null {
     return kb ? Number(kb) / 1024 : null;
   } catch {
     return null;
+  }
+}
+
+/**
+ * Bytes a process has caused to be written to storage so far (`write_bytes` of
+ * /proc/PID/io: its files' pages as it dirtied them, the WAL's included); NaN when it cannot be read.
+ */
+export function writtenBytes(pid: number): number {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    return Number(/^write_bytes: (\d+)$/m.exec(io)?.[1] ?? NaN);
+  } catch {
+    return NaN;
   }
 }
 

@@ -50,6 +50,7 @@ interface Summary extends Row {
   requestThreadBusy: number | null;
   writesPerCommit: number | null;
   writeQueueDepth: number | null;
+  writtenKiBPerRequest: number | null;
   roundTripsPerRequest: number | null;
   heldMs: number | null;
   outcomes: Record<string, number>;
@@ -80,6 +81,7 @@ function summarize(row: Row): Summary {
     requestThreadBusy: medianOf(row.runs.map((run) => run.requestThreadBusy)),
     writesPerCommit: medianOf(row.runs.map((run) => run.writesPerCommit)),
     writeQueueDepth: medianOf(row.runs.map((run) => run.writeQueueDepth)),
+    writtenKiBPerRequest: medianOf(row.runs.map((run) => run.writtenKiBPerRequest)),
     roundTripsPerRequest: medianOf(row.runs.map((run) => run.roundTripsPerRequest)),
     heldMs: medianOf(row.runs.map((run) => run.heldMs)),
     outcomes,
@@ -216,6 +218,7 @@ export function report(rows: Row[], machine: Machine): string {
         `${ratio(divide(s.reqPerSec, frameworkFloor(s)))} | ${ratio(divide(s.reqPerSec, storageFloor(s)))} | ` +
         `${outcomeText(s.outcomes)}${beside}${s.postgresCpuMsPerRequest != null ? `; PostgreSQL's CPU ${fixed(s.postgresCpuMsPerRequest, 2)} ms per request` : ''}${s.writesPerCommit != null && s.writesPerCommit > 0 ? `; ${fixed(s.writesPerCommit, 1)} writes per commit` : ''}` +
         `${s.writeQueueDepth != null && s.writeQueueDepth > 0 ? `; writer queue ${fixed(s.writeQueueDepth, 1)} deep` : ''}` +
+        `${s.writtenKiBPerRequest != null && s.writtenKiBPerRequest > 0 ? `; ${fixed(s.writtenKiBPerRequest, 1)} KiB written per request` : ''}` +
         `${s.requestThreadBusy != null ? `; request thread busy ${Math.round(s.requestThreadBusy * 100)}%` : ''}` +
         `${s.roundTripsPerRequest != null ? `; ${fixed(s.roundTripsPerRequest, 1)} database round trips per request, chunks held ${fixed(s.heldMs ?? 0, 2)} ms each way` : ''} |`,
     );
@@ -227,6 +230,9 @@ export function report(rows: Row[], machine: Machine): string {
     '- Request thread busy: the share of a run\u2019s wall time the service\u2019s main thread (HTTP, GraphQL, validation and, ' +
       'on SQLite, the guard\u2019s statements and the commit) was on a CPU, from /proc/PID/task/PID/stat; the larger of two instances. ' +
       'Near 100% that one thread is what bounds the row, whatever the other cores do.',
+    '- KiB written per request: on SQLite, what the service process wrote to storage over the run (`write_bytes` ' +
+      'of /proc/PID/io, every thread: the WAL pages its commits appended and the pages its checkpoints copied ' +
+      'back to the database file) divided by the requests answered.',
     '- Writer queue: on SQLite, how many writes waited on average for their group commit to begin (the rate of ' +
       '`planfence_write_queue_seconds_total` over the run). Beside writes per commit it says whether writes wait ' +
       'for the one connection (deep) or for their requests to reach it (shallow: the request thread is the bound).',
