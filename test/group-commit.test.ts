@@ -24,9 +24,12 @@ afterAll(async () => {
   dir.cleanup();
 });
 
+/** A counter's value on /metrics (seconds are a fraction). */
 async function counter(name: string): Promise<number> {
   const text = await (await fetch(`${app.url}/metrics`)).text();
-  return Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+  const value = new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1];
+  expect(value).toBeDefined();
+  return Number(value);
 }
 
 // proves: R2
@@ -70,11 +73,11 @@ test('writes issued together share one commit on SQLite (one transaction each on
 test('more writes than one group holds are all committed, in further groups', async () => {
   const db = app.get(Database);
   const commitsBefore = db.commits.transactions;
-  const queuedBefore = await seconds('planfence_write_queue_seconds_total');
+  const queuedBefore = await counter('planfence_write_queue_seconds_total');
   await Promise.all(Array.from({ length: 300 }, (_, i) => db.write((m) => mark(m, `many-${i}`))));
   expect(await marked('many-%')).toHaveLength(300);
   const commits = db.commits.transactions - commitsBefore;
-  const queued = (await seconds('planfence_write_queue_seconds_total')) - queuedBefore;
+  const queued = (await counter('planfence_write_queue_seconds_total')) - queuedBefore;
   if (TEST_DATABASE === 'sqlite') {
     expect(commits).toBe(2);
     // The 44 beyond the first group waited at least for its commit.
@@ -84,14 +87,6 @@ test('more writes than one group holds are all committed, in further groups', as
     expect(queued).toBe(0);
   }
 });
-
-/** A counter's value in seconds (a fraction). */
-async function seconds(name: string): Promise<number> {
-  const text = await (await fetch(`${app.url}/metrics`)).text();
-  const value = new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1];
-  expect(value).toBeDefined();
-  return Number(value);
-}
 
 // proves: R2, R12
 test('a write that fails in a group rolls back alone; the writes around it commit', async () => {

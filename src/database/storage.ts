@@ -124,8 +124,8 @@ export class StorageMonitor {
    * Checked before every read too: a WAL reader marks its place in the mapped file, and the
    * timer's check (every SHM_CHECK_MS) may come after the next read. The file is checked once
    * per turn of the event loop: the reads and writes of one turn run one after another with
-   * nothing between them that could notice a change sooner (two system calls each, about 4%
-   * of a publish's time on the request thread, when every write and read checked).
+   * nothing between them that could notice a change sooner (two system calls each, 2–3% of
+   * a publish's time on the request thread, when every write and read checked).
    */
   shmUnwritable(): boolean {
     if (!this.files || this.opened.length === 0) return false;
