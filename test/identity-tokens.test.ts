@@ -103,6 +103,26 @@ describe('a token limited to staging-*', () => {
     expect(all.environments.map((e) => e.name)).toEqual(['prod', 'staging-eu', 'staging-us']);
   });
 
+  // proves: R26
+  test("a reviewer limited to staging-* is queued only its environments' plans", async () => {
+    for (const name of ['staging-queue', 'prod-queue']) {
+      await world.createEnvironment(name, 'MONOTONIC', true);
+      const generation = await world.acquire(ADMIN_TOKEN, name, 60);
+      await world.submitOk(ADMIN_TOKEN, name, generation, `plan for ${name}`);
+    }
+    const queueOf = async (bearer: string) =>
+      ok(
+        await app.gql<{ reviewQueue: { environment: string }[] }>(
+          bearer,
+          '{ reviewQueue { environment } }',
+        ),
+      ).reviewQueue.map((plan) => plan.environment);
+    const reviewer = await issue('reviewer-staging', 'REVIEWER', { environments: ['staging-*'] });
+    expect(await queueOf(reviewer)).toEqual(['staging-queue']);
+    const everywhere = await issue('reviewer-everywhere', 'REVIEWER');
+    expect((await queueOf(everywhere)).sort()).toEqual(['prod-queue', 'staging-queue']);
+  });
+
   test('whoami and principals show the patterns', async () => {
     const me = ok(await app.gql(token, '{ whoami { name environments expiresAt } }'));
     expect(me.whoami).toEqual({ name: 'ci-staging', environments: ['staging-*'], expiresAt: null });

@@ -1,10 +1,10 @@
 import { Module } from '@nestjs/common';
-import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { APP_GUARD } from '@nestjs/core';
 import { DecisionsModule } from '../decisions/decisions.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { QuotasModule } from '../quotas/quotas.module.js';
 import { Access } from './access.js';
-import { AuthGuard, EnvironmentScopeInterceptor } from './auth.guard.js';
+import { AuthGuard } from './auth.guard.js';
 
 /**
  * The checks every door applies (Access) and the GraphQL request gate (AuthGuard): a global
@@ -14,11 +14,7 @@ import { AuthGuard, EnvironmentScopeInterceptor } from './auth.guard.js';
  */
 @Module({
   imports: [AuthModule, DecisionsModule, QuotasModule],
-  providers: [
-    Access,
-    { provide: APP_GUARD, useClass: AuthGuard },
-    { provide: APP_INTERCEPTOR, useClass: EnvironmentScopeInterceptor },
-  ],
+  providers: [Access, { provide: APP_GUARD, useClass: AuthGuard }],
   exports: [Access],
 })
 export class AccessModule {}

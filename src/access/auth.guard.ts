@@ -1,16 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
-import {
-  type CallHandler,
-  Inject,
-  type CanActivate,
-  type ExecutionContext,
-  Injectable,
-  type NestInterceptor,
-} from '@nestjs/common';
+import { Inject, type CanActivate, type ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { GqlExecutionContext } from '@nestjs/graphql';
 import type { Counter } from 'prom-client';
-import { map, type Observable } from 'rxjs';
 import { AuthError } from '../auth/auth.errors.js';
 import { AuthService } from '../auth/auth.service.js';
 import { authenticateOnce, type CookieRequest, csrfTokenFor } from '../auth/authenticate.js';
@@ -21,7 +13,6 @@ import {
   type RequestWithPrincipal,
   TOKEN_CHECKED_KEY,
 } from '../auth/roles.decorator.js';
-import { allowsEnvironment } from '../auth/scope.js';
 import { CONFIG } from '../config/config.module.js';
 import type { Config } from '../config/config.js';
 import { authentications } from '../limits/limit-metrics.js';
@@ -103,31 +94,5 @@ export class AuthGuard implements CanActivate {
     const protocol = (req as { protocol?: string }).protocol ?? 'http';
     if (typeof host === 'string') origins.push(`${protocol}://${host}`);
     return origins;
-  }
-}
-
-/** List queries whose items belong to environments: a limited token sees only its environments' items. */
-const SCOPED_LISTS = new Set(['environments', 'reviewQueue']);
-
-/** Filters the answers of the list queries (`environments`, `reviewQueue`) to the caller's environments (R26). */
-@Injectable()
-export class EnvironmentScopeInterceptor implements NestInterceptor {
-  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (context.getType<string>() !== 'graphql' || !SCOPED_LISTS.has(context.getHandler().name)) {
-      return next.handle();
-    }
-    const patterns = gqlRequest(context).principal?.environments;
-    if (!Array.isArray(patterns)) return next.handle();
-    return next
-      .handle()
-      .pipe(
-        map((items: unknown) =>
-          Array.isArray(items)
-            ? items.filter((item: { environment?: string; name?: string }) =>
-                allowsEnvironment(patterns, item.environment ?? item.name ?? ''),
-              )
-            : items,
-        ),
-      );
   }
 }

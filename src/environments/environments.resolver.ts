@@ -1,4 +1,6 @@
+import { UseInterceptors } from '@nestjs/common';
 import { Args, Mutation, Parent, Query, ResolveField, Resolver } from '@nestjs/graphql';
+import { ScopedListInterceptor } from '../auth/scoped-list.interceptor.js';
 import { TerraformState } from '../terraform/terraform-state.model.js';
 import { Principal } from '../model/principal.entity.js';
 import { CurrentPrincipal, Roles } from '../auth/roles.decorator.js';
@@ -17,6 +19,7 @@ export class EnvironmentsResolver {
   constructor(private readonly service: EnvironmentsService) {}
 
   /** All environments in name order; with `first`/`after`, one page of them. */
+  @UseInterceptors(ScopedListInterceptor)
   @Query(() => [Environment], {
     description: 'In name order. Without arguments: all of them; first/after page through them.',
   })

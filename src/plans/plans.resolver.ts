@@ -8,6 +8,7 @@ import {
   Resolver,
   Subscription,
 } from '@nestjs/graphql';
+import { UseInterceptors } from '@nestjs/common';
 import { SubscriptionFeeds, type SubscriptionCall } from '../events/feeds.js';
 import { PlanPublishedArgs } from '../events/subscription.args.js';
 import { Principal } from '../model/principal.entity.js';
@@ -28,6 +29,7 @@ import { PlansService } from './plans.service.js';
 import { PlanSummary } from '../terraform/plan-summary.model.js';
 import { TerraformState } from '../terraform/terraform-state.model.js';
 import { AuthError } from '../auth/auth.errors.js';
+import { ScopedListInterceptor } from '../auth/scoped-list.interceptor.js';
 import { reviewUrl } from './review-url.js';
 
 @Resolver(() => Plan)
@@ -84,6 +86,7 @@ export class PlansResolver {
 
   /** REVIEWER (and ADMIN). */
   @Roles(Role.REVIEWER)
+  @UseInterceptors(ScopedListInterceptor)
   @Query(() => [Plan], {
     description: 'PROPOSED plans the caller could approve now, oldest first.',
   })
