@@ -45,6 +45,7 @@ const SQLITE_ONLY = onlyOn([
   'operator/health-writes',
   'operator/sqlite-cache',
   'operator/sqlite-temp-files',
+  'operator/plan-row-width',
   'sqlite-checkpoints',
 ]);
 

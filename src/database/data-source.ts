@@ -28,6 +28,7 @@ import { Sessions1766200000000 } from '../../migrations/1766200000000-sessions.j
 import { Preconditions1766300000000 } from '../../migrations/1766300000000-preconditions.js';
 import { Slack1766400000000 } from '../../migrations/1766400000000-slack.js';
 import { ApprovalVia1766500000000 } from '../../migrations/1766500000000-approval-via.js';
+import { PlanRowWidth1766600000000 } from '../../migrations/1766600000000-plan-row-width.js';
 import { Deployment } from '../model/deployment.entity.js';
 import { Environment } from '../model/environment.entity.js';
 import { IdempotencyRecord } from '../model/idempotency-record.entity.js';
@@ -69,6 +70,7 @@ export const migrations = [
   Preconditions1766300000000,
   Slack1766400000000,
   ApprovalVia1766500000000,
+  PlanRowWidth1766600000000,
 ];
 
 /**
