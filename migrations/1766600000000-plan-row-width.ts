@@ -9,8 +9,9 @@ const STATUS_WIDTH = 16;
  * only the pages that changed when it does not: the publish that marked the previous plan
  * SUPERSEDED (9 characters to 10) wrote that plan's content to the WAL again, a megabyte for a
  * 1 MiB plan, and the checkpoint copied it back. `status_width` is stored beside `status` and
- * pads it to 16 characters, so every status is the same number of bytes in the row. Nothing
- * reads it; no statement names it (SQLite computes it).
+ * pads it to 16 characters, so every status and its padding take the same bytes in the row, and
+ * the columns after them (the content) keep their place. Nothing reads it; no statement names
+ * it (SQLite computes it).
  *
  * SQLite adds a stored generated column only to a new table, so the table is rebuilt once: its
  * rows copied (the time and the free disk space of the plans' content), then its indexes made
@@ -32,12 +33,18 @@ export class PlanRowWidth1766600000000 implements MigrationInterface {
       .map(({ name }) => `"${name}"`)
       .join(', ');
     const definition = table.sql.trim();
-    if (!definition.startsWith('CREATE TABLE "plans" (') || !definition.endsWith(')'))
-      throw new Error(`unexpected definition of plans: ${definition.slice(0, 80)}`);
+    const status = '"status" varchar(16) NOT NULL, ';
+    if (!definition.startsWith('CREATE TABLE "plans" (') || !definition.includes(status))
+      throw new Error(`unexpected definition of plans: ${definition.slice(0, 120)}`);
+    // Right after the status, so that the two together keep their length and every column
+    // after them keeps its place in the record (else the content would move by a byte).
+    const width =
+      `"status_width" text GENERATED ALWAYS AS ` +
+      `(substr('${' '.repeat(STATUS_WIDTH)}', 1, ${STATUS_WIDTH} - length("status"))) STORED, `;
     await queryRunner.query(
-      `${definition.slice(0, -1).replace('CREATE TABLE "plans" (', 'CREATE TABLE "plans_rebuilt" (')}, ` +
-        `"status_width" text GENERATED ALWAYS AS ` +
-        `(substr('${' '.repeat(STATUS_WIDTH)}', 1, ${STATUS_WIDTH} - length("status"))) STORED)`,
+      definition
+        .replace('CREATE TABLE "plans" (', 'CREATE TABLE "plans_rebuilt" (')
+        .replace(status, status + width),
     );
     await queryRunner.query(
       `INSERT INTO "plans_rebuilt" (${columns}) SELECT ${columns} FROM "plans" ORDER BY rowid`,
