@@ -6,6 +6,7 @@
 import type { EntityManager } from 'typeorm';
 import { Database, execute, select } from '../src/database/database.js';
 import { scratchDir, startApp, type TestApp, TEST_DATABASE } from './support/app.js';
+import { metric } from './support/metrics.js';
 import { codeOf, World } from './support/world.js';
 
 let app: TestApp;
@@ -24,13 +25,8 @@ afterAll(async () => {
   dir.cleanup();
 });
 
-/** A counter's value on /metrics (seconds are a fraction). */
-async function counter(name: string): Promise<number> {
-  const text = await (await fetch(`${app.url}/metrics`)).text();
-  const value = new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1];
-  expect(value).toBeDefined();
-  return Number(value);
-}
+/** A counter's value on /metrics, which must have it. */
+const counter = (name: string) => metric(app.url, name, { required: true });
 
 // proves: R2
 test('forty concurrent submits are all decided, each with its own sequence, none lost', async () => {
