@@ -21,6 +21,11 @@ export type DatabaseConfig =
        * database file (0: only the service's connection does, when the WAL reaches 1,000 pages).
        */
       checkpointMs: number;
+      /**
+       * PLANFENCE_SQLITE_WRITER_THREAD: a database file's common submits are decided and
+       * committed by a thread of their own (src/database/sqlite-writer.ts), not the request thread.
+       */
+      writerThread: boolean;
     }
   | {
       kind: 'postgres';
@@ -285,6 +290,7 @@ function database(env: Env): DatabaseConfig {
       synchronous: syncRaw,
       cacheMiB: integer(env, 'PLANFENCE_SQLITE_CACHE_MIB', 8, 1, 1024),
       checkpointMs: integer(env, 'PLANFENCE_SQLITE_CHECKPOINT_MS', 20, 0, 60_000),
+      writerThread: integer(env, 'PLANFENCE_SQLITE_WRITER_THREAD', 1, 0, 1) === 1,
     };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {

@@ -10,6 +10,7 @@ import { AuditEvent } from '../model/audit-event.entity.js';
 import { Principal } from '../model/principal.entity.js';
 import type { Config } from '../config/config.js';
 import { guardedSqliteDriver, StorageStartError } from './sqlite-files.js';
+import { sqlitePragmas } from './sqlite-pragmas.js';
 import { Deployments1764700000000 } from '../../migrations/1764700000000-deployments.js';
 import { ScopedTokens1764800000000 } from '../../migrations/1764800000000-scoped-tokens.js';
 import { OutboxWebhooks1764900000000 } from '../../migrations/1764900000000-outbox-webhooks.js';
@@ -35,7 +36,6 @@ import { IdempotencyRecord } from '../model/idempotency-record.entity.js';
 import { LeaseGrant } from '../model/lease-grant.entity.js';
 import { LeaseTicket } from '../model/lease-ticket.entity.js';
 import { Plan } from '../model/plan.entity.js';
-import { hasCheckpointThread } from './sqlite-checkpointer.js';
 
 export const entities = [
   Principal,
@@ -79,11 +79,7 @@ export const migrations = [
  */
 const FINAL_CONNECTION_ERRORS = new Set(['28000', '28P01', '3D000']);
 
-/**
- * SQLite file with the checkpoint thread: the WAL pages at which the service's connection
- * checkpoints on commit (SQLite's default, 1,000, without the thread).
- */
-export const WAL_BOUND_PAGES = 4000;
+export { WAL_BOUND_PAGES } from './sqlite-pragmas.js';
 
 /** How many times a start tries to connect, and how long it waits between two tries. */
 export const CONNECT_ATTEMPTS = 10;
@@ -159,21 +155,7 @@ export function dataSourceOptions(config: Config): DataSourceOptions & {
     ...(file ? { driver: guardedSqliteDriver({ initialize: config.storage.initialize }) } : {}),
     enableWAL: file,
     prepareDatabase: (sqlite: { pragma(statement: string): unknown }) => {
-      // FULL fsyncs every commit: an acknowledged grant or publication survives power loss.
-      sqlite.pragma(`synchronous = ${db.synchronous}`);
-      // The driver's build would let the page cache grow to 16 MB: the pages of every large
-      // plan written stay there, and are rarely read again.
-      sqlite.pragma(`cache_size = -${db.cacheMiB * 1024}`);
-      // Each write runs in a savepoint inside the group's transaction, so every page it
-      // changes is first copied to the savepoint's journal. Past 64 KiB (a publish changes
-      // about 18 pages) SQLite moved that journal to a new temporary file in /var/tmp, opened,
-      // written and deleted for every write. In memory it stays a copy: no file, no system
-      // calls (docs/performance.md). Sorts and temporary tables that outgrow the page cache
-      // would be held in memory too: the service's sorts are of one page of rows or fewer.
-      sqlite.pragma('temp_store = MEMORY');
-      // With the checkpoint thread (sqlite-checkpointer.ts) copying pages back beside this
-      // connection, its own checkpoint on commit is only the bound on the WAL: 4,000 pages.
-      if (hasCheckpointThread(db)) sqlite.pragma(`wal_autocheckpoint = ${WAL_BOUND_PAGES}`);
+      for (const pragma of sqlitePragmas(db)) sqlite.pragma(pragma);
     },
   };
 }

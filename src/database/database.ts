@@ -13,6 +13,8 @@ import { checkMarker, sqliteFiles } from './sqlite-files.js';
 import { hasCheckpointThread, SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { GroupCommit } from './group-commit.js';
+import { hasWriterThread, SqliteWriter, type WriterProgram } from './sqlite-writer.js';
+import { sqlitePragmas } from './sqlite-pragmas.js';
 import { migrate } from './migrator.js';
 import { execute, executeLater, openLater, takeLater } from './sql.js';
 import { Transaction } from './transaction.js';
@@ -77,6 +79,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   private storageTimer: NodeJS.Timeout | undefined;
   /** SQLite file: the thread that checkpoints the WAL beside the request thread; else null. */
   readonly checkpointer: SqliteCheckpointer | null;
+  /** SQLite file: the thread that commits the writes handed to it (writeOnThread); else null. */
+  private readonly writer: SqliteWriter | null;
   private probing: Promise<void> | null = null;
 
   constructor(
@@ -94,8 +98,13 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     this.checkpointer = hasCheckpointThread(db)
       ? new SqliteCheckpointer(db.path, db.synchronous, db.checkpointMs)
       : null;
-    this.group = new GroupCommit(dataSource, this.storage, this.commits, (work) =>
-      this.exclusive(work),
+    this.writer = hasWriterThread(db) ? new SqliteWriter(db.path, sqlitePragmas(db)) : null;
+    this.group = new GroupCommit(
+      dataSource,
+      this.storage,
+      this.commits,
+      (work) => this.exclusive(work),
+      this.writer,
     );
   }
 
@@ -121,6 +130,11 @@ export class Database implements OnModuleInit, OnModuleDestroy {
         `the checkpoint thread did not start (${String(error)}); the service's connection checkpoints alone`,
       );
     });
+    await this.writer?.start().catch((error: unknown) => {
+      this.logger.warn(
+        `the writer thread did not start (${String(error)}); writes run on the request thread`,
+      );
+    });
     // Notices a lost file without traffic, and writability coming back (disk space freed).
     this.storageTimer = setInterval(() => {
       if (!this.storage.lost() && this.storage.unwritable) this.probeWrite().catch(() => undefined);
@@ -134,6 +148,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     clearInterval(this.storageTimer);
+    await this.exclusive(() => this.writer?.stop() ?? Promise.resolve());
     await this.checkpointer?.stop();
   }
 
@@ -209,6 +224,38 @@ export class Database implements OnModuleInit, OnModuleDestroy {
    */
   write<T>(work: (manager: Transaction) => Promise<T>, token?: TokenCheck): Promise<T> {
     return this.run(false, work, token);
+  }
+
+  /** Whether writes may be handed to the writer thread (writeOnThread). */
+  get writesOnThread(): boolean {
+    return this.writer?.running ?? false;
+  }
+
+  /**
+   * SQLite file, while writesOnThread: a write the writer thread runs, `program` of `input`
+   * (a whole decision, as PostgreSQL's submit at once is one statement), committed as
+   * write()'s are, in their group (its commit shared with the writes handed to the thread
+   * with it) and in arrival order with write()'s. Its promise settles only after the commit;
+   * `committed` is given its value first, in commit order (write()'s after-commit callbacks).
+   */
+  async writeOnThread<I, O>(
+    program: WriterProgram<I, O>,
+    input: I,
+    committed: (value: O) => void,
+  ): Promise<O> {
+    if (!this.writesOnThread) throw new Error('there is no writer thread');
+    this.storage.assertWritable();
+    let value: O;
+    try {
+      value = await this.group.writeOnThread<O>(
+        { program: program as unknown as WriterProgram<never, unknown>, input },
+        committed,
+      );
+    } catch (error) {
+      throw this.storage.failed(error);
+    }
+    this.storage.committed();
+    return value;
   }
 
   /**

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { isConflict, MAX_ATTEMPTS } from './conflicts.js';
 import { sqliteStatement } from './sql.js';
+import type { SqliteWriter, ThreadWrite } from './sqlite-writer.js';
 import { StorageError, type StorageMonitor } from './storage.js';
 import { Transaction } from './transaction.js';
 
@@ -9,7 +10,9 @@ import { Transaction } from './transaction.js';
 const GROUP_LIMIT = 256;
 
 interface WaitingWrite {
-  work: (manager: Transaction) => Promise<unknown>;
+  /** A write of the request thread's connection, or (`thread`) of the writer thread's. */
+  work: ((manager: Transaction) => Promise<unknown>) | null;
+  thread?: ThreadWrite & { committed: (value: unknown) => void };
   /** performance.now() when it was queued. */
   queuedAt: number;
   resolve: (value: unknown) => void;
@@ -22,6 +25,11 @@ interface WaitingWrite {
  * before it and a write that throws rolls back to its own savepoint only; one COMMIT (one
  * fsync at synchronous=FULL) then makes all of them durable at once, and only then is any
  * of them answered. If the transaction as a whole fails, every write in it fails.
+ *
+ * With a writer thread (SqliteWriter), writes handed to it (writeOnThread) that wait one
+ * after another form a group of their own, committed by the thread in the same way; the
+ * request thread serves requests meanwhile. The two kinds keep their order of arrival:
+ * a group ends where the other kind begins.
  */
 export class GroupCommit {
   private readonly logger = new Logger('Database');
@@ -39,12 +47,33 @@ export class GroupCommit {
     private readonly commits: { transactions: number; writes: number; queuedMs: number },
     /** Runs work alone on the one connection. */
     private readonly exclusive: (work: () => Promise<void>) => Promise<void>,
+    private readonly writer: SqliteWriter | null,
   ) {}
 
   write<T>(work: (manager: Transaction) => Promise<T>): Promise<T> {
+    return this.enqueue<T>(work);
+  }
+
+  /**
+   * A write the writer thread runs (its program and input), answered once its group
+   * committed; `committed` is given its value first, in commit order, as a write's
+   * after-commit callbacks are.
+   */
+  writeOnThread<T>(write: ThreadWrite, committed: (value: T) => void): Promise<T> {
+    return this.enqueue<T>(null, {
+      ...write,
+      committed: committed as (value: unknown) => void,
+    });
+  }
+
+  private enqueue<T>(
+    work: WaitingWrite['work'],
+    thread?: WaitingWrite['thread'],
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.waiting.push({
         work,
+        thread,
         queuedAt: performance.now(),
         resolve: resolve as (value: unknown) => void,
         reject,
@@ -64,7 +93,7 @@ export class GroupCommit {
     this.groupScheduled = false;
     if (!this.waiting.length) return;
     try {
-      await this.commitNextGroup();
+      await (this.waiting[0].thread ? this.commitOnThread() : this.commitNextGroup());
     } finally {
       // Writes beyond the group's limit, or left waiting by a failed group.
       if (this.waiting.length) this.scheduleGroup();
@@ -78,7 +107,7 @@ export class GroupCommit {
     let current: WaitingWrite | undefined;
     try {
       await runner.startTransaction();
-      while (this.waiting.length && group.length < GROUP_LIMIT) {
+      while (this.waiting.length && !this.waiting[0].thread && group.length < GROUP_LIMIT) {
         current = this.waiting.shift()!;
         this.commits.queuedMs += performance.now() - current.queuedAt;
         for (let attempt = 1; ; attempt++) {
@@ -86,7 +115,7 @@ export class GroupCommit {
           const manager = new Transaction(this.dataSource, runner);
           sqliteStatement(manager, 'SAVEPOINT write')!.run();
           try {
-            const result = await current.work(manager);
+            const result = await current.work!(manager);
             sqliteStatement(manager, 'RELEASE write')!.run();
             callbacks.set(current, manager.onCommit);
             group.push({ write: current, outcome: { result } });
@@ -119,12 +148,7 @@ export class GroupCommit {
       current?.reject(error);
       return;
     }
-    // Committed to a file that was deleted or replaced meanwhile: not durable, not acknowledged.
-    const lost = this.storage.lost();
-    if (lost) {
-      for (const { write } of group) write.reject(new StorageError(lost));
-      return;
-    }
+    if (this.lostCommit(group.map(({ write }) => write))) return;
     this.commits.transactions++;
     this.commits.writes += group.filter(({ outcome }) => 'result' in outcome).length;
     // In commit order, before the next transaction starts.
@@ -142,5 +166,49 @@ export class GroupCommit {
       }
       write.resolve(outcome.result);
     }
+  }
+
+  /** The writes waiting one after another for the writer thread, as one group of its. */
+  private async commitOnThread(): Promise<void> {
+    const group: WaitingWrite[] = [];
+    while (this.waiting.length && this.waiting[0].thread && group.length < GROUP_LIMIT) {
+      const write = this.waiting.shift()!;
+      this.commits.queuedMs += performance.now() - write.queuedAt;
+      group.push(write);
+    }
+    let outcomes;
+    try {
+      outcomes = await this.writer!.commit(group.map(({ thread }) => thread!));
+    } catch (error) {
+      this.logger.error(
+        `group of ${group.length} writes rolled back on the writer thread: ${(error as Error).message}`,
+      );
+      for (const write of group) write.reject(error);
+      return;
+    }
+    if (this.lostCommit(group)) return;
+    this.commits.transactions++;
+    group.forEach((write, i) => {
+      const outcome = outcomes[i];
+      if ('error' in outcome) return write.reject(outcome.error);
+      this.commits.writes++;
+      try {
+        write.thread!.committed(outcome.value);
+      } catch (error) {
+        this.logger.error(`after-commit callback failed: ${(error as Error).message}`);
+      }
+      write.resolve(outcome.value);
+    });
+  }
+
+  /**
+   * Whether the group just committed went to a file that was deleted or replaced meanwhile:
+   * then it is not durable, and none of its writes is acknowledged.
+   */
+  private lostCommit(group: WaitingWrite[]): boolean {
+    const lost = this.storage.lost();
+    if (!lost) return false;
+    for (const write of group) write.reject(new StorageError(lost));
+    return true;
   }
 }

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditEvent, AuditOutcome } from '../model/audit-event.entity.js';
-import { AuditService } from '../audit/audit.service.js';
+import { auditEvent, AuditService } from '../audit/audit.service.js';
 import { currentVia, type Via } from '../common/via.js';
 import { Clock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
@@ -25,7 +25,8 @@ import {
 } from '../outbox/outbox.service.js';
 import { DecisionTx, type Effect, type OutboxEffect } from '../fencing/effects.js';
 import type { Transaction } from '../database/transaction.js';
-import { Plan } from '../model/plan.entity.js';
+import { Plan, PlanStatus } from '../model/plan.entity.js';
+import type { SubmitOnThread } from '../fencing/submit-on-thread.js';
 import { exists, findOneOrFail, takeDrawnId } from '../database/rows.js';
 import { atOnceDeclined } from '../fencing/plan-writes.js';
 import { submitRecord } from './submit-at-once.js';
@@ -197,6 +198,58 @@ export class DecisionRunner {
       if (!atOnceDeclined(error)) throw error;
     }
     // Not admitted (nothing written), or rolled back: decided by the guard's statements.
+    if (!plan) return this.decidePlan(request, call, work, detail);
+    return this.settle(decision, startedAt, { result: plan });
+  }
+
+  /**
+   * decidePlan made by the SQLite writer thread (Database.writesOnThread), as decidePlanAtOnce
+   * is by PostgreSQL's statement: `onThread` hands the submit to the thread with the clock
+   * and what the decision records besides the plan (the same encoders' rows), and is given
+   * what to announce once its group committed (the plan's event when it published, then
+   * the audit event's; the outbox's listeners), before the submit is answered. A submit the
+   * thread does not admit (nothing written) is decided by decidePlan (`work`, the guard's
+   * statements), which names the rejection, replays the remembered call or announces the
+   * proposals that expired.
+   */
+  async decidePlanOnThread(
+    request: Decision,
+    call: IdempotentCall | null,
+    onThread: (
+      now: number,
+      record: (provisional: Plan) => SubmitOnThread['record'],
+      committed: (plan: Plan, auditId: number) => void,
+    ) => Promise<Plan | null>,
+    work: (tx: DecisionTx) => Promise<Plan>,
+    detail: (plan: Plan) => string | undefined,
+  ): Promise<Plan> {
+    const decision = withDoor(request);
+    const startedAt = performance.now();
+    const summarize = planResult(detail).summarize;
+    const plan = await onThread(
+      await this.clock.now(),
+      (provisional) => {
+        const { generation, detail: said } = summarize(provisional);
+        return submitRecord(provisional, {
+          audit: { ...decision, generation, detail: said },
+          call,
+          idempotencyTtlMs: this.idempotency.ttlMs,
+        }) as SubmitOnThread['record'];
+      },
+      (stored, auditId) => {
+        if (stored.status === PlanStatus.PUBLISHED) this.events.committed('plan', stored);
+        const { generation, detail: said } = summarize(stored);
+        const event = auditEvent(stored.submittedAt.getTime(), {
+          ...decision,
+          generation,
+          detail: said,
+          planId: stored.id,
+          outcome: AuditOutcome.ACCEPTED,
+        });
+        this.events.committed('audit', Object.assign(event, { id: auditId }));
+        this.outbox.committed();
+      },
+    );
     if (!plan) return this.decidePlan(request, call, work, detail);
     return this.settle(decision, startedAt, { result: plan });
   }

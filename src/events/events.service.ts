@@ -91,6 +91,15 @@ export class EventsService {
     this.db.afterCommit(m, () => this.deliver('deployment', deployment));
   }
 
+  /**
+   * SQLite: an event of a write the writer thread committed (Database.writeOnThread),
+   * announced now, from that write's after-commit callback (so in commit order).
+   */
+  committed(kind: 'plan' | 'audit', object: Plan | AuditEvent): void {
+    if (this.distributed) throw new Error('committed() is for SQLite');
+    this.deliver(kind, object);
+  }
+
   /** A notification, in the order PostgreSQL delivered it. */
   private heard(payload: string): void {
     const wire = JSON.parse(payload) as Wire;

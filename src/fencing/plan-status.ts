@@ -92,29 +92,23 @@ export async function afterPublication(
   environment: string,
   id: string,
 ): Promise<void> {
-  await Promise.all([
-    execute(
-      m,
-      `UPDATE plans SET status = 'SUPERSEDED'
-       WHERE environment = :environment AND status = 'PUBLISHED' AND id <> :id AND ${IS_CURRENT}`,
-      { environment, id },
-    ),
-    execute(
-      m,
-      `UPDATE plans SET status = 'OBSOLETE'
-       WHERE environment = :environment AND status = 'PROPOSED' AND ${PASSED_OVER}
-         AND ${IS_CURRENT}`,
-      { environment, id },
-    ),
-  ]);
+  await Promise.all(AFTER_PUBLICATION.map((sql) => execute(m, sql, { environment, id })));
 }
+
+/** afterPublication's two statements (:environment, :id). */
+export const AFTER_PUBLICATION = [
+  `UPDATE plans SET status = 'SUPERSEDED'
+   WHERE environment = :environment AND status = 'PUBLISHED' AND id <> :id AND ${IS_CURRENT}`,
+  `UPDATE plans SET status = 'OBSOLETE'
+   WHERE environment = :environment AND status = 'PROPOSED' AND ${PASSED_OVER}
+     AND ${IS_CURRENT}`,
+] as const;
 
 /** R8: a proposal below the fence or older than the current plan can never be published. */
 export async function markObsolete(m: EntityManager, environment: string): Promise<void> {
-  await execute(
-    m,
-    `UPDATE plans SET status = 'OBSOLETE'
-     WHERE environment = :environment AND status = 'PROPOSED' AND ${PASSED_OVER}`,
-    { environment },
-  );
+  await execute(m, MARK_OBSOLETE, { environment });
 }
+
+/** markObsolete's statement (:environment). */
+export const MARK_OBSOLETE = `UPDATE plans SET status = 'OBSOLETE'
+  WHERE environment = :environment AND status = 'PROPOSED' AND ${PASSED_OVER}`;

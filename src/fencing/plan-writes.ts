@@ -29,10 +29,13 @@ import {
   REVISION_OF_PLAN,
   RULE_SHORT_EVEN_WITH_REVIEWER,
   RULES_MET,
+  admissionStatement,
+  NEXT_SEQUENCE,
   stateNotOlder,
-  SUBMITTED_STATE_NOT_OLDER,
 } from './sql.js';
 import { pendingChecksOf, readPreconditions } from './preconditions.js';
+import { SUBMIT_ON_THREAD, type SubmitOnThread } from './submit-on-thread.js';
+import type { Database } from '../database/database.js';
 
 /** A plan's large fields are stored as given: its insert does not read them back. */
 const LARGE_FIELDS = Object.keys(PLAN_LARGE_FIELDS) as (keyof typeof PLAN_LARGE_FIELDS)[];
@@ -108,24 +111,7 @@ export class PlanWrites {
     const casOnState = p.priorState != null;
     const admitted = await execute(
       m,
-      `UPDATE environments SET fence = :generation
-       WHERE name = :environment AND policy_version = :policyVersion
-         AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
-                     AND g.generation = :generation AND g.principal = :principal)
-         AND ((mode = 'MONOTONIC' AND fence <= :generation)
-           OR (mode = 'STRICT' AND fence = :generation AND lease_generation = :generation
-               AND lease_principal = :principal AND lease_expires_at > :now))
-         ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
-         ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
-         ${casOnState ? `AND ${SUBMITTED_STATE_NOT_OLDER}` : ''}
-         ${
-           // R51: a submit that would publish demands the promotion too (else it is refused);
-           // an environment without one meets it.
-           publish
-             ? `AND frozen_at IS NULL
-         AND ${promotionMet('CAST(:sourceRevision AS VARCHAR(255))', 'environments')}`
-             : ''
-         }`,
+      admissionStatement({ publish, casOnPointer, casOnSequence, casOnState }),
       params,
     );
     if (!admitted) {
@@ -134,15 +120,7 @@ export class PlanWrites {
     noteEnvironmentRowHeld(m, p.environment);
     await expireProposals(tx, p.now, p.environment);
 
-    const [{ next }] = await select<{ next: number | string }>(
-      m,
-      // The last entry of the (environment, generation, sequence) index, whatever PostgreSQL's
-      // planner knows of the table (migrations/1765900000000-submit-by-index.ts).
-      `SELECT COALESCE((SELECT sequence FROM plans
-         WHERE environment = :environment AND generation = :generation
-         ORDER BY sequence DESC LIMIT 1), 0) + 1 AS next`,
-      p,
-    );
+    const [{ next }] = await select<{ next: number | string }>(m, NEXT_SEQUENCE, p);
     const sequence = Number(next);
     const id = PlanId.format(p.environment, p.generation, sequence);
     const plan = await insertReturning(
@@ -230,6 +208,61 @@ export class PlanWrites {
     });
     // Awaited once the transaction committed; a failed one is the transaction's failure.
     stored.catch(() => undefined);
+    return stored;
+  }
+
+  /**
+   * SQLite, while the writer thread runs (Database.writesOnThread): admitPlan's decision for
+   * a submit decidesInOneStatement admits, made by the thread (SUBMIT_ON_THREAD: admitPlan's
+   * statements, in their order), which also records what the decision adds (`record`, of
+   * the plan as stored but for DECIDED_PLAN_FIELDS). Returns the stored plan once its group
+   * committed, after `committed` was given it and its audit event's id; or null: the thread
+   * did not admit it (a rejection, a remembered call, expired proposals) and wrote nothing,
+   * and the submit is then decided by admitPlan.
+   */
+  async submitOnThread(
+    db: Database,
+    p: Submit & { now: number | null; idempotency: { principal: string; key: string } | null },
+    record: (provisional: Plan) => SubmitOnThread['record'],
+    committed: (plan: Plan, auditId: number) => void,
+  ): Promise<Plan | null> {
+    if (!this.decidesInOneStatement(p)) throw new Error('this submit is decided by admitPlan');
+    const provisional = Object.assign(new Plan(), submittedPlan({ ...p, now: 0 }, 0, true, null));
+    let stored: Plan | null = null;
+    await db.writeOnThread(
+      SUBMIT_ON_THREAD,
+      {
+        submit: {
+          environment: p.environment,
+          principal: p.principal,
+          generation: p.generation,
+          policyVersion: p.policy.version,
+          basedOnPlanId: p.basedOnPlanId ?? null,
+          title: p.title ?? null,
+          content: p.content,
+          contentHash: p.contentHash,
+          contentType: p.contentType,
+          summary: p.summary ?? null,
+          artifact: p.artifact ?? null,
+          artifactHash: p.artifactHash ?? null,
+          sourceRevision: p.sourceRevision ?? null,
+          policyResults: p.policy.results == null ? null : JSON.stringify(p.policy.results),
+          now: p.now,
+          idempotencyPrincipal: p.idempotency?.principal ?? null,
+          idempotencyKey: p.idempotency?.key ?? null,
+        },
+        record: record(provisional),
+      },
+      (decision) => {
+        if (decision.outcome !== 'admitted') return;
+        const { now, sequence, publish, ttlSeconds } = decision;
+        stored = Object.assign(
+          new Plan(),
+          submittedPlan({ ...p, now }, sequence, publish, ttlSeconds),
+        );
+        committed(stored, decision.auditId);
+      },
+    );
     return stored;
   }
 

@@ -159,3 +159,45 @@ export function withinDeployWindow(plan: string, env: string): string {
 
 /** R51: the source revision of plan :id, for promotionMet. */
 export const REVISION_OF_PLAN = '(SELECT pp.source_revision FROM plans pp WHERE pp.id = :id)';
+
+/**
+ * R3, R4, R5 and what a submit demands besides (admitPlan): the one conditional statement
+ * that admits a submit. Its parameters: admitPlan's `params`.
+ */
+export function admissionStatement(demands: {
+  /** The submit publishes: R17, R51, and the CAS on the pointer when `casOnPointer`. */
+  publish: boolean;
+  casOnPointer: boolean;
+  /** R57: the deployment sequence, the Terraform state it was made against. */
+  casOnSequence: boolean;
+  casOnState: boolean;
+}): string {
+  const { publish, casOnPointer, casOnSequence, casOnState } = demands;
+  return `UPDATE environments SET fence = :generation
+     WHERE name = :environment AND policy_version = :policyVersion
+       AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
+                   AND g.generation = :generation AND g.principal = :principal)
+       AND ((mode = 'MONOTONIC' AND fence <= :generation)
+         OR (mode = 'STRICT' AND fence = :generation AND lease_generation = :generation
+             AND lease_principal = :principal AND lease_expires_at > :now))
+       ${casOnPointer ? 'AND current_plan_id = :basedOnPlanId' : ''}
+       ${casOnSequence ? 'AND deployment_sequence = :basedOnDeploymentSequence' : ''}
+       ${casOnState ? `AND ${SUBMITTED_STATE_NOT_OLDER}` : ''}
+       ${
+         // R51: a submit that would publish demands the promotion too (else it is refused);
+         // an environment without one meets it.
+         publish
+           ? `AND frozen_at IS NULL
+       AND ${promotionMet('CAST(:sourceRevision AS VARCHAR(255))', 'environments')}`
+           : ''
+       }`;
+}
+
+/**
+ * The next sequence of :environment's plans of :generation: the last entry of the
+ * (environment, generation, sequence) index, whatever PostgreSQL's planner knows of the
+ * table (migrations/1765900000000-submit-by-index.ts).
+ */
+export const NEXT_SEQUENCE = `SELECT COALESCE((SELECT sequence FROM plans
+   WHERE environment = :environment AND generation = :generation
+   ORDER BY sequence DESC LIMIT 1), 0) + 1 AS next`;

@@ -195,9 +195,12 @@ export class Outbox {
    * src/decisions/submit-at-once.ts): the listeners run after its commit, as after record's.
    */
   recordedBy(m: Transaction): void {
-    this.db.afterCommit(m, () => {
-      for (const listener of this.listeners) listener();
-    });
+    this.db.afterCommit(m, () => this.committed());
+  }
+
+  /** Events were recorded by a write that committed (the SQLite writer thread's): the listeners run now. */
+  committed(): void {
+    for (const listener of this.listeners) listener();
   }
 
   /**

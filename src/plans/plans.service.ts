@@ -220,9 +220,14 @@ export class PlansService {
         // the rows it adds and the COMMIT (one round trip): one in an environment without
         // required checks or promotion (R50, R51) at the version it is decided at, which the
         // statement demands.
-        return await (this.db.dialect === 'postgres' &&
-        this.writes.decidesInOneStatement(submit) &&
-        (await this.withoutPreconditions(input.environment, policy.version))
+        // On SQLite the writer thread decides it, by the guard's statements, with what it
+        // records besides the plan, while the request thread serves requests.
+        const common =
+          (this.db.dialect === 'postgres' || this.db.writesOnThread) &&
+          this.writes.decidesInOneStatement(submit) &&
+          (await this.withoutPreconditions(input.environment, policy.version));
+        if (!common) return await this.decisions.decidePlan(decision, call, work, detail);
+        return await (this.db.dialect === 'postgres'
           ? this.decisions.decidePlanAtOnce(
               decision,
               call,
@@ -230,7 +235,14 @@ export class PlansService {
               work,
               detail,
             )
-          : this.decisions.decidePlan(decision, call, work, detail));
+          : this.decisions.decidePlanOnThread(
+              decision,
+              call,
+              (now, record, committed) =>
+                this.writes.submitOnThread(this.db, inOneStatement(now), record, committed),
+              work,
+              detail,
+            ));
       } catch (error) {
         if (!(error instanceof PolicyVersionChanged) || attempt >= MAX_POLICY_ATTEMPTS) throw error;
         this.policies.forget(input.environment);

@@ -1,0 +1,121 @@
+/**
+ * The body of the SQLite writer thread (src/database/sqlite-writer.ts). It is started from
+ * its source text (`new Worker(..., { eval: true })`), so this function must stay
+ * self-contained: it reaches better-sqlite3 through the path the writer resolved
+ * (workerData), and the programs it runs arrive as source text too.
+ *
+ * It opens a connection of its own to the service's database file, with the service
+ * connection's settings, and commits groups of writes: one transaction per group, one
+ * savepoint per write, so that a write that throws (or asks to be undone) rolls back to its
+ * own savepoint only, and one COMMIT (one fsync at synchronous=FULL) for all of them, as
+ * the service's own group commit does (src/database/group-commit.ts). Each write is a call
+ * of a program defined before (a function of the connection's statements, their texts, and
+ * the write's input), which returns the write's value.
+ *
+ * Messages in:  { define: { name, source, sql } } (a program: its source text and the
+ *               statements it names), { group, writes: [{ program, input }] }, 'stop'.
+ * Messages out: { ready: true } once; for each group, { group, outcomes } after its COMMIT
+ *               (each { value } or { error: { message, code } }), or { group, failed } if
+ *               the transaction as a whole failed: then nothing of it committed.
+ */
+export function writerWorkerMain(): void {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const threads = require('node:worker_threads') as typeof import('node:worker_threads');
+  const { driver, path, pragmas } = threads.workerData as {
+    driver: string;
+    path: string;
+    pragmas: string[];
+  };
+  const Sqlite = require(driver) as typeof import('better-sqlite3');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  type Statement = import('better-sqlite3').Statement;
+  /** A program: its statements by the texts in `sql`, prepared once each (`statement`). */
+  type Program = (
+    statement: (sql: string) => Statement,
+    sql: Record<string, string>,
+    input: unknown,
+  ) => { value: unknown; undo?: boolean };
+  const port = threads.parentPort!;
+  const db = new Sqlite(path, { fileMustExist: true });
+  for (const pragma of pragmas) db.pragma(pragma);
+  const programs = new Map<string, { run: Program; sql: Record<string, string> }>();
+  const prepared = new Map<string, Statement>();
+  const fixed = (sql: string) => {
+    let statement = prepared.get(sql);
+    if (!statement) {
+      statement = db.prepare(sql);
+      prepared.set(sql, statement);
+    }
+    return statement;
+  };
+  const failure = (error: unknown) => ({
+    message: String((error as Error | null)?.message ?? error),
+    code: (error as { code?: unknown } | null)?.code ?? null,
+  });
+
+  const commitGroup = (writes: { program: string; input: unknown }[]) => {
+    const outcomes: ({ value: unknown } | { error: ReturnType<typeof failure> })[] = [];
+    fixed('BEGIN IMMEDIATE').run();
+    try {
+      for (const { program, input } of writes) {
+        const defined = programs.get(program);
+        fixed('SAVEPOINT write').run();
+        try {
+          if (!defined) throw new Error(`no program named ${program}`);
+          const { value, undo } = defined.run(fixed, defined.sql, input);
+          if (undo) fixed('ROLLBACK TO write').run();
+          fixed('RELEASE write').run();
+          outcomes.push({ value });
+        } catch (error) {
+          // A failure to roll back ends the transaction (SQLite may have ended it already).
+          fixed('ROLLBACK TO write').run();
+          fixed('RELEASE write').run();
+          outcomes.push({ error: failure(error) });
+        }
+      }
+      fixed('COMMIT').run();
+    } catch (error) {
+      if (db.inTransaction) {
+        try {
+          fixed('ROLLBACK').run();
+        } catch {
+          // SQLite ended it: nothing of the group committed either way.
+        }
+      }
+      throw error;
+    }
+    return outcomes;
+  };
+
+  port.on('message', (message: unknown) => {
+    if (message === 'stop') {
+      db.close();
+      port.close();
+      return;
+    }
+    const m = message as
+      | { define: { name: string; source: string; sql: Record<string, string> } }
+      | { group: number; writes: { program: string; input: unknown }[] };
+    if ('define' in m) {
+      const { name, source, sql } = m.define;
+      let run: Program;
+      try {
+        // eslint-disable-next-line @typescript-eslint/no-implied-eval -- the service's own program
+        run = new Function(`return (${source})`)() as Program;
+      } catch (error) {
+        // Each write of it fails with this error; the thread goes on.
+        run = () => {
+          throw error;
+        };
+      }
+      programs.set(name, { run, sql });
+      return;
+    }
+    try {
+      port.postMessage({ group: m.group, outcomes: commitGroup(m.writes) });
+    } catch (error) {
+      port.postMessage({ group: m.group, failed: failure(error) });
+    }
+  });
+  port.postMessage({ ready: true });
+}
