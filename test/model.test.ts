@@ -26,7 +26,7 @@ import {
 } from './model/reference-model.js';
 import { Database, select } from '../src/database/database.js';
 import { LeaseQueueSweeper } from '../src/leases/lease-queue.sweeper.js';
-import { startApp, type TestApp } from './support/app.js';
+import { scratchDir, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
 import { codeOf, type GqlResult, ok, World } from './support/world.js';
 import { connectMcp, type McpAgent, refusalOf } from './support/mcp.js';
 import { SERVICE_MODEL } from './support/model-runs.js';
@@ -116,8 +116,19 @@ function planPoliciesInput(policies: ModelPolicy[]) {
 /** a1's MCP client (HTTP). */
 let a1Mcp: McpAgent;
 
+/**
+ * SQLite: a database file, so that the common submits are decided by the writer thread
+ * (src/fencing/submit-on-thread.ts) and every other decision by the request thread's
+ * connection, as in service; the other tests use a database in memory, which has no
+ * writer thread. PostgreSQL decides the common submits in one statement.
+ */
+const modelDir = scratchDir();
+
 beforeAll(async () => {
   app = await startApp({
+    ...(TEST_DATABASE === 'sqlite'
+      ? { DATABASE_URL: `sqlite:${modelDir.path}/model.db`, PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL' }
+      : {}),
     PLANFENCE_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS),
     // Budgets no loaded machine reaches: what the model compares is what the policies decide.
     PLANFENCE_POLICY_BUDGET_MS: '10000',
@@ -171,6 +182,7 @@ async function setGroups(name: string, groups: string[]) {
 afterAll(async () => {
   await a1Mcp.close();
   await app.close();
+  modelDir.cleanup();
 });
 
 let runs = 0;
@@ -785,6 +797,8 @@ test(`the service behaves as the reference model (${RUNS} runs)`, async () => {
   );
   // FC_STATS=1 shows which outcomes the runs reached.
   if (process.env.FC_STATS) console.log(Object.fromEntries([...outcomes].sort()));
+  // The writer thread decided submits (and the request thread the rest) in these runs.
+  if (TEST_DATABASE === 'sqlite') expect(app.get(Database).commits.onThread).toBeGreaterThan(0);
   // npm test's replays (support/model-runs.ts), or 100 runs, reach every outcome that
   // matters; fewer (FC_RUNS) may not.
   if (SERVICE_MODEL.reachesEveryOutcome && !process.env.FC_PATH)

@@ -60,9 +60,10 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   private readonly group: GroupCommit;
   /**
    * Transactions committed, and the writes they carried (more than one per commit with group
-   * commit); on SQLite, the milliseconds writes waited for their group to begin (GroupCommit).
+   * commit), of them the writer thread's; on SQLite, the milliseconds writes waited for their
+   * group to begin (GroupCommit).
    */
-  readonly commits = { transactions: 0, writes: 0, queuedMs: 0 };
+  readonly commits = { transactions: 0, writes: 0, onThread: 0, queuedMs: 0 };
 
   /** PostgreSQL: each environment's decisions in the database at once (writeFor()); null on SQLite. */
   private readonly decisionsByEnvironment: FifoSemaphoresByKey | null;

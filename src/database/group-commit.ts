@@ -28,8 +28,8 @@ interface WaitingWrite {
  *
  * With a writer thread (SqliteWriter), writes handed to it (writeOnThread) that wait one
  * after another form a group of their own, committed by the thread in the same way; the
- * request thread serves requests meanwhile. The two kinds keep their order of arrival:
- * a group ends where the other kind begins.
+ * request thread serves requests meanwhile. A group is of one kind: the kind of the
+ * write that waited longest, and every write of that kind waiting (takeNext).
  */
 export class GroupCommit {
   private readonly logger = new Logger('Database');
@@ -44,7 +44,12 @@ export class GroupCommit {
      * Transactions committed, the writes they carried, and the milliseconds writes waited in
      * the queue for their group to begin (over a run's milliseconds: the queue's mean depth).
      */
-    private readonly commits: { transactions: number; writes: number; queuedMs: number },
+    private readonly commits: {
+      transactions: number;
+      writes: number;
+      onThread: number;
+      queuedMs: number;
+    },
     /** Runs work alone on the one connection. */
     private readonly exclusive: (work: () => Promise<void>) => Promise<void>,
     private readonly writer: SqliteWriter | null,
@@ -66,10 +71,7 @@ export class GroupCommit {
     });
   }
 
-  private enqueue<T>(
-    work: WaitingWrite['work'],
-    thread?: WaitingWrite['thread'],
-  ): Promise<T> {
+  private enqueue<T>(work: WaitingWrite['work'], thread?: WaitingWrite['thread']): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.waiting.push({
         work,
@@ -107,8 +109,9 @@ export class GroupCommit {
     let current: WaitingWrite | undefined;
     try {
       await runner.startTransaction();
-      while (this.waiting.length && !this.waiting[0].thread && group.length < GROUP_LIMIT) {
-        current = this.waiting.shift()!;
+      while (group.length < GROUP_LIMIT) {
+        current = this.takeNext(false);
+        if (!current) break;
         this.commits.queuedMs += performance.now() - current.queuedAt;
         for (let attempt = 1; ; attempt++) {
           // Each write, and each attempt of it, is a transaction of its own: its savepoint.
@@ -171,8 +174,9 @@ export class GroupCommit {
   /** The writes waiting one after another for the writer thread, as one group of its. */
   private async commitOnThread(): Promise<void> {
     const group: WaitingWrite[] = [];
-    while (this.waiting.length && this.waiting[0].thread && group.length < GROUP_LIMIT) {
-      const write = this.waiting.shift()!;
+    while (group.length < GROUP_LIMIT) {
+      const write = this.takeNext(true);
+      if (!write) break;
       this.commits.queuedMs += performance.now() - write.queuedAt;
       group.push(write);
     }
@@ -192,6 +196,7 @@ export class GroupCommit {
       const outcome = outcomes[i];
       if ('error' in outcome) return write.reject(outcome.error);
       this.commits.writes++;
+      this.commits.onThread++;
       try {
         write.thread!.committed(outcome.value);
       } catch (error) {
@@ -199,6 +204,17 @@ export class GroupCommit {
       }
       write.resolve(outcome.value);
     });
+  }
+
+  /**
+   * The first waiting write of one kind (the writer thread's, or the request thread's),
+   * taken out of the line. A group takes every write of its kind that waits, whatever
+   * waits between them: writes that wait together are concurrent (none was answered), so
+   * that their order of arrival across the two kinds decides nothing, and groups stay large.
+   */
+  private takeNext(onThread: boolean): WaitingWrite | undefined {
+    const at = this.waiting.findIndex((write) => (write.thread !== undefined) === onThread);
+    return at < 0 ? undefined : this.waiting.splice(at, 1)[0];
   }
 
   /**

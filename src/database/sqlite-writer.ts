@@ -76,6 +76,8 @@ export class SqliteWriter {
         path: this.path,
         pragmas: this.pragmas,
       },
+      // Its young objects are a group's messages: a smaller nursery than the request thread's.
+      resourceLimits: { maxYoungGenerationSizeMb: 8 },
     });
     worker.unref();
     return new Promise<void>((resolve, reject) => {

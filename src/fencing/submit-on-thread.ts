@@ -131,8 +131,7 @@ export const SUBMIT_ON_THREAD: WriterProgram<SubmitOnThread, ThreadDecision> = {
       return { value: { outcome: 'remembered', now } };
     }
     const env = statement(sql.environment).get(at) as
-      | { require_approval: number; proposal_ttl_seconds: number | null }
-      | undefined;
+      { require_approval: number; proposal_ttl_seconds: number | null } | undefined;
     if (!env) return { value: { outcome: 'rejected', now } };
     if (statement(sql.expiring).get(at)) return { value: { outcome: 'declined', now } };
     const publish = !env.require_approval;

@@ -107,6 +107,11 @@ export class MetricsService {
         () => commits.writes,
       ],
       [
+        'planfence_writer_thread_writes_total',
+        "Submits handed to a SQLite file's writer thread (PLANFENCE_SQLITE_WRITER_THREAD), in groups that committed; one it does not admit writes nothing and is decided on the request thread. 0 on PostgreSQL and in memory",
+        () => commits.onThread,
+      ],
+      [
         'planfence_write_queue_seconds_total',
         "Seconds that writes waited in a SQLite service's queue for their group commit to begin; its rate is the queue's mean depth (0 on PostgreSQL: planfence_decisions_waiting)",
         () => commits.queuedMs / 1000,

@@ -38,7 +38,7 @@ import { exists, findOne } from '../database/rows.js';
 import { Environment } from '../model/environment.entity.js';
 import { PlanId } from '../common/ids.js';
 import { currentVia } from '../common/via.js';
-import { PolicyVersionChanged } from '../fencing/fence.errors.js';
+import { FenceError, PolicyVersionChanged } from '../fencing/fence.errors.js';
 import { describeDecision } from '../policies/policy-decision.js';
 import { PoliciesService } from '../policies/policies.service.js';
 import { type Preconditions, readPreconditions } from '../fencing/preconditions.js';
@@ -76,6 +76,15 @@ export class PlansService {
    * them bumps it): a submit whose policies were decided at that version reads them here.
    */
   private readonly preconditions = new Map<string, Preconditions>();
+
+  /**
+   * SQLite with the writer thread: by environment, the highest generation a submit was
+   * refused STALE_GENERATION for. Fences only rise, so a later submit of such a generation
+   * goes straight to the guard's statements (which decide it, and name the rejection), not
+   * first to the thread, which would decline it to them anyway. Only the way differs: the
+   * statements decide every submit they are given.
+   */
+  private readonly fencedOut = new Map<string, number>();
 
   constructor(
     @Inject(CONFIG) private readonly config: Config,
@@ -223,7 +232,9 @@ export class PlansService {
         // On SQLite the writer thread decides it, by the guard's statements, with what it
         // records besides the plan, while the request thread serves requests.
         const common =
-          (this.db.dialect === 'postgres' || this.db.writesOnThread) &&
+          (this.db.dialect === 'postgres' ||
+            (this.db.writesOnThread &&
+              canonical.generation > (this.fencedOut.get(input.environment) ?? 0))) &&
           this.writes.decidesInOneStatement(submit) &&
           (await this.withoutPreconditions(input.environment, policy.version));
         if (!common) return await this.decisions.decidePlan(decision, call, work, detail);
@@ -244,6 +255,10 @@ export class PlansService {
               detail,
             ));
       } catch (error) {
+        if (error instanceof FenceError && error.code === 'STALE_GENERATION') {
+          const fenced = this.fencedOut.get(input.environment) ?? 0;
+          this.fencedOut.set(input.environment, Math.max(fenced, input.generation));
+        }
         if (!(error instanceof PolicyVersionChanged) || attempt >= MAX_POLICY_ATTEMPTS) throw error;
         this.policies.forget(input.environment);
       }

@@ -21,6 +21,9 @@ onSqlite('real writes fail while the probe still fits', () => {
     app = await startApp({
       DATABASE_URL: database.url,
       PLANFENCE_HEALTH_WRITE_FAILURE_SECONDS: '3600',
+      // max_page_count below is the service connection's own: the plans go through it, not
+      // the writer thread's (whose full disk storage-free-space.test.ts fills for real).
+      PLANFENCE_SQLITE_WRITER_THREAD: '0',
     });
     world = new World(app);
   });
