@@ -9,6 +9,12 @@ import { Transaction } from './transaction.js';
 /** At most this many writes share one commit (bounds the wait of the first of them). */
 const GROUP_LIMIT = 256;
 
+/**
+ * Groups handed to the writer thread at once: the next is ready in the thread when the
+ * last commits, instead of waiting for the request thread to hear of that commit and send it.
+ */
+const THREAD_GROUPS_IN_FLIGHT = 2;
+
 interface WaitingWrite {
   /** A write of the request thread's connection, or (`thread`) of the writer thread's. */
   work: ((manager: Transaction) => Promise<unknown>) | null;
@@ -36,6 +42,10 @@ export class GroupCommit {
   /** Writes waiting for the next group commit, and whether one is scheduled. */
   private readonly waiting: WaitingWrite[] = [];
   private groupScheduled = false;
+  /** Groups handed to the writer thread and not yet answered. */
+  private threadGroups = 0;
+  /** Whether a group of the request thread's connection is running. */
+  private requestThreadGroup = false;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -88,18 +98,40 @@ export class GroupCommit {
     if (this.groupScheduled) return;
     this.groupScheduled = true;
     // After the requests that are ready now have had their turn to join the group.
-    setImmediate(() => void this.exclusive(() => this.commitGroup()));
+    setImmediate(() => this.startGroup());
   }
 
-  private async commitGroup(): Promise<void> {
+  /**
+   * Starts the next group, of the kind of the write that waited longest, when it may run:
+   * a group of the request thread's connection runs alone (no other group of either kind
+   * at once, and in line with that connection's reads); the writer thread's groups run
+   * while no group of the request thread's does, at most THREAD_GROUPS_IN_FLIGHT handed
+   * to the thread at once (it commits one after another, the next ready when the last ends).
+   */
+  private startGroup(): void {
     this.groupScheduled = false;
-    if (!this.waiting.length) return;
-    try {
-      await (this.waiting[0].thread ? this.commitOnThread() : this.commitNextGroup());
-    } finally {
-      // Writes beyond the group's limit, or left waiting by a failed group.
-      if (this.waiting.length) this.scheduleGroup();
+    const head = this.waiting[0];
+    if (!head || this.requestThreadGroup) return;
+    if (head.thread) {
+      if (this.threadGroups >= THREAD_GROUPS_IN_FLIGHT) return;
+      this.threadGroups++;
+      this.commitOnThread()
+        .catch((error: unknown) => this.logger.error(`group commit failed: ${String(error)}`))
+        .finally(() => {
+          this.threadGroups--;
+          this.scheduleGroup();
+        });
+      return;
     }
+    if (this.threadGroups > 0) return;
+    this.requestThreadGroup = true;
+    this.exclusive(() => this.commitNextGroup())
+      .catch((error: unknown) => this.logger.error(`group commit failed: ${String(error)}`))
+      .finally(() => {
+        this.requestThreadGroup = false;
+        // Writes beyond the group's limit, or left waiting by a failed group.
+        if (this.waiting.length) this.scheduleGroup();
+      });
   }
 
   private async commitNextGroup(): Promise<void> {

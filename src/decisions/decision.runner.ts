@@ -234,6 +234,7 @@ export class DecisionRunner {
           audit: { ...decision, generation, detail: said },
           call,
           idempotencyTtlMs: this.idempotency.ttlMs,
+          notifications: false,
         }) as SubmitOnThread['record'];
       },
       (stored, auditId) => {

@@ -15,6 +15,8 @@ export interface SubmitRecord {
   /** The call to remember (R9), if it has an idempotency key. */
   call: IdempotentCall | null;
   idempotencyTtlMs: number;
+  /** Whether the record carries the notifications (PostgreSQL's; SQLite announces in the service). */
+  notifications?: boolean;
 }
 
 /**
@@ -59,17 +61,20 @@ export function submitRecord(provisional: Plan, record: SubmitRecord): object {
       ttlMs: record.idempotencyTtlMs,
     },
     // In the order the runner makes them: the plan's effects, then the audit event's.
-    notifications: [
-      { when: 'published', candidates: wire('plan', provisional) },
-      {
-        when: 'always',
-        candidates: wire('audit', event, {
-          id: new JsonLeaf('auditId'),
-          at: new JsonLeaf('now'),
-          planId: new JsonLeaf('id'),
-        }),
-      },
-    ],
+    notifications:
+      record.notifications === false
+        ? []
+        : [
+            { when: 'published', candidates: wire('plan', provisional) },
+            {
+              when: 'always',
+              candidates: wire('audit', event, {
+                id: new JsonLeaf('auditId'),
+                at: new JsonLeaf('now'),
+                planId: new JsonLeaf('id'),
+              }),
+            },
+          ],
   };
 }
 

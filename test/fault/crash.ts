@@ -30,6 +30,11 @@ export interface CrashReport {
   seed: number;
   /** Lease tickets granted in the queue environment, and those the harness saw granted. */
   queue: { granted: number; seen: number };
+  /**
+   * SQLite: the submits the last service process handed to its writer thread (its retries
+   * of the submissions the last kill cut short among them); null on PostgreSQL.
+   */
+  onThread: number | null;
 }
 
 const QUEUE_ENV = 'crash-queue';
@@ -407,7 +412,15 @@ export async function runCrashHarness(options: {
       violations.push(
         `${QUEUE_ENV}: ${stillWaiting} tickets still wait after the queue was drained`,
       );
+    // SQLite: the submits (the retries among them) went through the writer thread.
+    let onThread: number | null = null;
+    if (!options.postgres) {
+      const metrics = await (await fetch(`${service.url}/metrics`)).text();
+      onThread = Number(/^planfence_writer_thread_writes_total (\d+)$/m.exec(metrics)?.[1] ?? 0);
+      if (onThread === 0) violations.push('the writer thread decided no submit');
+    }
     return {
+      onThread,
       queue: {
         granted: grants.length,
         seen: [...tickets.values()].filter((g) => g != null).length,
@@ -437,7 +450,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   });
   for (const violation of report.violations) console.error(violation);
   console.log(
-    `kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} violations=${report.violations.length} queue=${JSON.stringify(report.queue)} seed=${report.seed}`,
+    `kills=${report.kills} acknowledged=${report.acknowledged} retried=${report.retried} lost=${report.lost} duplicates=${report.duplicates} violations=${report.violations.length} queue=${JSON.stringify(report.queue)} onThread=${report.onThread} seed=${report.seed}`,
   );
   process.exitCode = report.violations.length ? 1 : 0;
 }
