@@ -249,7 +249,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     let value: O;
     try {
       value = await this.group.writeOnThread<O>(
-        { program: program as unknown as WriterProgram<never, unknown>, input },
+        { program, input },
         committed,
       );
     } catch (error) {

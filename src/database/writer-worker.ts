@@ -100,8 +100,10 @@ export function writerWorkerMain(): void {
       const { name, source, sql } = m.define;
       let run: Program;
       try {
-        // eslint-disable-next-line @typescript-eslint/no-implied-eval -- the service's own program
-        run = new Function(`return (${source})`)() as Program;
+        // The service's own program, sent as its source text.
+        // eslint-disable-next-line @typescript-eslint/no-implied-eval
+        const compile = new Function(`return (${source})`) as () => Program;
+        run = compile();
       } catch (error) {
         // Each write of it fails with this error; the thread goes on.
         run = () => {
