@@ -67,8 +67,17 @@ async function story(app: TestApp): Promise<string[]> {
   world.advance(601);
   const g2 = await world.acquire(other, 'auto', 600);
   outcomes.push(codeOf(await world.submit(other, 'auto', g2, 'replicas: 4', key())));
+  // Refused by the statements, which name the fence; the same call replayed; a new call of
+  // that generation, refused by the thread below the fence the last refusal named.
   outcomes.push(codeOf(await world.submit(agent, 'auto', g1, 'late', { idempotencyKey: 'late' })));
   outcomes.push(codeOf(await world.submit(agent, 'auto', g1, 'late', { idempotencyKey: 'late' })));
+  outcomes.push(codeOf(await world.submit(agent, 'auto', g1, 'later', key())));
+  outcomes.push(codeOf(await world.submit(agent, 'auto', g1, 'later', key())));
+  // The fence moves on: the thread declines to name the old one, the statements name the new.
+  const g3 = await world.acquire(other, 'auto', 600);
+  outcomes.push(codeOf(await world.submit(other, 'auto', g3, 'replicas: 5', key())));
+  outcomes.push(codeOf(await world.submit(agent, 'auto', g1, 'latest', key())));
+  outcomes.push(codeOf(await world.submit(agent, 'auto', g2, 'latest', key())));
   // Proposals that expire: the next submit announces them (plan.expired) before its own.
   const r1 = await world.acquire(agent, 'reviewed', 600);
   outcomes.push(codeOf(await world.submit(agent, 'reviewed', r1, 'proposal 1', key())));
@@ -127,16 +136,21 @@ onSqlite('the writer thread stores what the request thread stores, byte for byte
       'OK',
       'STALE_GENERATION',
       'STALE_GENERATION',
+      'STALE_GENERATION',
+      'STALE_GENERATION',
+      'OK',
+      'STALE_GENERATION',
+      'UNKNOWN_GENERATION',
       'OK',
       'OK',
       'OK',
     ]);
     expect(alone.outcomes).toEqual(threaded.outcomes);
-    // Every submit went to the thread but the second stale one (its generation was refused
-    // STALE_GENERATION before: it goes straight to the guard's statements). The thread
-    // declines what it does not admit (the replay, the stale basedOnPlanId, the first stale
-    // submit, the one that finds expired proposals), writing nothing of it.
-    expect(threaded.onThread).toBe(9);
+    // Every submit went to the thread. It admitted six (two publishes, the newer
+    // generations' two, two proposals), refused two below the fence, and declined seven
+    // (the two replays, the stale basedOnPlanId, the first refusal, the old fence, the
+    // generation issued to another, the expired proposals), writing nothing of them.
+    expect(threaded.onThread).toBe(15);
     expect(alone.onThread).toBe(0);
     expect(threaded.rows.outbox.map((row) => (row as { type: string }).type)).toContain(
       'plan.expired',

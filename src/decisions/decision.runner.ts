@@ -26,7 +26,12 @@ import {
 import { DecisionTx, type Effect, type OutboxEffect } from '../fencing/effects.js';
 import type { Transaction } from '../database/transaction.js';
 import { Plan, PlanStatus } from '../model/plan.entity.js';
-import type { SubmitOnThread } from '../fencing/submit-on-thread.js';
+import {
+  REFUSE_STALE_ON_THREAD,
+  type RefusalOnThread,
+  type SubmitOnThread,
+} from '../fencing/submit-on-thread.js';
+import type { FenceError } from '../fencing/fence.errors.js';
 import { exists, findOneOrFail, takeDrawnId } from '../database/rows.js';
 import { atOnceDeclined } from '../fencing/plan-writes.js';
 import { submitRecord } from './submit-at-once.js';
@@ -253,6 +258,65 @@ export class DecisionRunner {
     );
     if (!plan) return this.decidePlan(request, call, work, detail);
     return this.settle(decision, startedAt, { result: plan });
+  }
+
+  /**
+   * A submit's refusal `error` (STALE_GENERATION below `fence`) made by the SQLite writer
+   * thread (REFUSE_STALE_ON_THREAD), with its audit event and the call's remembered refusal,
+   * as the guard's statements would make it; announced once its group committed, and thrown.
+   * Returns only if the thread declined it (the fence moved, the call is remembered): nothing
+   * was written, and the caller decides the submit by the guard's statements.
+   */
+  async refuseOnThread(
+    request: Decision,
+    call: IdempotentCall | null,
+    error: FenceError,
+    refusal: Pick<RefusalOnThread, 'principal' | 'generation' | 'policyVersion' | 'fence'>,
+  ): Promise<void> {
+    const decision = withDoor(request);
+    const startedAt = performance.now();
+    const now = await this.clock.now();
+    const audit = auditEvent(now, {
+      ...decision,
+      outcome: AuditOutcome.REJECTED,
+      code: error.code,
+      detail: error.message,
+    });
+    const outcome = await this.db.writeOnThread(
+      REFUSE_STALE_ON_THREAD,
+      {
+        ...refusal,
+        environment: decision.environment,
+        now,
+        idempotencyPrincipal: call?.principal ?? null,
+        idempotencyKey: call?.key ?? null,
+        audit: {
+          environment: audit.environment,
+          actor: audit.actor,
+          action: audit.action,
+          generation: refusal.generation,
+          outcome: audit.outcome,
+          code: error.code,
+          detail: error.message,
+          via: audit.via,
+        },
+        idempotency: call && {
+          principal: call.principal,
+          key: call.key,
+          operation: call.operation,
+          fingerprint: call.fingerprint,
+          ttlMs: this.idempotency.ttlMs,
+          errorCode: error.code,
+          errorMessage: error.message,
+          errorDetails: JSON.stringify(error.details),
+        },
+      },
+      (done) => {
+        if (done.outcome === 'refused')
+          this.events.committed('audit', Object.assign(audit, { id: done.auditId }));
+      },
+    );
+    if (outcome.outcome === 'refused') this.settle(decision, startedAt, { error });
   }
 
   /**

@@ -210,3 +210,103 @@ export const SUBMIT_ON_THREAD: WriterProgram<SubmitOnThread, ThreadDecision> = {
     return { value: { outcome: 'admitted', now, publish, sequence: next, ttlSeconds, auditId } };
   },
 };
+
+/** A submit of a generation below the fence, as the writer thread takes it. */
+export interface RefusalOnThread {
+  environment: string;
+  principal: string;
+  generation: number;
+  policyVersion: number;
+  /** The fence the refusal names: the thread refuses only while it is the environment's. */
+  fence: number;
+  now: number;
+  idempotencyPrincipal: string | null;
+  idempotencyKey: string | null;
+  /** The refusal's audit event, without its id and time. */
+  audit: Record<'environment' | 'actor' | 'action' | 'outcome' | 'code' | 'detail', string> & {
+    generation: number;
+    via: string | null;
+  };
+  /** The call to remember with the refusal (R9), if it has an idempotency key. */
+  idempotency: {
+    principal: string;
+    key: string;
+    operation: string;
+    fingerprint: string;
+    ttlMs: number;
+    errorCode: string;
+    errorMessage: string;
+    errorDetails: string;
+  } | null;
+}
+
+/** `refused` (its audit event and remembered call recorded), or `declined` (nothing written). */
+export type ThreadRefusal = { outcome: 'refused'; auditId: number } | { outcome: 'declined' };
+
+/**
+ * SQLite: R4's refusal of a common submit (as SUBMIT_ON_THREAD takes it) whose generation is
+ * below the fence, made by the writer thread: one conditional INSERT of the refusal's audit
+ * event, which writes the row only if the submit would be refused STALE_GENERATION below
+ * `fence` now, the affected row deciding (R2): the environment is at the policy version the
+ * submit was decided at, the generation was issued to the caller (else the refusal would be
+ * UNKNOWN_GENERATION), and `fence` is the environment's fence and above the generation.
+ * With it, the call's remembered refusal (R9). Anything else (the fence moved, a remembered
+ * call) is declined with nothing written, and decided by the guard's statements.
+ */
+export const REFUSE_STALE_ON_THREAD: WriterProgram<RefusalOnThread, ThreadRefusal> = {
+  name: 'refuseStale',
+  sql: {
+    remembered: SUBMIT_ON_THREAD.sql.remembered,
+    refuse: `INSERT INTO audit_events (at, environment, actor, action, generation, plan_id,
+      outcome, code, detail, via)
+      SELECT :now, :auditEnvironment, :actor, :action, :generation, NULL, :outcome, :code,
+        :detail, :via
+      FROM environments e
+      WHERE e.name = :environment AND e.policy_version = :policyVersion
+        AND e.fence = :fence AND :generation < e.fence
+        AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
+                    AND g.generation = :generation AND g.principal = :principal)`,
+    remember: `INSERT INTO idempotency_records (principal, idempotency_key, operation,
+      fingerprint, plan_id, error_code, error_message, error_details, created_at, expires_at)
+      VALUES (:principal, :key, :operation, :fingerprint, NULL, :errorCode, :errorMessage,
+      :errorDetails, :now, :expiresAt)`,
+  },
+  // Self-contained: it runs in the writer thread from its source text.
+  run: (statement: (sql: string) => Statement, sql: Record<string, string>, p) => {
+    if (p.idempotencyKey !== null && statement(sql.remembered).get(p)) {
+      return { value: { outcome: 'declined' } };
+    }
+    const { audit } = p;
+    const refused = statement(sql.refuse).run({
+      now: p.now,
+      environment: p.environment,
+      principal: p.principal,
+      generation: p.generation,
+      policyVersion: p.policyVersion,
+      fence: p.fence,
+      auditEnvironment: audit.environment,
+      actor: audit.actor,
+      action: audit.action,
+      outcome: audit.outcome,
+      code: audit.code,
+      detail: audit.detail,
+      via: audit.via,
+    });
+    if (refused.changes === 0) return { value: { outcome: 'declined' } };
+    const call = p.idempotency;
+    if (call) {
+      statement(sql.remember).run({
+        principal: call.principal,
+        key: call.key,
+        operation: call.operation,
+        fingerprint: call.fingerprint,
+        errorCode: call.errorCode,
+        errorMessage: call.errorMessage,
+        errorDetails: call.errorDetails,
+        now: p.now,
+        expiresAt: p.now + call.ttlMs,
+      });
+    }
+    return { value: { outcome: 'refused', auditId: Number(refused.lastInsertRowid) } };
+  },
+};

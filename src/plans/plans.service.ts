@@ -39,6 +39,7 @@ import { Environment } from '../model/environment.entity.js';
 import { PlanId } from '../common/ids.js';
 import { currentVia } from '../common/via.js';
 import { FenceError, PolicyVersionChanged } from '../fencing/fence.errors.js';
+import { stale } from '../fencing/rejections.js';
 import { describeDecision } from '../policies/policy-decision.js';
 import { PoliciesService } from '../policies/policies.service.js';
 import { type Preconditions, readPreconditions } from '../fencing/preconditions.js';
@@ -78,13 +79,13 @@ export class PlansService {
   private readonly preconditions = new Map<string, Preconditions>();
 
   /**
-   * SQLite with the writer thread: by environment, the highest generation a submit was
-   * refused STALE_GENERATION for. Fences only rise, so a later submit of such a generation
-   * goes straight to the guard's statements (which decide it, and name the rejection), not
-   * first to the thread, which would decline it to them anyway. Only the way differs: the
-   * statements decide every submit they are given.
+   * SQLite with the writer thread: by environment, the fence the last STALE_GENERATION
+   * refusal named. A later submit of a generation below it is refused by the thread
+   * (DecisionRunner.refuseOnThread), whose statement refuses it only if that is still the
+   * fence; else the guard's statements decide it. Only the way differs: the statement
+   * that writes the refusal decides it.
    */
-  private readonly fencedOut = new Map<string, number>();
+  private readonly fenceSeen = new Map<string, number>();
 
   constructor(
     @Inject(CONFIG) private readonly config: Config,
@@ -232,32 +233,47 @@ export class PlansService {
         // On SQLite the writer thread decides it, by the guard's statements, with what it
         // records besides the plan, while the request thread serves requests.
         const common =
-          (this.db.dialect === 'postgres' ||
-            (this.db.writesOnThread &&
-              canonical.generation > (this.fencedOut.get(input.environment) ?? 0))) &&
+          (this.db.dialect === 'postgres' || this.db.writesOnThread) &&
           this.writes.decidesInOneStatement(submit) &&
           (await this.withoutPreconditions(input.environment, policy.version));
         if (!common) return await this.decisions.decidePlan(decision, call, work, detail);
-        return await (this.db.dialect === 'postgres'
-          ? this.decisions.decidePlanAtOnce(
-              decision,
-              call,
-              (m, now, record) => this.writes.submitAtOnce(m, inOneStatement(now), record),
-              work,
-              detail,
-            )
-          : this.decisions.decidePlanOnThread(
-              decision,
-              call,
-              (now, record, committed) =>
-                this.writes.submitOnThread(this.db, inOneStatement(now), record, committed),
-              work,
-              detail,
-            ));
+        if (this.db.dialect === 'postgres')
+          return await this.decisions.decidePlanAtOnce(
+            decision,
+            call,
+            (m, now, record) => this.writes.submitAtOnce(m, inOneStatement(now), record),
+            work,
+            detail,
+          );
+        const fence = this.fenceSeen.get(input.environment);
+        if (fence !== undefined && canonical.generation < fence) {
+          // Refused on the thread if the fence is still the one last seen; else decided below.
+          await this.decisions.refuseOnThread(
+            decision,
+            call,
+            stale(canonical.generation, fence, "the plan's"),
+            {
+              principal: principal.name,
+              generation: canonical.generation,
+              policyVersion: policy.version,
+              fence,
+            },
+          );
+          return await this.decisions.decidePlan(decision, call, work, detail);
+        }
+        return await this.decisions.decidePlanOnThread(
+          decision,
+          call,
+          (now, record, committed) =>
+            this.writes.submitOnThread(this.db, inOneStatement(now), record, committed),
+          work,
+          detail,
+        );
       } catch (error) {
         if (error instanceof FenceError && error.code === 'STALE_GENERATION') {
-          const fenced = this.fencedOut.get(input.environment) ?? 0;
-          this.fencedOut.set(input.environment, Math.max(fenced, input.generation));
+          const named = Number((error.details as { fence?: unknown }).fence);
+          const seen = this.fenceSeen.get(input.environment) ?? 0;
+          if (Number.isInteger(named)) this.fenceSeen.set(input.environment, Math.max(seen, named));
         }
         if (!(error instanceof PolicyVersionChanged) || attempt >= MAX_POLICY_ATTEMPTS) throw error;
         this.policies.forget(input.environment);
