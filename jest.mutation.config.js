@@ -34,6 +34,8 @@ export default {
     '**/submit-statement.test.ts',
     // R50–R53: required checks, promotion, the deploy window and drift.
     '**/preconditions.test.ts',
+    // SQLite: what the writer thread stores, against the request thread's statements.
+    '**/writer-thread.test.ts',
   ],
   // The mutants live in the sources: every file loads them into its own registry.
   globals: { ...config.projects[0].globals, __planfenceInRealm: true },
