@@ -7,10 +7,23 @@
  * one with the thread and one without (PLANFENCE_SQLITE_WRITER_THREAD=0), on one clock.
  */
 import Database from 'better-sqlite3';
+import { createClient } from 'graphql-ws';
 import { join } from 'node:path';
+import WebSocket from 'ws';
 import { ManualClock } from '../src/common/clock.js';
-import { codeOf, scratchDir, startApp, TEST_DATABASE, type TestApp } from './support/app.js';
+import { Database as Storage } from '../src/database/database.js';
+import { PlanWrites } from '../src/fencing/plan-writes.js';
+import {
+  ADMIN_TOKEN,
+  codeOf,
+  scratchDir,
+  startApp,
+  TEST_DATABASE,
+  type TestApp,
+} from './support/app.js';
 import { metric } from './support/metrics.js';
+import { subscribed } from './support/subscribed.js';
+import { until } from './support/until.js';
 import { World } from './support/world.js';
 
 const onSqlite = TEST_DATABASE === 'sqlite' ? test : test.skip;
@@ -18,7 +31,7 @@ const onSqlite = TEST_DATABASE === 'sqlite' ? test : test.skip;
 const START = Date.UTC(2026, 4, 17, 9, 8, 7, 45);
 
 /** The story: publishes, proposals, a replay, a rejection, expired proposals, a stale generation. */
-async function story(app: TestApp): Promise<string[]> {
+async function story(app: TestApp, created: () => Promise<void>): Promise<string[]> {
   const world = new World(app);
   const outcomes: string[] = [];
   // Keys of the story's own: both services see the same calls.
@@ -34,10 +47,12 @@ async function story(app: TestApp): Promise<string[]> {
          requireApproval: true, proposalTtlSeconds: 60 }) { name } }`,
     ),
   );
+  await created();
   const g1 = await world.acquire(agent, 'auto', 600);
   const first = await world.submit(agent, 'auto', g1, 'replicas: 1', {
     idempotencyKey: 'first',
     title: 'one replica',
+    sourceRevision: 'a1b2c3',
   });
   outcomes.push(codeOf(first));
   // The same call again: replayed, not decided twice.
@@ -46,6 +61,7 @@ async function story(app: TestApp): Promise<string[]> {
       await world.submit(agent, 'auto', g1, 'replicas: 1', {
         idempotencyKey: 'first',
         title: 'one replica',
+        sourceRevision: 'a1b2c3',
       }),
     ),
   );
@@ -117,11 +133,49 @@ onSqlite('the writer thread stores what the request thread stores, byte for byte
       { DATABASE_URL: `sqlite:${file}`, PLANFENCE_SQLITE_SYNCHRONOUS: 'NORMAL', ...env },
       new ManualClock(START),
     );
+    const client = createClient({
+      url: `${app.url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      retryAttempts: 0,
+    });
     try {
-      const outcomes = await story(app);
+      // What subscribers hear: every audit event, and every publication of "auto".
+      const heard: unknown[] = [];
+      const listen = (query: string) => () =>
+        client.subscribe(
+          { query },
+          { next: (value) => heard.push(value), error: (e) => heard.push(e), complete: () => {} },
+        );
+      await subscribed(
+        app.url,
+        'activityRecorded',
+        listen(
+          'subscription { activityRecorded { id at environment actor action generation planId outcome code detail via } }',
+        ),
+      );
+      const outcomes = await story(app, async () => {
+        await subscribed(
+          app.url,
+          'planPublished',
+          listen(
+            'subscription { planPublished(environment: "auto") { id status generation sequence title contentHash sourceRevision submittedAt publishedAt submittedBy } }',
+          ),
+        );
+      });
+      const rowsNow = rows(file);
+      const published = (rowsNow.audit as { outcome: string; plan_id: string | null }[]).filter(
+        (row) => row.outcome === 'ACCEPTED' && row.plan_id?.startsWith('auto@'),
+      ).length;
+      await until(
+        'every audit event and publication to be announced',
+        () => heard.length >= rowsNow.audit.length + published,
+        { progress: () => `${heard.length} of ${rowsNow.audit.length + published}` },
+      );
       const onThread = await metric(app.url, 'planfence_writer_thread_writes_total');
-      return { outcomes, onThread, rows: rows(file) };
+      return { outcomes, onThread, rows: rowsNow, heard };
     } finally {
+      await client.dispose();
       await app.close();
     }
   };
@@ -155,10 +209,60 @@ onSqlite('the writer thread stores what the request thread stores, byte for byte
     expect(threaded.rows.outbox.map((row) => (row as { type: string }).type)).toContain(
       'plan.expired',
     );
+    // Subscribers hear the same events, in the same order, whichever thread decided.
+    expect(threaded.heard.length).toBeGreaterThan(20);
+    expect(threaded.heard).toEqual(alone.heard);
     for (const table of Object.keys(alone.rows)) {
       expect({ table, rows: threaded.rows[table] }).toEqual({ table, rows: alone.rows[table] });
     }
   } finally {
+    dir.cleanup();
+  }
+});
+
+onSqlite('the thread is handed only the submits it decides', async () => {
+  const dir = scratchDir();
+  const app = await startApp({ DATABASE_URL: `sqlite:${join(dir.path, 'guard.db')}` });
+  try {
+    const submit = {
+      environment: 'any',
+      principal: 'agent',
+      generation: 1,
+      content: 'x',
+      contentHash: 'h',
+      title: null,
+      basedOnPlanId: null,
+      contentType: 'TEXT' as const,
+      summary: null,
+      artifact: null,
+      artifactHash: null,
+      basedOnDeploymentSequence: null,
+      priorState: null,
+      sourceRevision: null,
+      now: null,
+      idempotency: { principal: 'agent', key: 'k' },
+    };
+    const writes = app.get(PlanWrites);
+    const db = app.get(Storage);
+    expect(db.writesOnThread).toBe(true);
+    // A denial, rules of its policies, a deployment sequence: the guard's statements decide.
+    for (const other of [
+      { policy: { version: 0, results: [], denial: { policy: 'p', message: 'no' }, rules: [] } },
+      { policy: { version: 0, results: [], rules: [{ group: 'ops', count: 1 }] } },
+      { policy: { version: 0, results: [], rules: [] }, basedOnDeploymentSequence: 3 },
+    ]) {
+      await expect(
+        writes.submitOnThread(
+          db,
+          { ...submit, ...other } as never,
+          () => ({}) as never,
+          () => {},
+        ),
+      ).rejects.toThrow('this submit is decided by admitPlan');
+    }
+    expect(await metric(app.url, 'planfence_writer_thread_writes_total')).toBe(0);
+  } finally {
+    await app.close();
     dir.cleanup();
   }
 });

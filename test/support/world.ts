@@ -107,7 +107,12 @@ export class World {
     environment: string,
     generation: number,
     content: string,
-    extra: { idempotencyKey?: string; title?: string; basedOnPlanId?: string } = {},
+    extra: {
+      idempotencyKey?: string;
+      title?: string;
+      basedOnPlanId?: string;
+      sourceRevision?: string;
+    } = {},
   ): Promise<GqlResult<{ submitPlan: Plan }>> {
     return this.gql(
       token,
