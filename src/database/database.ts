@@ -46,9 +46,12 @@ export { execute, executeLater, jsonList, select, selectLater, updateReturning }
 /**
  * The one way the service reaches its database.
  *
- * On SQLite every transaction and every read runs alone, one after the other, on the
- * driver's single connection: TypeORM shares that connection, so concurrent transactions
- * would nest or lose updates, and a read in between would see uncommitted rows.
+ * On SQLite every transaction and every read of the service's connection runs alone, one
+ * after the other: TypeORM shares that connection, so concurrent transactions would nest
+ * or lose updates, and a read in between would see uncommitted rows. On a SQLite file the
+ * writer thread's connection commits the writes handed to it (writeOnThread) in groups of
+ * its own, never at once with a write group of the service's connection; reads of the
+ * service's connection run beside them and see what was committed.
  * On PostgreSQL each transaction has its own pooled connection and row locks order writers.
  */
 @Injectable()
@@ -248,10 +251,7 @@ export class Database implements OnModuleInit, OnModuleDestroy {
     this.storage.assertWritable();
     let value: O;
     try {
-      value = await this.group.writeOnThread<O>(
-        { program, input },
-        committed,
-      );
+      value = await this.group.writeOnThread<O>({ program, input }, committed);
     } catch (error) {
       throw this.storage.failed(error);
     }

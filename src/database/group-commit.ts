@@ -32,10 +32,10 @@ interface WaitingWrite {
  * fsync at synchronous=FULL) then makes all of them durable at once, and only then is any
  * of them answered. If the transaction as a whole fails, every write in it fails.
  *
- * With a writer thread (SqliteWriter), writes handed to it (writeOnThread) that wait one
- * after another form a group of their own, committed by the thread in the same way; the
- * request thread serves requests meanwhile. A group is of one kind: the kind of the
- * write that waited longest, and every write of that kind waiting (takeNext).
+ * With a writer thread (SqliteWriter), the writes handed to it (writeOnThread) form groups
+ * of their own, committed by the thread in the same way while the request thread serves
+ * requests. A group is of one kind: the kind of the write that waited longest, and every
+ * write of that kind waiting (takeNext); when each kind may run is startGroup's.
  */
 export class GroupCommit {
   private readonly logger = new Logger('Database');

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { Logger } from '@nestjs/common';
+import { stopWorker } from '../common/stop-worker.js';
 import type { DatabaseConfig } from '../config/config.js';
 import { checkpointWorkerMain } from './checkpoint-worker.js';
 
@@ -93,16 +94,6 @@ export class SqliteCheckpointer {
     const worker = this.worker;
     if (!worker) return;
     this.worker = null;
-    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-    worker.postMessage('stop');
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      exited,
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, STOP_GRACE_MS);
-      }),
-    ]);
-    clearTimeout(timer);
-    await worker.terminate();
+    await stopWorker(worker, STOP_GRACE_MS);
   }
 }
