@@ -161,7 +161,8 @@ export class Database implements OnModuleInit, OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     clearInterval(this.storageTimer);
-    await this.exclusive(() => this.writer?.stop() ?? Promise.resolve());
+    // The thread commits the groups it holds before it stops ('stop' comes after them).
+    await this.writer?.stop();
     await this.checkpointer?.stop();
   }
 
@@ -247,25 +248,17 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   /**
    * SQLite file, while writesOnThread: a write the writer thread runs, `program` of `input`
    * (a whole decision, as PostgreSQL's submit at once is one statement), committed as
-   * write()'s are, in their group (its commit shared with the writes handed to the thread
-   * with it) and in arrival order with write()'s. Its promise settles only after the commit;
+   * write()'s are, in a group of the thread's (its commit shared with the writes handed to
+   * the thread with it; see GroupCommit). Its promise settles only after the commit;
    * `committed` is given its value first, in commit order (write()'s after-commit callbacks).
    */
-  async writeOnThread<I, O>(
+  writeOnThread<I, O>(
     program: WriterProgram<I, O>,
     input: I,
     committed: (value: O) => void,
   ): Promise<O> {
-    if (!this.writesOnThread) throw new Error('there is no writer thread');
-    this.storage.assertWritable();
-    let value: O;
-    try {
-      value = await this.group.writeOnThread<O>({ program, input }, committed);
-    } catch (error) {
-      throw this.storage.failed(error);
-    }
-    this.storage.committed();
-    return value;
+    if (!this.writesOnThread) return Promise.reject(new Error('there is no writer thread'));
+    return this.reported(false, () => this.group.writeOnThread<O>({ program, input }, committed));
   }
 
   /**
@@ -360,15 +353,26 @@ export class Database implements OnModuleInit, OnModuleDestroy {
   }
 
   /** A write; a client's (not the probe's) outcome is what /health reports (StorageMonitor). */
-  private async run<T>(
+  private run<T>(
     probe: boolean,
     work: (manager: Transaction) => Promise<T>,
     token?: TokenCheck,
   ): Promise<T> {
+    return this.reported(probe, () =>
+      this.serialized ? this.group.write(work) : this.transaction(work, token),
+    );
+  }
+
+  /**
+   * A write's outcome told to the StorageMonitor: refused at once while storage is known to
+   * take no writes; a client's (not the probe's) commit or storage failure is what /health
+   * reports.
+   */
+  private async reported<T>(probe: boolean, write: () => Promise<T>): Promise<T> {
     this.storage.assertWritable();
     let result: T;
     try {
-      result = await (this.serialized ? this.group.write(work) : this.transaction(work, token));
+      result = await write();
     } catch (error) {
       // Disk full, read-only, file lost: STORAGE_UNAVAILABLE instead of INTERNAL.
       throw this.storage.failed(error, probe);

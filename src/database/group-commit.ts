@@ -203,7 +203,7 @@ export class GroupCommit {
     }
   }
 
-  /** The writes waiting one after another for the writer thread, as one group of its. */
+  /** The writes waiting for the writer thread (GROUP_LIMIT at most), as one group of its. */
   private async commitOnThread(): Promise<void> {
     const group: WaitingWrite[] = [];
     while (group.length < GROUP_LIMIT) {

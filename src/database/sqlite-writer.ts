@@ -10,17 +10,12 @@ import { writerWorkerMain } from './writer-worker.js';
  * A write the writer thread can run: a self-contained function (it runs in the thread from
  * its source text, reaching nothing of its module) of the thread's prepared statements, the
  * statement texts it names (`sql`, sent once with it) and the write's input. It returns the
- * write's value, and `undo: true` to have everything it wrote rolled back (its savepoint)
- * while the value is still answered.
+ * write's value; if it throws, what it wrote is rolled back (its savepoint).
  */
 export interface WriterProgram<I, O> {
   name: string;
   sql: Record<string, string>;
-  run: (
-    statement: (sql: string) => Statement,
-    sql: Record<string, string>,
-    input: I,
-  ) => { value: O; undo?: boolean };
+  run: (statement: (sql: string) => Statement, sql: Record<string, string>, input: I) => O;
 }
 
 /** One write of a group, as the thread is sent it. */
@@ -44,8 +39,8 @@ const STOP_GRACE_MS = 2_000;
  * SQLite file: a thread of its own with a connection of its own (src/database/writer-worker.ts),
  * to which the service hands whole writes (WriterProgram) in groups; the thread runs each
  * group's statements and its COMMIT, with its fsync, and answers once the group is durable.
- * The request thread meanwhile serves requests. The service runs one group at a time on
- * either connection (Database's one line), so the two never wait on SQLite's lock.
+ * The request thread meanwhile serves requests. GroupCommit never runs a group of the
+ * service's connection at once with the thread's, so the two never wait on SQLite's lock.
  */
 export class SqliteWriter {
   private readonly logger = new Logger('Storage');

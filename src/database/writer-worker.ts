@@ -6,8 +6,7 @@
  *
  * It opens a connection of its own to the service's database file, with the service
  * connection's settings, and commits groups of writes: one transaction per group, one
- * savepoint per write, so that a write that throws (or asks to be undone) rolls back to its
- * own savepoint only, and one COMMIT (one fsync at synchronous=FULL) for all of them, as
+ * savepoint per write, so that a write that throws rolls back to its own savepoint only, and one COMMIT (one fsync at synchronous=FULL) for all of them, as
  * the service's own group commit does (src/database/group-commit.ts). Each write is a call
  * of a program defined before (a function of the connection's statements, their texts, and
  * the write's input), which returns the write's value.
@@ -34,7 +33,7 @@ export function writerWorkerMain(): void {
     statement: (sql: string) => Statement,
     sql: Record<string, string>,
     input: unknown,
-  ) => { value: unknown; undo?: boolean };
+  ) => unknown;
   const port = threads.parentPort!;
   const db = new Sqlite(path, { fileMustExist: true });
   for (const pragma of pragmas) db.pragma(pragma);
@@ -62,8 +61,7 @@ export function writerWorkerMain(): void {
         fixed('SAVEPOINT write').run();
         try {
           if (!defined) throw new Error(`no program named ${program}`);
-          const { value, undo } = defined.run(fixed, defined.sql, input);
-          if (undo) fixed('ROLLBACK TO write').run();
+          const value = defined.run(fixed, defined.sql, input);
           fixed('RELEASE write').run();
           outcomes.push({ value });
         } catch (error) {

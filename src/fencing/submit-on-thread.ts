@@ -61,6 +61,12 @@ export type ThreadDecision =
       auditId: number;
     };
 
+/** A call remembered (R9): with the plan its submit stored, or the refusal it got. */
+const REMEMBER_CALL = `INSERT INTO idempotency_records (principal, idempotency_key, operation,
+  fingerprint, plan_id, error_code, error_message, error_details, created_at, expires_at)
+  VALUES (:principal, :key, :operation, :fingerprint, :planId, :errorCode, :errorMessage,
+  :errorDetails, :now, :expiresAt)`;
+
 /**
  * SQLite: the common submit (PlanWrites.decidesInOneStatement, in an environment without
  * required checks or promotion) decided by the writer thread, by admitPlan's statements in
@@ -118,9 +124,7 @@ export const SUBMIT_ON_THREAD: WriterProgram<SubmitOnThread, ThreadDecision> = {
       outcome, code, detail, via)
       VALUES (:now, :environment, :actor, :action, :generation, :id, :outcome, :code,
       :detail, :via)`,
-    remember: `INSERT INTO idempotency_records (principal, idempotency_key, operation,
-      fingerprint, plan_id, created_at, expires_at)
-      VALUES (:principal, :key, :operation, :fingerprint, :id, :now, :expiresAt)`,
+    remember: REMEMBER_CALL,
   },
   // Self-contained: it runs in the writer thread from its source text.
   run: (statement: (sql: string) => Statement, sql: Record<string, string>, input) => {
@@ -128,12 +132,12 @@ export const SUBMIT_ON_THREAD: WriterProgram<SubmitOnThread, ThreadDecision> = {
     const now = p.now ?? Date.now();
     const at = { ...p, now };
     if (p.idempotencyKey !== null && statement(sql.remembered).get(at)) {
-      return { value: { outcome: 'remembered', now } };
+      return { outcome: 'remembered', now };
     }
     const env = statement(sql.environment).get(at) as
       { require_approval: number; proposal_ttl_seconds: number | null } | undefined;
-    if (!env) return { value: { outcome: 'rejected', now } };
-    if (statement(sql.expiring).get(at)) return { value: { outcome: 'declined', now } };
+    if (!env) return { outcome: 'rejected', now };
+    if (statement(sql.expiring).get(at)) return { outcome: 'declined', now };
     const publish = !env.require_approval;
     const admission = !publish
       ? sql.admit
@@ -141,7 +145,7 @@ export const SUBMIT_ON_THREAD: WriterProgram<SubmitOnThread, ThreadDecision> = {
         ? sql.admitToPublish
         : sql.admitToPublishOnPointer;
     if (statement(admission).run(at).changes === 0) {
-      return { value: { outcome: 'rejected', now } };
+      return { outcome: 'rejected', now };
     }
     const { next } = statement(sql.nextSequence).get(at) as { next: number };
     const id = `${p.environment}@${p.generation}.${next}`;
@@ -202,12 +206,15 @@ export const SUBMIT_ON_THREAD: WriterProgram<SubmitOnThread, ThreadDecision> = {
         key: call.key,
         operation: call.operation,
         fingerprint: call.fingerprint,
-        id,
+        planId: id,
+        errorCode: null,
+        errorMessage: null,
+        errorDetails: null,
         now,
         expiresAt: now + call.ttlMs,
       });
     }
-    return { value: { outcome: 'admitted', now, publish, sequence: next, ttlSeconds, auditId } };
+    return { outcome: 'admitted', now, publish, sequence: next, ttlSeconds, auditId };
   },
 };
 
@@ -266,15 +273,12 @@ export const REFUSE_STALE_ON_THREAD: WriterProgram<RefusalOnThread, ThreadRefusa
         AND e.fence = :fence AND :generation < e.fence
         AND EXISTS (SELECT 1 FROM lease_grants g WHERE g.environment = :environment
                     AND g.generation = :generation AND g.principal = :principal)`,
-    remember: `INSERT INTO idempotency_records (principal, idempotency_key, operation,
-      fingerprint, plan_id, error_code, error_message, error_details, created_at, expires_at)
-      VALUES (:principal, :key, :operation, :fingerprint, NULL, :errorCode, :errorMessage,
-      :errorDetails, :now, :expiresAt)`,
+    remember: REMEMBER_CALL,
   },
   // Self-contained: it runs in the writer thread from its source text.
   run: (statement: (sql: string) => Statement, sql: Record<string, string>, p) => {
     if (p.idempotencyKey !== null && statement(sql.remembered).get(p)) {
-      return { value: { outcome: 'declined' } };
+      return { outcome: 'declined' };
     }
     const { audit } = p;
     const refused = statement(sql.refuse).run({
@@ -292,7 +296,7 @@ export const REFUSE_STALE_ON_THREAD: WriterProgram<RefusalOnThread, ThreadRefusa
       detail: audit.detail,
       via: audit.via,
     });
-    if (refused.changes === 0) return { value: { outcome: 'declined' } };
+    if (refused.changes === 0) return { outcome: 'declined' };
     const call = p.idempotency;
     if (call) {
       statement(sql.remember).run({
@@ -300,6 +304,7 @@ export const REFUSE_STALE_ON_THREAD: WriterProgram<RefusalOnThread, ThreadRefusa
         key: call.key,
         operation: call.operation,
         fingerprint: call.fingerprint,
+        planId: null,
         errorCode: call.errorCode,
         errorMessage: call.errorMessage,
         errorDetails: call.errorDetails,
@@ -307,6 +312,6 @@ export const REFUSE_STALE_ON_THREAD: WriterProgram<RefusalOnThread, ThreadRefusa
         expiresAt: p.now + call.ttlMs,
       });
     }
-    return { value: { outcome: 'refused', auditId: Number(refused.lastInsertRowid) } };
+    return { outcome: 'refused', auditId: Number(refused.lastInsertRowid) };
   },
 };
