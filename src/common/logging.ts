@@ -13,6 +13,11 @@ export function createLogger(
   destination: { write(line: string): unknown; isTTY?: boolean } = process.stdout,
 ): Logger {
   const pretty = format === 'pretty' || (format === 'auto' && destination.isTTY === true);
+  if (!pretty && destination === process.stdout) {
+    const lines = pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 100 });
+    process.once('exit', () => lines.flushSync());
+    destination = lines;
+  }
   return pino(
     { level, base: { service: 'planfence' }, timestamp: stdTimeFunctions.isoTime },
     pretty ? prettyLines(destination) : destination,

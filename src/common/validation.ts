@@ -1,8 +1,9 @@
 import { type ArgumentMetadata, applyDecorators, ValidationPipe } from '@nestjs/common';
-import type { ValidationError } from 'class-validator';
+import type { ValidationError, ValidatorOptions } from 'class-validator';
 import { IsInt, IsOptional, Length, Matches, Max, Min, ValidateBy } from 'class-validator';
 import { InputError } from './errors.js';
 import { PlanId } from './ids.js';
+import { passesAtOnce } from './rules-at-once.js';
 
 /** docs/design.md §6: environment (and principal) names. */
 export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -137,6 +138,14 @@ class PlanfenceValidationPipe extends ValidationPipe {
       }
     }
     return super.transform(value, metadata);
+  }
+
+  /** A valid input is known valid from its class's rules gathered once (rules-at-once.ts). */
+  protected override validate(
+    object: object,
+    options?: ValidatorOptions,
+  ): Promise<ValidationError[]> | ValidationError[] {
+    return passesAtOnce(object, options) ? [] : super.validate(object, options);
   }
 }
 
