@@ -21,7 +21,28 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-const whole = (value: unknown) => sha256(canonicalJson(value));
+/** Node's Hash over the text's UTF-8, as the stored digests were made. */
+const digestOf = (text: string) =>
+  createHash('sha256').update(Buffer.from(text, 'utf8')).digest('hex');
+const whole = (value: unknown) => digestOf(canonicalJson(value));
+
+test('a text of any length and content has the digest of its UTF-8', () => {
+  const piece = fc.oneof(
+    fc.string({ unit: 'binary', maxLength: 40 }),
+    fc.constantFrom('\ud800', '\udc00', '😀', '\u0000', 'é'),
+  );
+  fc.assert(
+    fc.property(
+      fc.array(piece, { maxLength: 8 }),
+      fc.constantFrom(0, 65_535, 65_536, 70_000),
+      (pieces, pad) => {
+        const text = `${'z'.repeat(pad)}${pieces.join('')}`;
+        expect(sha256(text)).toBe(digestOf(text));
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
 
 test('any JSON input hashes as its whole canonical text does', () => {
   fc.assert(
@@ -67,9 +88,7 @@ test('a long string hashes as its whole JSON text, whatever it holds where the s
     fc.property(fc.nat(40), fc.array(piece, { minLength: 1, maxLength: 60 }), (offset, pieces) => {
       const content = `${'x'.repeat(65_536 - offset)}${pieces.join('')}${'y'.repeat(offset)}`;
       expect(canonicalSha256({ content })).toBe(whole({ content }));
-      expect(sha256(content)).toBe(
-        createHash('sha256').update(Buffer.from(content, 'utf8')).digest('hex'),
-      );
+      expect(sha256(content)).toBe(digestOf(content));
     }),
     { numRuns: 500 },
   );
