@@ -9,6 +9,8 @@
 import Database from 'better-sqlite3';
 import { createClient } from 'graphql-ws';
 import { join } from 'node:path';
+import type { Worker } from 'node:worker_threads';
+import { pino } from 'pino';
 import WebSocket from 'ws';
 import { ManualClock } from '../src/common/clock.js';
 import { Database as Storage } from '../src/database/database.js';
@@ -261,6 +263,67 @@ onSqlite('the thread is handed only the submits it decides', async () => {
       ).rejects.toThrow('this submit is decided by admitPlan');
     }
     expect(await metric(app.url, 'planfence_writer_thread_writes_total')).toBe(0);
+  } finally {
+    await app.close();
+    dir.cleanup();
+  }
+});
+
+onSqlite('a writer thread that stops loses no submit, and the request thread decides the next', async () => {
+  const dir = scratchDir();
+  const file = join(dir.path, 'stops.db');
+  const lines: string[] = [];
+  const app = await startApp(
+    { DATABASE_URL: `sqlite:${file}` },
+    undefined,
+    pino({ level: 'error' }, { write: (line: string) => lines.push(line) }),
+  );
+  try {
+    const world = new World(app);
+    const agent = await world.issue('agent-s', 'AGENT');
+    await world.createEnvironment('stops', 'MONOTONIC', false);
+    const generation = await world.acquire(agent, 'stops', 600);
+    expect(await metric(app.url, 'planfence_writer_thread_up')).toBe(1);
+    const submit = (i: number) =>
+      world.submit(agent, 'stops', generation, `replicas: ${i}`, { idempotencyKey: `s-${i}` });
+    // Forty submits in flight; once the first is answered, the thread ends as a crash of it
+    // would (its JavaScript stops; a statement under way completes), with groups in it.
+    const thread = (app.get(Storage) as unknown as { writer: { worker: Worker } }).writer.worker;
+    const answers = Array.from({ length: 40 }, (_, i) => submit(i));
+    await answers[0];
+    await thread.terminate();
+    const first = (await Promise.all(answers)).map(codeOf);
+    // Each one is either answered, or refused INTERNAL: its group never told the request
+    // thread whether it committed.
+    expect(first.every((code) => code === 'OK' || code === 'INTERNAL')).toBe(true);
+    expect(first).toContain('OK');
+    expect(await metric(app.url, 'planfence_writer_thread_up')).toBe(0);
+    const onThread = await metric(app.url, 'planfence_writer_thread_writes_total');
+    expect(onThread).toBeGreaterThan(0);
+    expect(lines.join('')).toContain('the writer thread stopped');
+    // The call again, with its key: what committed is replayed, what did not is decided
+    // now, on the request thread. Every submit ends stored exactly once.
+    const again = await Promise.all(
+      first.map((code, i) => (code === 'OK' ? null : submit(i).then(codeOf))),
+    );
+    expect(again.filter((code) => code !== null && code !== 'OK')).toEqual([]);
+    expect(codeOf(await submit(40))).toBe('OK');
+    expect(await metric(app.url, 'planfence_writer_thread_writes_total')).toBe(onThread);
+    const db = new Database(file, { readonly: true });
+    try {
+      const plans = db
+        .prepare("SELECT content FROM plans WHERE environment = 'stops' ORDER BY sequence")
+        .all() as { content: string }[];
+      expect(plans.map((p) => p.content).sort()).toEqual(
+        Array.from({ length: 41 }, (_, i) => `replicas: ${i}`).sort(),
+      );
+      const keys = db
+        .prepare("SELECT COUNT(*) AS n FROM idempotency_records WHERE idempotency_key LIKE 's-%'")
+        .get() as { n: number };
+      expect(keys.n).toBe(41);
+    } finally {
+      db.close();
+    }
   } finally {
     await app.close();
     dir.cleanup();

@@ -93,6 +93,14 @@ export class MetricsService {
         this.set(db.decisionsWaiting);
       },
     });
+    new Gauge({
+      name: 'planfence_writer_thread_up',
+      help: "1 while a SQLite file's writer thread takes submits; 0 once it stopped (the service logs why and decides every submit on the request thread until it restarts), and on PostgreSQL, in memory or with PLANFENCE_SQLITE_WRITER_THREAD=0",
+      registers: [this.registry],
+      collect() {
+        this.set(db.writesOnThread ? 1 : 0);
+      },
+    });
     const commits = db.commits;
     const checkpoints = db.checkpointer?.done ?? { runs: 0, frames: 0 };
     for (const [name, help, value] of [
