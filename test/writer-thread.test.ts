@@ -14,6 +14,7 @@ import { pino } from 'pino';
 import WebSocket from 'ws';
 import { ManualClock } from '../src/common/clock.js';
 import { Database as Storage } from '../src/database/database.js';
+import { SqliteWriter, type WriterProgram } from '../src/database/sqlite-writer.js';
 import { PlanWrites } from '../src/fencing/plan-writes.js';
 import {
   ADMIN_TOKEN,
@@ -269,63 +270,118 @@ onSqlite('the thread is handed only the submits it decides', async () => {
   }
 });
 
-onSqlite('a writer thread that stops loses no submit, and the request thread decides the next', async () => {
-  const dir = scratchDir();
-  const file = join(dir.path, 'stops.db');
-  const lines: string[] = [];
-  const app = await startApp(
-    { DATABASE_URL: `sqlite:${file}` },
-    undefined,
-    pino({ level: 'error' }, { write: (line: string) => lines.push(line) }),
-  );
-  try {
-    const world = new World(app);
-    const agent = await world.issue('agent-s', 'AGENT');
-    await world.createEnvironment('stops', 'MONOTONIC', false);
-    const generation = await world.acquire(agent, 'stops', 600);
-    expect(await metric(app.url, 'planfence_writer_thread_up')).toBe(1);
-    const submit = (i: number) =>
-      world.submit(agent, 'stops', generation, `replicas: ${i}`, { idempotencyKey: `s-${i}` });
-    // Forty submits in flight; once the first is answered, the thread ends as a crash of it
-    // would (its JavaScript stops; a statement under way completes), with groups in it.
-    const thread = (app.get(Storage) as unknown as { writer: { worker: Worker } }).writer.worker;
-    const answers = Array.from({ length: 40 }, (_, i) => submit(i));
-    await answers[0];
-    await thread.terminate();
-    const first = (await Promise.all(answers)).map(codeOf);
-    // Each one is either answered, or refused INTERNAL: its group never told the request
-    // thread whether it committed.
-    expect(first.every((code) => code === 'OK' || code === 'INTERNAL')).toBe(true);
-    expect(first).toContain('OK');
-    expect(await metric(app.url, 'planfence_writer_thread_up')).toBe(0);
-    const onThread = await metric(app.url, 'planfence_writer_thread_writes_total');
-    expect(onThread).toBeGreaterThan(0);
-    expect(lines.join('')).toContain('the writer thread stopped');
-    // The call again, with its key: what committed is replayed, what did not is decided
-    // now, on the request thread. Every submit ends stored exactly once.
-    const again = await Promise.all(
-      first.map((code, i) => (code === 'OK' ? null : submit(i).then(codeOf))),
+onSqlite(
+  'a writer thread that stops loses no submit, and the request thread decides the next',
+  async () => {
+    const dir = scratchDir();
+    const file = join(dir.path, 'stops.db');
+    const lines: string[] = [];
+    const app = await startApp(
+      { DATABASE_URL: `sqlite:${file}` },
+      undefined,
+      pino({ level: 'error' }, { write: (line: string) => lines.push(line) }),
     );
-    expect(again.filter((code) => code !== null && code !== 'OK')).toEqual([]);
-    expect(codeOf(await submit(40))).toBe('OK');
-    expect(await metric(app.url, 'planfence_writer_thread_writes_total')).toBe(onThread);
+    try {
+      const world = new World(app);
+      const agent = await world.issue('agent-s', 'AGENT');
+      await world.createEnvironment('stops', 'MONOTONIC', false);
+      const generation = await world.acquire(agent, 'stops', 600);
+      expect(await metric(app.url, 'planfence_writer_thread_up')).toBe(1);
+      const submit = (i: number) =>
+        world.submit(agent, 'stops', generation, `replicas: ${i}`, { idempotencyKey: `s-${i}` });
+      // Forty submits in flight; once the first is answered, the thread ends as a crash of it
+      // would (its JavaScript stops; a statement under way completes), with groups in it.
+      const thread = (app.get(Storage) as unknown as { writer: { worker: Worker } }).writer.worker;
+      const answers = Array.from({ length: 40 }, (_, i) => submit(i));
+      await answers[0];
+      await thread.terminate();
+      const first = (await Promise.all(answers)).map(codeOf);
+      // Each one is either answered, or refused INTERNAL: its group never told the request
+      // thread whether it committed.
+      expect(first.every((code) => code === 'OK' || code === 'INTERNAL')).toBe(true);
+      expect(first).toContain('OK');
+      expect(await metric(app.url, 'planfence_writer_thread_up')).toBe(0);
+      const onThread = await metric(app.url, 'planfence_writer_thread_writes_total');
+      expect(onThread).toBeGreaterThan(0);
+      expect(lines.join('')).toContain('the writer thread stopped');
+      // The call again, with its key: what committed is replayed, what did not is decided
+      // now, on the request thread. Every submit ends stored exactly once.
+      const retried = first.flatMap((code, i) => (code === 'OK' ? [] : [submit(i)]));
+      expect((await Promise.all(retried)).map(codeOf).filter((code) => code !== 'OK')).toEqual([]);
+      expect(codeOf(await submit(40))).toBe('OK');
+      expect(await metric(app.url, 'planfence_writer_thread_writes_total')).toBe(onThread);
+      const db = new Database(file, { readonly: true });
+      try {
+        const plans = db
+          .prepare("SELECT content FROM plans WHERE environment = 'stops' ORDER BY sequence")
+          .all() as { content: string }[];
+        expect(plans.map((p) => p.content).sort()).toEqual(
+          Array.from({ length: 41 }, (_, i) => `replicas: ${i}`).sort(),
+        );
+        const keys = db
+          .prepare("SELECT COUNT(*) AS n FROM idempotency_records WHERE idempotency_key LIKE 's-%'")
+          .get() as { n: number };
+        expect(keys.n).toBe(41);
+      } finally {
+        db.close();
+      }
+    } finally {
+      await app.close();
+      dir.cleanup();
+    }
+  },
+);
+
+onSqlite(
+  'a write of a group that throws is undone alone; the others of its group commit',
+  async () => {
+    const dir = scratchDir();
+    const file = join(dir.path, 'groups.db');
+    const setup = new Database(file);
+    setup.exec('CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)');
+    setup.close();
+    // A program that stores two notes, and throws after the first when told to.
+    const program: WriterProgram<{ id: number; fail: boolean }, number> = {
+      name: 'two-notes',
+      sql: { insert: 'INSERT INTO notes (id, text) VALUES (:id, :text)' },
+      run: (statement, sql, input) => {
+        statement(sql.insert).run({ id: input.id, text: 'first' });
+        if (input.fail) throw Object.assign(new Error('told to fail'), { code: 'TOLD' });
+        statement(sql.insert).run({ id: input.id + 1, text: 'second' });
+        return input.id;
+      },
+    };
+    const writer = new SqliteWriter(file, ['journal_mode = WAL']);
+    await writer.start();
+    try {
+      const write = (id: number, fail = false) => ({ program, input: { id, fail } }) as never;
+      // Without a failure; then with one in the middle of the group.
+      expect(await writer.commit([write(10), write(20)])).toEqual([{ value: 10 }, { value: 20 }]);
+      const outcomes = await writer.commit([write(30), write(40, true), write(50)]);
+      expect(outcomes[0]).toEqual({ value: 30 });
+      expect((outcomes[1] as { error: Error }).error).toMatchObject({
+        message: 'told to fail',
+        code: 'TOLD',
+      });
+      expect(outcomes[2]).toEqual({ value: 50 });
+      // A write that fails the transaction's constraints fails alone as well.
+      const duplicate = await writer.commit([write(60), write(10)]);
+      expect(duplicate[0]).toEqual({ value: 60 });
+      expect((duplicate[1] as { error: Error }).error).toMatchObject({
+        code: 'SQLITE_CONSTRAINT_PRIMARYKEY',
+      });
+    } finally {
+      await writer.stop();
+    }
     const db = new Database(file, { readonly: true });
     try {
-      const plans = db
-        .prepare("SELECT content FROM plans WHERE environment = 'stops' ORDER BY sequence")
-        .all() as { content: string }[];
-      expect(plans.map((p) => p.content).sort()).toEqual(
-        Array.from({ length: 41 }, (_, i) => `replicas: ${i}`).sort(),
+      const ids = (db.prepare('SELECT id FROM notes ORDER BY id').all() as { id: number }[]).map(
+        (row) => row.id,
       );
-      const keys = db
-        .prepare("SELECT COUNT(*) AS n FROM idempotency_records WHERE idempotency_key LIKE 's-%'")
-        .get() as { n: number };
-      expect(keys.n).toBe(41);
+      expect(ids).toEqual([10, 11, 20, 21, 30, 31, 50, 51, 60, 61]);
     } finally {
       db.close();
     }
-  } finally {
-    await app.close();
     dir.cleanup();
-  }
-});
+  },
+);

@@ -10,7 +10,7 @@ import { writerWorkerMain } from './writer-worker.js';
  * A write the writer thread can run: a self-contained function (it runs in the thread from
  * its source text, reaching nothing of its module) of the thread's prepared statements, the
  * statement texts it names (`sql`, sent once with it) and the write's input. It returns the
- * write's value; if it throws, what it wrote is rolled back (its savepoint).
+ * write's value; if it throws, what it wrote is rolled back, and only that.
  */
 export interface WriterProgram<I, O> {
   name: string;
@@ -108,9 +108,10 @@ export class SqliteWriter {
   }
 
   /**
-   * Runs `writes` in one transaction on the thread, each in its own savepoint; resolves
-   * with each one's outcome once the transaction committed. Rejects if the transaction as
-   * a whole failed (nothing of it committed), with the error SQLite gave (its `code`).
+   * Runs `writes` in one transaction on the thread; resolves with each one's outcome once
+   * the transaction committed (a write that threw is undone alone, and its outcome is its
+   * error). Rejects if the transaction as a whole failed (nothing of it committed), with the
+   * error SQLite gave (its `code`).
    */
   commit(writes: ThreadWrite[]): Promise<ThreadOutcome[]> {
     const worker = this.worker;

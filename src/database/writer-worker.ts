@@ -5,9 +5,10 @@
  * (workerData), and the programs it runs arrive as source text too.
  *
  * It opens a connection of its own to the service's database file, with the service
- * connection's settings, and commits groups of writes: one transaction per group, one
- * savepoint per write, so that a write that throws rolls back to its own savepoint only, and one COMMIT (one fsync at synchronous=FULL) for all of them, as
- * the service's own group commit does (src/database/group-commit.ts). Each write is a call
+ * connection's settings, and commits groups of writes: one transaction per group and one
+ * COMMIT (one fsync at synchronous=FULL) for all of its writes, as the service's own group
+ * commit does (src/database/group-commit.ts). A write that throws is undone alone: the group
+ * then runs again with a savepoint per write (commitGroup). Each write is a call
  * of a program defined before (a function of the connection's statements, their texts, and
  * the write's input), which returns the write's value.
  *
@@ -52,16 +53,33 @@ export function writerWorkerMain(): void {
     code: (error as { code?: unknown } | null)?.code ?? null,
   });
 
-  const commitGroup = (writes: { program: string; input: unknown }[]) => {
-    const outcomes: ({ value: unknown } | { error: ReturnType<typeof failure> })[] = [];
+  type Outcome = { value: unknown } | { error: ReturnType<typeof failure> };
+  const run = ({ program, input }: { program: string; input: unknown }) => {
+    const defined = programs.get(program);
+    if (!defined) throw new Error(`no program named ${program}`);
+    return defined.run(fixed, defined.sql, input);
+  };
+  const rollback = () => {
+    if (!db.inTransaction) return;
+    try {
+      fixed('ROLLBACK').run();
+    } catch {
+      // SQLite ended it: nothing of the group committed either way.
+    }
+  };
+
+  /**
+   * The group in one transaction, each write in a savepoint of its own, so that a write that
+   * throws is undone alone and the others commit.
+   */
+  const commitInSavepoints = (writes: { program: string; input: unknown }[]) => {
+    const outcomes: Outcome[] = [];
     fixed('BEGIN IMMEDIATE').run();
     try {
-      for (const { program, input } of writes) {
-        const defined = programs.get(program);
+      for (const write of writes) {
         fixed('SAVEPOINT write').run();
         try {
-          if (!defined) throw new Error(`no program named ${program}`);
-          const value = defined.run(fixed, defined.sql, input);
+          const value = run(write);
           fixed('RELEASE write').run();
           outcomes.push({ value });
         } catch (error) {
@@ -73,13 +91,32 @@ export function writerWorkerMain(): void {
       }
       fixed('COMMIT').run();
     } catch (error) {
-      if (db.inTransaction) {
-        try {
-          fixed('ROLLBACK').run();
-        } catch {
-          // SQLite ended it: nothing of the group committed either way.
-        }
-      }
+      rollback();
+      throw error;
+    }
+    return outcomes;
+  };
+
+  /**
+   * The group in one transaction, without a savepoint per write: a savepoint has SQLite keep
+   * the first image of every page its write changes, to undo it, and most groups have no
+   * write that throws. If one does, the whole transaction is rolled back and the group runs
+   * again in savepoints (commitInSavepoints), where it alone is undone. A failed COMMIT fails
+   * the group as a whole, as there.
+   */
+  const commitGroup = (writes: { program: string; input: unknown }[]) => {
+    const outcomes: Outcome[] = [];
+    fixed('BEGIN IMMEDIATE').run();
+    try {
+      for (const write of writes) outcomes.push({ value: run(write) });
+    } catch {
+      rollback();
+      return commitInSavepoints(writes);
+    }
+    try {
+      fixed('COMMIT').run();
+    } catch (error) {
+      rollback();
       throw error;
     }
     return outcomes;
