@@ -43,7 +43,7 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
 # node is PID 1 and the service handles SIGTERM: stop accepting, finish what is in flight,
 # exit 0 (PLANFENCE_SHUTDOWN_TIMEOUT_SECONDS, 10 s by default, bounds it).
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["node", "--max-semi-space-size=8", "/app/bin/planfence"]
+ENTRYPOINT ["node", "--max-semi-space-size=8", "--v8-pool-size=1", "/app/bin/planfence"]
 CMD ["serve"]
 
 # From a folder written by `node scripts/image-files OUT` (the build context).

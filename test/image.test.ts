@@ -243,7 +243,12 @@ withEngine('the container image', () => {
     expect(config.User).toBe('10001:10001');
     expect(Object.keys(config.Volumes)).toEqual(['/data']);
     expect(config.Healthcheck.Test.join(' ')).toContain('/health');
-    expect(config.Entrypoint).toEqual(['node', '--max-semi-space-size=8', '/app/bin/planfence']);
+    expect(config.Entrypoint).toEqual([
+      'node',
+      '--max-semi-space-size=8',
+      '--v8-pool-size=1',
+      '/app/bin/planfence',
+    ]);
     expect(config.Labels['org.opencontainers.image.version']).toBe(VERSION);
     measured.size = `${Math.round(dev.Size / 1e6)} MB`;
     expect(dev.Size).toBeLessThan(300e6);
