@@ -24,6 +24,7 @@ import {
   TEST_DATABASE,
   type TestApp,
 } from './support/app.js';
+import { submitRequest } from './support/guard-database.js';
 import { metric } from './support/metrics.js';
 import { subscribed } from './support/subscribed.js';
 import { until } from './support/until.js';
@@ -110,22 +111,27 @@ function ok(result: { errors?: unknown[] }): void {
   expect(result.errors).toBeUndefined();
 }
 
-/** Every row the story's decisions wrote, table by table, in their order. */
-function rows(file: string): Record<string, unknown[]> {
+/** What `read` reads from the database file, on a read-only connection of its own. */
+function readFile<T>(file: string, read: (db: Database.Database) => T): T {
   const db = new Database(file, { readonly: true });
   try {
-    return {
-      plans: db.prepare('SELECT * FROM plans ORDER BY id').all(),
-      environments: db.prepare('SELECT * FROM environments ORDER BY name').all(),
-      audit: db.prepare('SELECT * FROM audit_events ORDER BY id').all(),
-      outbox: db.prepare('SELECT * FROM outbox_events ORDER BY id').all(),
-      idempotency: db
-        .prepare('SELECT * FROM idempotency_records ORDER BY principal, idempotency_key')
-        .all(),
-    };
+    return read(db);
   } finally {
     db.close();
   }
+}
+
+/** Every row the story's decisions wrote, table by table, in their order. */
+function rows(file: string): Record<string, unknown[]> {
+  return readFile(file, (db) => ({
+    plans: db.prepare('SELECT * FROM plans ORDER BY id').all(),
+    environments: db.prepare('SELECT * FROM environments ORDER BY name').all(),
+    audit: db.prepare('SELECT * FROM audit_events ORDER BY id').all(),
+    outbox: db.prepare('SELECT * FROM outbox_events ORDER BY id').all(),
+    idempotency: db
+      .prepare('SELECT * FROM idempotency_records ORDER BY principal, idempotency_key')
+      .all(),
+  }));
 }
 
 onSqlite('the writer thread stores what the request thread stores, byte for byte', async () => {
@@ -228,20 +234,7 @@ onSqlite('the thread is handed only the submits it decides', async () => {
   const app = await startApp({ DATABASE_URL: `sqlite:${join(dir.path, 'guard.db')}` });
   try {
     const submit = {
-      environment: 'any',
-      principal: 'agent',
-      generation: 1,
-      content: 'x',
-      contentHash: 'h',
-      title: null,
-      basedOnPlanId: null,
-      contentType: 'TEXT' as const,
-      summary: null,
-      artifact: null,
-      artifactHash: null,
-      basedOnDeploymentSequence: null,
-      priorState: null,
-      sourceRevision: null,
+      ...submitRequest('any', 'agent', 1, 'x'),
       now: null,
       idempotency: { principal: 'agent', key: 'k' },
     };
@@ -310,21 +303,18 @@ onSqlite(
       expect((await Promise.all(retried)).map(codeOf).filter((code) => code !== 'OK')).toEqual([]);
       expect(codeOf(await submit(40))).toBe('OK');
       expect(await metric(app.url, 'planfence_writer_thread_writes_total')).toBe(onThread);
-      const db = new Database(file, { readonly: true });
-      try {
-        const plans = db
+      const { plans, keys } = readFile(file, (db) => ({
+        plans: db
           .prepare("SELECT content FROM plans WHERE environment = 'stops' ORDER BY sequence")
-          .all() as { content: string }[];
-        expect(plans.map((p) => p.content).sort()).toEqual(
-          Array.from({ length: 41 }, (_, i) => `replicas: ${i}`).sort(),
-        );
-        const keys = db
+          .all() as { content: string }[],
+        keys: db
           .prepare("SELECT COUNT(*) AS n FROM idempotency_records WHERE idempotency_key LIKE 's-%'")
-          .get() as { n: number };
-        expect(keys.n).toBe(41);
-      } finally {
-        db.close();
-      }
+          .get() as { n: number },
+      }));
+      expect(plans.map((p) => p.content).sort()).toEqual(
+        Array.from({ length: 41 }, (_, i) => `replicas: ${i}`).sort(),
+      );
+      expect(keys.n).toBe(41);
     } finally {
       await app.close();
       dir.cleanup();
@@ -373,15 +363,12 @@ onSqlite(
     } finally {
       await writer.stop();
     }
-    const db = new Database(file, { readonly: true });
-    try {
-      const ids = (db.prepare('SELECT id FROM notes ORDER BY id').all() as { id: number }[]).map(
+    const ids = readFile(file, (db) =>
+      (db.prepare('SELECT id FROM notes ORDER BY id').all() as { id: number }[]).map(
         (row) => row.id,
-      );
-      expect(ids).toEqual([10, 11, 20, 21, 30, 31, 50, 51, 60, 61]);
-    } finally {
-      db.close();
-    }
+      ),
+    );
+    expect(ids).toEqual([10, 11, 20, 21, 30, 31, 50, 51, 60, 61]);
     dir.cleanup();
   },
 );
