@@ -30,6 +30,7 @@ import { Preconditions1766300000000 } from '../../migrations/1766300000000-preco
 import { Slack1766400000000 } from '../../migrations/1766400000000-slack.js';
 import { ApprovalVia1766500000000 } from '../../migrations/1766500000000-approval-via.js';
 import { PlanRowWidth1766600000000 } from '../../migrations/1766600000000-plan-row-width.js';
+import { OutboxWithoutEnvironmentIndex1766700000000 } from '../../migrations/1766700000000-outbox-without-environment-index.js';
 import { Deployment } from '../model/deployment.entity.js';
 import { Environment } from '../model/environment.entity.js';
 import { IdempotencyRecord } from '../model/idempotency-record.entity.js';
@@ -71,6 +72,7 @@ export const migrations = [
   Slack1766400000000,
   ApprovalVia1766500000000,
   PlanRowWidth1766600000000,
+  OutboxWithoutEnvironmentIndex1766700000000,
 ];
 
 /**
