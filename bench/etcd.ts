@@ -92,6 +92,7 @@ export async function runEtcd(options: {
         return result.succeeded ? 'ok' : 'STALE_GENERATION';
       },
       { seconds: options.warmupSeconds },
+      etcd.pid,
     );
     return { ...run, peakRssMb: etcd.pid ? peakRssMb(etcd.pid) : null };
   } finally {

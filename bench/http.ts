@@ -17,6 +17,7 @@ import { LatencyProxy } from '../test/support/latency-proxy.js';
 import {
   addOutcome,
   cpuMs,
+  cpuUsageMs,
   mainThreadCpuMs,
   writtenBytes,
   graphqlOutcome,
@@ -459,9 +460,11 @@ export async function runHttp(
     const threadsBefore = services.map((service) => mainThreadCpuMs(service.pid!));
     const writtenBefore = services.map((service) => writtenBytes(service.pid!));
     const postgresBefore = options.template.postgres ? postgresCpu() : null;
+    const benchCpu = process.cpuUsage();
     const startedAt = performance.now();
     const [background, ...results] = await loads('', outcomes, backgroundOutcomes, options.seconds);
     const wallMs = performance.now() - startedAt;
+    const loadMs = cpuUsageMs(process.cpuUsage(benchCpu));
     const cpu = services.reduce((sum, service) => sum + cpuMs(service.pid!), 0) - cpuBefore;
     const busy = services
       .map((service, i) => (mainThreadCpuMs(service.pid!) - threadsBefore[i]) / wallMs)
@@ -499,6 +502,7 @@ export async function runHttp(
         ? null
         : (commitsAfter.queuedSeconds - commitsBefore.queuedSeconds) / (wallMs / 1000),
       cpuMsPerRequest: Number.isFinite(cpu) && answered ? cpu / answered : null,
+      loadCpuMsPerRequest: answered ? loadMs / answered : null,
       requestThreadBusy: busy.length ? Math.max(...busy) : null,
       postgresCpuMsPerRequest:
         postgresBefore && postgresAfter

@@ -12,6 +12,13 @@ export interface Run {
   /** CPU time (user + system) of the deciding process(es) per request, ms; null when not measured. */
   cpuMsPerRequest?: number | null;
   /**
+   * CPU time (user + system) of the bench process itself per request over the measured
+   * seconds, ms: the load generator (autocannon, or the peer's client), or, where the bench
+   * decides in-process (the storage floor), the decisions too. It shares the machine's cores
+   * with what it measures.
+   */
+  loadCpuMsPerRequest?: number | null;
+  /**
    * PostgreSQL on this machine: the CPU time of all its processes (backends, WAL writer,
    * checkpointer…) per request, ms; null when there is none to read.
    */
@@ -124,6 +131,8 @@ export async function closedLoop(
   seconds: number,
   decide: (worker: number) => Promise<string>,
   warmup: { seconds: number; done?: () => void } = { seconds: 0 },
+  /** A process that decides (the peer): its CPU over the measured seconds is the run's cpuMsPerRequest. */
+  decider?: number,
 ): Promise<Omit<Run, 'peakRssMb'>> {
   /** Every loop calls `decide` until `deadline` (performance.now()), each call's outcome to `each`. */
   const loops = (deadline: number, each: (outcome: string, startedAt: number) => void) =>
@@ -139,14 +148,21 @@ export async function closedLoop(
   warmup.done?.();
   const latencies: number[] = [];
   const outcomes: Record<string, number> = {};
+  const deciderBefore = decider ? cpuMs(decider) : NaN;
+  const load = process.cpuUsage();
   const started = performance.now();
   await loops(started + seconds * 1000, (outcome, t) => {
     latencies.push(performance.now() - t);
     addOutcome(outcomes, outcome);
   });
   const elapsed = (performance.now() - started) / 1000;
+  const loadMs = cpuUsageMs(process.cpuUsage(load));
+  const deciderMs = decider ? cpuMs(decider) - deciderBefore : NaN;
   latencies.sort((a, b) => a - b);
   return {
+    cpuMsPerRequest:
+      Number.isFinite(deciderMs) && latencies.length ? deciderMs / latencies.length : null,
+    loadCpuMsPerRequest: latencies.length ? loadMs / latencies.length : null,
     reqPerSec: latencies.length / elapsed,
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
@@ -161,6 +177,11 @@ export async function closedLoop(
  */
 export function mainThreadCpuMs(pid: number): number {
   return cpuMs(`${pid}/task/${pid}`);
+}
+
+/** What `process.cpuUsage(since)` measured, user + system, in ms. */
+export function cpuUsageMs({ user, system }: NodeJS.CpuUsage): number {
+  return (user + system) / 1000;
 }
 
 /** User + system CPU time of a process so far, ms (clock ticks of 10 ms); NaN when it cannot be read. */

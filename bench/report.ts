@@ -2,6 +2,7 @@
  * docs/BENCHMARKS.md: the machine, the table of medians with its ratios, the targets
  * computed from the table, and the sections other commands write (kept across runs).
  */
+import { availableParallelism } from 'node:os';
 import { LARGE_BODY_HEAP_GROWTH_PERCENT } from '../src/limits/large-bodies.js';
 import { startFlags } from '../test/fault/service.js';
 import { median, type Row } from './measure.js';
@@ -46,6 +47,7 @@ interface Summary extends Row {
   p99Ms: number;
   peakRssMb: number | null;
   cpuMsPerRequest: number | null;
+  loadCpuMsPerRequest: number | null;
   postgresCpuMsPerRequest: number | null;
   requestThreadBusy: number | null;
   writesPerCommit: number | null;
@@ -77,6 +79,7 @@ function summarize(row: Row): Summary {
     p99Ms: median(row.runs.map((run) => run.p99Ms)),
     peakRssMb: rss.length ? median(rss) : null,
     cpuMsPerRequest: cpu.length ? median(cpu) : null,
+    loadCpuMsPerRequest: medianOf(row.runs.map((run) => run.loadCpuMsPerRequest)),
     postgresCpuMsPerRequest: medianOf(row.runs.map((run) => run.postgresCpuMsPerRequest)),
     requestThreadBusy: medianOf(row.runs.map((run) => run.requestThreadBusy)),
     writesPerCommit: medianOf(row.runs.map((run) => run.writesPerCommit)),
@@ -220,6 +223,7 @@ export function report(rows: Row[], machine: Machine): string {
         `${s.writeQueueDepth != null && s.writeQueueDepth > 0 ? `; writer queue ${fixed(s.writeQueueDepth, 1)} deep` : ''}` +
         `${s.writtenKiBPerRequest != null && s.writtenKiBPerRequest > 0 ? `; ${fixed(s.writtenKiBPerRequest, 1)} KiB written per request` : ''}` +
         `${s.requestThreadBusy != null ? `; request thread busy ${Math.round(s.requestThreadBusy * 100)}%` : ''}` +
+        `${s.loadCpuMsPerRequest != null ? `; bench process ${fixed(s.loadCpuMsPerRequest, 3)} ms CPU per request` : ''}` +
         `${s.roundTripsPerRequest != null ? `; ${fixed(s.roundTripsPerRequest, 1)} database round trips per request, chunks held ${fixed(s.heldMs ?? 0, 2)} ms each way` : ''} |`,
     );
   }
@@ -238,7 +242,10 @@ export function report(rows: Row[], machine: Machine): string {
       'for the one connection (deep) or for their requests to reach it (shallow: the request thread is the bound).',
     '- Service CPU ms / request: the user + system CPU time of the service process(es) over the run (from /proc, 10 ms ticks) ' +
       'divided by the requests answered (with the publishes beside the reads in scenario 8): what a request costs the ' +
-      'machine, much less sensitive than req/s to other load on a shared machine. Not measured for the in-process floors and etcd.',
+      'machine, much less sensitive than req/s to other load on a shared machine. For etcd, its own process. Not measured for the in-process floors.',
+    '- Bench process … ms CPU per request: the bench process\u2019s own user + system CPU time over the run per request: the load ' +
+      'generator (autocannon for HTTP rows, the etcd client for etcd\u2019s), which shares the cores with what it measures; in the ' +
+      'storage floor, which decides in the bench process, the decisions too.',
     '- Scenario 3 counts every request (the submit and each approval) as one decision; the last approval publishes. ' +
       'The quorum-of-3 environments need three distinct reviewers.',
     '- Scenario 6 runs the publish\u2019s statements synchronously on one connection in the bench process, so its ' +
@@ -536,6 +543,19 @@ export function report(rows: Row[], machine: Machine): string {
       `- The token lookup: \`whoami\` ${rate(whoami10)} vs \`{ __typename }\` ${rate(floor0)} = ` +
         `${fixed(1000 / whoami10.reqPerSec - 1000 / floor0.reqPerSec, 3)} ms per authenticated request.`,
     );
+  if (publish && etcd && publish.cpuMsPerRequest != null && etcd.cpuMsPerRequest != null) {
+    const cores = availableParallelism();
+    const perDecision = (row: Summary) =>
+      (row.cpuMsPerRequest ?? 0) + (row.loadCpuMsPerRequest ?? 0);
+    lines.push(
+      `- The machine's CPU per decision at c=10 (FULL): a publish costs the service ${fixed(publish.cpuMsPerRequest, 3)} ms ` +
+        `and its load generator ${fixed(publish.loadCpuMsPerRequest ?? 0, 3)} ms; etcd's decision costs etcd ` +
+        `${fixed(etcd.cpuMsPerRequest, 3)} ms and its client ${fixed(etcd.loadCpuMsPerRequest ?? 0, 3)} ms ` +
+        `(${fixed(perDecision(publish), 3)} against ${fixed(perDecision(etcd), 3)} ms, ${ratio(perDecision(publish) / perDecision(etcd))}). ` +
+        `On ${cores} cores shared by both sides, at most ${fixed((cores * 1000) / perDecision(publish), 0)} publishes/s ` +
+        `and ${fixed((cores * 1000) / perDecision(etcd), 0)} etcd decisions/s fit (the kernel's share of loopback not counted).`,
+    );
+  }
   if (floor0 && etcd)
     lines.push(
       `- The framework floor itself is ${ratio(floor0.reqPerSec / etcd.reqPerSec)} etcd's decision rate at c=10: ` +
