@@ -244,8 +244,8 @@ export function report(rows: Row[], machine: Machine): string {
       'divided by the requests answered (with the publishes beside the reads in scenario 8): what a request costs the ' +
       'machine, much less sensitive than req/s to other load on a shared machine. For etcd, its own process. Not measured for the in-process floors.',
     '- Bench process … ms CPU per request: the bench process\u2019s own user + system CPU time over the run per request: the load ' +
-      'generator (autocannon for HTTP rows, the etcd client for etcd\u2019s), which shares the cores with what it measures; in the ' +
-      'storage floor, which decides in the bench process, the decisions too.',
+      'generator (autocannon for HTTP rows, the etcd client for etcd\u2019s), which shares the cores with what it measures; in scenario 13 ' +
+      'also the latency proxy; in the storage floor, which decides in the bench process, the decisions too.',
     '- Scenario 3 counts every request (the submit and each approval) as one decision; the last approval publishes. ' +
       'The quorum-of-3 environments need three distinct reviewers.',
     '- Scenario 6 runs the publish\u2019s statements synchronously on one connection in the bench process, so its ' +
