@@ -14,14 +14,17 @@
  */
 import Database from 'better-sqlite3';
 import autocannon from 'autocannon';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { option, ServiceProcess, textOption } from '../test/fault/service.js';
 import {
+  commitCounters,
+  copyDatabase,
   fencedPublish,
   manyEnvironments,
   prepareTemplate,
+  removeDatabase,
   runDatabase,
   UNLIMITED,
 } from './http.js';
@@ -60,8 +63,7 @@ function committedFrames(wal: Buffer): { pages: number[]; commits: number } {
 /** Which table or index owns each page of the database `file` (with its WAL) makes. */
 function owners(file: string, dir: string): Map<number, string> {
   const copy = join(dir, 'owners.db');
-  for (const suffix of ['', '-wal']) copyFileSync(file + suffix, copy + suffix);
-  rmSync(`${copy}-shm`, { force: true });
+  copyDatabase(file, copy);
   const db = new Database(copy);
   try {
     const rows = db.prepare('SELECT name, pageno, pagetype FROM dbstat').all() as {
@@ -77,14 +79,8 @@ function owners(file: string, dir: string): Map<number, string> {
     );
   } finally {
     db.close();
-    for (const suffix of ['', '-wal', '-shm']) rmSync(copy + suffix, { force: true });
+    removeDatabase(copy);
   }
-}
-
-async function metric(service: ServiceProcess, name: string): Promise<number> {
-  const text = await (await fetch(`${service.url}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.split(' ')[1]) : 0;
 }
 
 async function capture(count: number, dir: string): Promise<Capture> {
@@ -97,7 +93,6 @@ async function capture(count: number, dir: string): Promise<Capture> {
       ...UNLIMITED,
       PLANFENCE_SQLITE_CHECKPOINT_MS: '0',
     });
-    let running = true;
     try {
       await service.start();
       const requests = (count === 1 ? fencedPublish(0) : manyEnvironments)(template, runId);
@@ -107,10 +102,8 @@ async function capture(count: number, dir: string): Promise<Capture> {
         duration: seconds,
         requests,
       });
-      const writes = await metric(service, 'planfence_committed_writes_total');
-      const transactions = await metric(service, 'planfence_commits_total');
+      const { writes, transactions } = await commitCounters([service.url]);
       await service.crash();
-      running = false;
       const { pages, commits } = committedFrames(readFileSync(`${location}-wal`));
       const owner = owners(location, dir);
       total.commits += commits;
@@ -120,7 +113,7 @@ async function capture(count: number, dir: string): Promise<Capture> {
         total.pages.set(name, (total.pages.get(name) ?? 0) + 1);
       }
     } finally {
-      if (running) await service.crash();
+      await service.crash();
       await remove();
     }
   }

@@ -49,6 +49,11 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Whether the process has exited, with a code or killed by a signal (its exitCode is then null). */
+function ended(child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null;
+}
+
 export class ServiceProcess {
   private child: ChildProcess | null = null;
   private port = 0;
@@ -98,8 +103,8 @@ export class ServiceProcess {
       } catch {
         // not listening yet
       }
-      if (this.child.exitCode !== null)
-        throw new Error(`service exited with ${this.child.exitCode}`);
+      if (ended(this.child))
+        throw new Error(`service exited with ${this.child.exitCode ?? this.child.signalCode}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     await this.crash();
@@ -109,7 +114,7 @@ export class ServiceProcess {
   /** kill -9: no shutdown hook, no flush, exactly what a crash does. */
   async crash(): Promise<void> {
     const child = this.child;
-    if (!child || child.exitCode !== null) return;
+    if (!child || ended(child)) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
@@ -118,7 +123,7 @@ export class ServiceProcess {
   /** SIGTERM; a service that has not exited 15 s later is killed, and that is an error. */
   async stop(): Promise<void> {
     const child = this.child;
-    if (!child || child.exitCode !== null) return;
+    if (!child || ended(child)) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
     let timer: NodeJS.Timeout | undefined;
