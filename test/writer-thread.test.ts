@@ -330,12 +330,17 @@ onSqlite(
     const setup = new Database(file);
     setup.exec('CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)');
     setup.close();
-    // A program that stores two notes, and throws after the first when told to.
-    const program: WriterProgram<{ id: number; fail: boolean }, number> = {
+    // A program that stores two notes, and throws after the first when told to; or ends the
+    // transaction first, as SQLite does itself on a full disk.
+    const program: WriterProgram<{ id: number; fail: boolean; end: boolean }, number> = {
       name: 'two-notes',
-      sql: { insert: 'INSERT INTO notes (id, text) VALUES (:id, :text)' },
+      sql: { insert: 'INSERT INTO notes (id, text) VALUES (:id, :text)', end: 'ROLLBACK' },
       run: (statement, sql, input) => {
         statement(sql.insert).run({ id: input.id, text: 'first' });
+        if (input.end) {
+          statement(sql.end).run();
+          throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+        }
         if (input.fail) throw Object.assign(new Error('told to fail'), { code: 'TOLD' });
         statement(sql.insert).run({ id: input.id + 1, text: 'second' });
         return input.id;
@@ -344,7 +349,8 @@ onSqlite(
     const writer = new SqliteWriter(file, ['journal_mode = WAL']);
     await writer.start();
     try {
-      const write = (id: number, fail = false) => ({ program, input: { id, fail } }) as never;
+      const write = (id: number, fail = false, end = false) =>
+        ({ program, input: { id, fail, end } }) as never;
       // Without a failure; then with one in the middle of the group.
       expect(await writer.commit([write(10), write(20)])).toEqual([{ value: 10 }, { value: 20 }]);
       const outcomes = await writer.commit([write(30), write(40, true), write(50)]);
@@ -360,6 +366,12 @@ onSqlite(
       expect((duplicate[1] as { error: Error }).error).toMatchObject({
         code: 'SQLITE_CONSTRAINT_PRIMARYKEY',
       });
+      // A write after which SQLite ended the transaction fails its whole group, with its own
+      // error (not the savepoint's that no longer exists): nothing of the group is stored.
+      await expect(writer.commit([write(70), write(80, false, true)])).rejects.toMatchObject({
+        message: 'database or disk is full',
+        code: 'SQLITE_FULL',
+      });
     } finally {
       await writer.stop();
     }
@@ -370,5 +382,77 @@ onSqlite(
     );
     expect(ids).toEqual([10, 11, 20, 21, 30, 31, 50, 51, 60, 61]);
     dir.cleanup();
+  },
+);
+
+onSqlite(
+  'a group the thread has not answered when it is stopped is refused, not left waiting',
+  async () => {
+    const dir = scratchDir();
+    const file = join(dir.path, 'stopped.db');
+    new Database(file).close();
+    // A program that holds the thread longer than its stop's grace.
+    const busy: WriterProgram<{ ms: number }, number> = {
+      name: 'busy',
+      sql: {},
+      run: (_statement, _sql, input) => {
+        const until = Date.now() + input.ms;
+        while (Date.now() < until) {
+          // The thread is busy.
+        }
+        return input.ms;
+      },
+    };
+    const writer = new SqliteWriter(file, ['journal_mode = WAL']);
+    await writer.start();
+    const answer = writer.commit([{ program: busy, input: { ms: 10_000 } }]);
+    await writer.stop(200);
+    await expect(answer).rejects.toThrow(
+      'the writer thread was stopped before it answered this group',
+    );
+    expect(writer.running).toBe(false);
+    dir.cleanup();
+  },
+);
+
+onSqlite(
+  'the thread decides by the clock as it decides: a STRICT lease that expired while its submit waited is refused',
+  async () => {
+    const dir = scratchDir();
+    // The service's own clock: the system's.
+    const app = await startApp({ DATABASE_URL: `sqlite:${join(dir.path, 'clock.db')}` }, null);
+    try {
+      const world = new World(app);
+      const agent = await world.issue('agent-c', 'AGENT');
+      await world.createEnvironment('waits', 'STRICT', false);
+      const db = app.get(Storage);
+      expect(db.writesOnThread).toBe(true);
+      // The lease lives for a second; the thread is then busy for a second and a half, with
+      // the submit, sent while the lease lives, in line behind it.
+      const generation = await world.acquire(agent, 'waits', 1);
+      const busy: WriterProgram<{ ms: number }, number> = {
+        name: 'busy-a-while',
+        sql: {},
+        run: (_statement, _sql, input) => {
+          const until = Date.now() + input.ms;
+          while (Date.now() < until) {
+            // The thread is busy.
+          }
+          return input.ms;
+        },
+      };
+      const held = db.writeOnThread(busy, { ms: 1_500 }, () => {});
+      const late = await world.submit(agent, 'waits', generation, 'replicas: 2');
+      await held;
+      expect(codeOf(late)).toBe('LEASE_NOT_HELD');
+      const current = await world.gql<{ currentPlan: { id: string } | null }>(
+        agent,
+        '{ currentPlan(environment: "waits") { id } }',
+      );
+      expect(current.data?.currentPlan).toBeNull();
+    } finally {
+      await app.close();
+      dir.cleanup();
+    }
   },
 );

@@ -132,12 +132,19 @@ export class SqliteWriter {
     });
   }
 
-  /** Closes the thread's connection and ends the thread. */
-  async stop(): Promise<void> {
+  /**
+   * Closes the thread's connection and ends the thread. The groups handed to it before are
+   * answered first; one it has not answered within `graceMs` (it was ended in the middle of
+   * it) is rejected: whether it committed is unknown, as after a crash.
+   */
+  async stop(graceMs = STOP_GRACE_MS): Promise<void> {
     const worker = this.worker;
     if (!worker) return;
     this.worker = null;
-    await stopWorker(worker, STOP_GRACE_MS);
+    await stopWorker(worker, graceMs);
+    const unanswered = new Error('the writer thread was stopped before it answered this group');
+    for (const { reject } of this.pending.values()) reject(unanswered);
+    this.pending.clear();
   }
 }
 

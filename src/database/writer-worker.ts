@@ -83,9 +83,14 @@ export function writerWorkerMain(): void {
           fixed('RELEASE write').run();
           outcomes.push({ value });
         } catch (error) {
-          // A failure to roll back ends the transaction (SQLite may have ended it already).
-          fixed('ROLLBACK TO write').run();
-          fixed('RELEASE write').run();
+          try {
+            fixed('ROLLBACK TO write').run();
+            fixed('RELEASE write').run();
+          } catch {
+            // SQLite ended the whole transaction (as it may on a full disk or an I/O error):
+            // the group fails, with the write's own error (its code), not the savepoint's.
+            throw error;
+          }
           outcomes.push({ error: failure(error) });
         }
       }

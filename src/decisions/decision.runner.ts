@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { AuditEvent, AuditOutcome } from '../model/audit-event.entity.js';
 import { auditEvent, AuditService } from '../audit/audit.service.js';
 import { currentVia, type Via } from '../common/via.js';
-import { Clock } from '../common/clock.js';
+import { Clock, SystemClock } from '../common/clock.js';
 import { type DomainError, isDomainError } from '../common/errors.js';
 import { Database, isTokenCheckFailure, type TokenCheck } from '../database/database.js';
 import { AuthError } from '../auth/auth.errors.js';
@@ -209,8 +209,9 @@ export class DecisionRunner {
 
   /**
    * decidePlan made by the SQLite writer thread (Database.writesOnThread), as decidePlanAtOnce
-   * is by PostgreSQL's statement: `onThread` hands the submit to the thread with the clock
-   * and what the decision records besides the plan (the same encoders' rows), and is given
+   * is by PostgreSQL's statement: `onThread` hands the submit to the thread with the time
+   * (null: the thread reads the system's clock as it decides) and what the decision records
+   * besides the plan (the same encoders' rows), and is given
    * what to announce once its group committed (the plan's event when it published, then
    * the audit event's; the outbox's listeners), before the submit is answered. A submit the
    * thread does not admit (nothing written) is decided by decidePlan (`work`, the guard's
@@ -221,7 +222,7 @@ export class DecisionRunner {
     request: Decision,
     call: IdempotentCall | null,
     onThread: (
-      now: number,
+      now: number | null,
       record: (provisional: Plan) => SubmitOnThread['record'],
       committed: (plan: Plan, auditId: number) => void,
     ) => Promise<Plan | null>,
@@ -232,7 +233,9 @@ export class DecisionRunner {
     const startedAt = performance.now();
     const summarize = planResult(detail).summarize;
     const plan = await onThread(
-      await this.clock.now(),
+      // The system's clock is read by the thread as it decides, after the write's wait in
+      // line, as the guard's statements read it in their transaction.
+      this.clock instanceof SystemClock ? null : await this.clock.now(),
       (provisional) => {
         const { generation, detail: said } = summarize(provisional);
         return submitRecord(provisional, {
