@@ -1,6 +1,6 @@
 /** Start-up: configuration is checked once, the admin token is bootstrapped, health answers. */
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -296,6 +296,22 @@ async function outputUntil(env: Record<string, string>, until: RegExp): Promise<
     expect(lines.filter((line) => line.trace)).toEqual([]);
     expect(output).not.toMatch(/\n\s+at /);
     expect(output).not.toContain('Unable to connect');
+  },
+);
+
+(TEST_DATABASE === 'sqlite' ? test : test.skip)(
+  'a DATABASE_URL that names a file which is not a SQLite database stops the start at once, saying so',
+  () => {
+    const started = runBuilt((dir) => {
+      writeFileSync(join(dir, 'notes.txt'), 'shopping list: eggs, flour, a SQLite book\n');
+      return { DATABASE_URL: `sqlite:${join(dir, 'notes.txt')}` };
+    });
+    expect(started.status).toBe(1);
+    expect(started.stderr).toMatch(
+      /failed to start: \S+notes\.txt is not a SQLite database \(it does not begin with SQLite's header\)/,
+    );
+    // Not retried as a connection that may come back, nor blamed on another process.
+    expect(`${started.stdout}${started.stderr}`).not.toMatch(/attempt 1 of|in use by process/);
   },
 );
 

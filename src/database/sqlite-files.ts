@@ -8,6 +8,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  readSync,
   renameSync,
   rmSync,
   statSync,
@@ -314,6 +315,8 @@ export function guardSqliteFiles(files: SqliteFiles, options: SqliteGuardOptions
       }
       if (signs.length) logger.warn(`creating a new empty database ${files.database}`);
     }
+    const notSqlite = notASqliteDatabase(files.database);
+    if (notSqlite) throw new StorageStartError(notSqlite);
     // SQLite gives its -wal, -shm and -journal files the mode of the database file.
     createPrivateFile(files.database);
     for (const file of [files.database, files.wal, files.shm, files.journal, files.marker])
@@ -324,6 +327,35 @@ export function guardSqliteFiles(files: SqliteFiles, options: SqliteGuardOptions
   } catch (error) {
     lock.release();
     throw error;
+  }
+}
+
+/** What every SQLite database file begins with. */
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/**
+ * Why `path` cannot be the service's database: a file that is not empty and does not begin
+ * with SQLite's header (DATABASE_URL names another kind of file); null for a SQLite file, an
+ * empty one or none (which SQLite makes a new database).
+ */
+function notASqliteDatabase(path: string): string | null {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+  try {
+    const start = Buffer.alloc(SQLITE_HEADER.length);
+    const read = readSync(fd, start, 0, start.length, 0);
+    if (read === 0 || start.equals(SQLITE_HEADER)) return null;
+    return (
+      `${path} is not a SQLite database (it does not begin with SQLite's header): ` +
+      'DATABASE_URL must name a planfence database, or a path where no file exists yet'
+    );
+  } finally {
+    closeSync(fd);
   }
 }
 
