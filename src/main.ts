@@ -3,6 +3,7 @@ import { restoreIntl } from './common/defer-intl.js';
 import './common/defer-modules.js';
 import { Logger } from '@nestjs/common';
 import type { Server } from 'node:http';
+import { flushLogLines } from './common/batched-lines.js';
 import { ConfigError, loadConfig } from './config/config.js';
 import {
   EXIT_STORAGE_UNSAFE,
@@ -66,7 +67,11 @@ async function main(): Promise<void> {
   const deadline = config.http.shutdownTimeoutMs;
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: exit now (the log lines in a batch are written at exit).
+      logger.warn(`${signal} again: exiting without waiting for the shutdown`);
+      process.exit(1);
+    }
     stopping = true;
     logger.log(`${signal}: shutting down (deadline ${deadline / 1000} s)`);
     const server: Server = app.getHttpServer();
@@ -83,11 +88,13 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 main().catch((error: unknown) => {
+  // The lines that say what failed first, then the summary (stderr).
+  flushLogLines();
   console.error('planfence: failed to start:', error instanceof Error ? error.message : error);
   process.exit(error instanceof StorageStartError ? error.exitCode : 1);
 });

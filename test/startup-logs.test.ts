@@ -2,13 +2,17 @@
  * What a start says (the built service, `node dist/src/main.js`): a few lines, not the
  * framework's module-loading chatter; ISO times; one listening line that names the
  * dashboard; one line on the OIDC configuration; PLANFENCE_LOG_FORMAT chooses JSON or lines
- * for people and is validated like every other variable.
+ * for people and is validated like every other variable. And what becomes of the lines,
+ * written in batches, when stdout's reader stops reading or goes away, and at a second
+ * signal.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { distFile } from './fault/service.js';
 import { scratchDir } from './support/app.js';
+import { until } from './support/until.js';
 
 interface Started {
   child: ChildProcess;
@@ -17,6 +21,8 @@ interface Started {
   dashboard: string;
   /** What the process has written to stderr so far. */
   stderr: () => string;
+  /** Every whole line the process has written to stdout so far. */
+  output: () => string[];
 }
 
 // Each test starts the built service; on a busy machine a start takes a while.
@@ -63,7 +69,7 @@ async function start(env: Record<string, string>, dir: string): Promise<Started>
       if (parts.some((line) => line.includes('OIDC'))) {
         const listening = lines.find((line) => line.includes('listening on')) ?? '';
         const dashboard = /dashboard (http:\/\/\S+\/)/.exec(listening)?.[1] ?? '';
-        resolve({ child, lines: [...lines], dashboard, stderr: () => stderr });
+        resolve({ child, lines: [...lines], dashboard, stderr: () => stderr, output: () => lines });
       }
     });
     child.once('exit', (code) =>
@@ -216,6 +222,105 @@ test(
     const { count, found } = JSON.parse(run.stdout) as { count: number; found: string[] };
     expect(count).toBeGreaterThanOrEqual(17);
     expect(found).toEqual(Array(count).fill('function'));
+  },
+  START_BOUND_MS,
+);
+
+/** Resolves with the child's exit code, or its signal's name. */
+function exited(child: ChildProcess): Promise<number | string> {
+  if (child.exitCode !== null || child.signalCode !== null)
+    return Promise.resolve(child.exitCode ?? child.signalCode!);
+  return new Promise((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
+  );
+}
+
+const requestLines = (lines: string[], path: string) =>
+  lines.filter((line) => line.includes('"msg":"request"') && line.includes(`"path":"${path}"`));
+
+test(
+  'a reader of stdout that stops reading holds up no request, and it is given every line once it reads again',
+  async () => {
+    const dir = scratchDir();
+    try {
+      const { child, dashboard, output } = await start({}, dir.path);
+      child.stdout!.pause();
+      // A line for each answer: several times what a pipe holds (64 KiB) while nobody reads.
+      const statuses: number[] = [];
+      for (let round = 0; round < 60; round++)
+        statuses.push(
+          ...(await Promise.all(
+            Array.from({ length: 25 }, () =>
+              fetch(`${dashboard}health`).then((response) => response.status),
+            ),
+          )),
+        );
+      expect(statuses.filter((status) => status === 200)).toHaveLength(1_500);
+      child.stdout!.resume();
+      await until('every request line', () => requestLines(output(), '/health').length >= 1_500, {
+        progress: () => output().length,
+      });
+      for (const line of output()) expect(() => JSON.parse(line) as unknown).not.toThrow();
+      child.kill('SIGTERM');
+      expect(await exited(child)).toBe(0);
+    } finally {
+      dir.cleanup();
+    }
+  },
+  START_BOUND_MS,
+);
+
+test(
+  "a service whose stdout's reader is gone still stops on SIGTERM",
+  async () => {
+    const dir = scratchDir();
+    try {
+      const { child, dashboard } = await start({}, dir.path);
+      expect((await fetch(`${dashboard}health`)).status).toBe(200);
+      // The log shipper ends: the pipe has no reader any more.
+      child.stdout!.destroy();
+      child.kill('SIGTERM');
+      expect(await exited(child)).not.toBe('SIGKILL');
+      expect(child.exitCode).not.toBeNull();
+    } finally {
+      dir.cleanup();
+    }
+  },
+  START_BOUND_MS,
+);
+
+test(
+  'a second SIGTERM during the shutdown exits at once (1), after writing every line',
+  async () => {
+    const dir = scratchDir();
+    try {
+      const { child, dashboard, output } = await start(
+        { PLANFENCE_SHUTDOWN_TIMEOUT_SECONDS: '600' },
+        dir.path,
+      );
+      // A request whose body never ends: the shutdown waits for it.
+      const url = new URL(dashboard);
+      const slow = connect(Number(url.port), url.hostname);
+      await new Promise((resolve) => slow.once('connect', resolve));
+      slow.on('error', () => {});
+      slow.write(
+        'POST /graphql HTTP/1.1\r\nHost: planfence\r\nContent-Type: application/json\r\n' +
+          'Content-Length: 100\r\n\r\n{',
+      );
+      expect((await fetch(`${dashboard}health`)).status).toBe(200);
+      child.kill('SIGTERM');
+      await until('the shutdown line', () =>
+        output().some((line) => line.includes('SIGTERM: shutting down')),
+      );
+      child.kill('SIGTERM');
+      expect(await exited(child)).toBe(1);
+      slow.destroy();
+      const said = output().map((line) => (JSON.parse(line) as { msg: string }).msg);
+      expect(said).toContain('SIGTERM again: exiting without waiting for the shutdown');
+      expect(requestLines(output(), '/health')).toHaveLength(1);
+    } finally {
+      dir.cleanup();
+    }
   },
   START_BOUND_MS,
 );

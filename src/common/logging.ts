@@ -2,6 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type Logger, pino, stdTimeFunctions } from 'pino';
 import type { LogFormat } from '../config/config.js';
+import { stdoutLines } from './batched-lines.js';
 
 /**
  * The service's logger: `json` lines with ISO times, or `pretty` lines for a person
@@ -14,9 +15,7 @@ export function createLogger(
 ): Logger {
   const pretty = format === 'pretty' || (format === 'auto' && destination.isTTY === true);
   if (!pretty && destination === process.stdout) {
-    const lines = pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 100 });
-    process.once('exit', () => lines.flushSync());
-    destination = lines;
+    destination = stdoutLines();
   }
   return pino(
     { level, base: { service: 'planfence' }, timestamp: stdTimeFunctions.isoTime },
