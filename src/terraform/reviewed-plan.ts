@@ -30,10 +30,12 @@ const RENDERED = 'in the plan file';
  * Compared: `resource_changes` by address (and deposed key), in any order — mode, type,
  * name, provider, previous address, actions, before, after, after_unknown, replace_paths,
  * importing, action_reason; `output_changes` by name — actions, before, after,
- * after_unknown; `variables` by name — their values. Not compared: what two renderings of
- * one plan file may write differently (format_version, terraform_version, timestamp,
+ * after_unknown; `variables` by name — their values; `configuration`, whole: what the
+ * apply runs besides the changes (provisioners, provider blocks, the expressions of values
+ * known only after apply), the first path that differs. Not compared: what two renderings
+ * of one plan file may write differently (format_version, terraform_version, timestamp,
  * applyable, complete, errored) and what follows from the compared parts (planned_values,
- * prior_state, configuration, …). A document that is not a Terraform plan is one line.
+ * prior_state, …). A document that is not a Terraform plan is one line.
  */
 export function reviewedPlanDifferences(
   reviewedContent: string,
@@ -52,6 +54,7 @@ export function reviewedPlanDifferences(
     ...resourceDifferences(reviewed, rendered),
     ...outputDifferences(reviewed, rendered),
     ...variableDifferences(reviewed, rendered),
+    ...fieldDifferences('configuration', '', reviewed.configuration, rendered.configuration, true),
   ];
   if (lines.length <= MAX_LINES) return lines;
   return [...lines.slice(0, MAX_LINES), `… and ${lines.length - MAX_LINES} more`];
