@@ -17,7 +17,7 @@ import {
 } from '../src/cli/commands/login-store.js';
 import { PLANFENCE_BIN, run } from './support/commands.js';
 import { codeOf, ok, scratchDir } from './support/app.js';
-import { signInOverHttp } from './support/oidc-provider.js';
+import { CookieJar, signInOverHttp } from './support/oidc-provider.js';
 import { type SignInWorld, startSignInWorld } from './support/sign-in.js';
 
 let world: SignInWorld;
@@ -81,6 +81,51 @@ test('planfence login signs a person in through the browser and stores a session
   expect(said).toEqual([`Signed out of ${app.url}.`]);
   expect(readCredential(app.url)).toBeNull();
   expect(codeOf(await app.gql(token, '{ whoami { name } }'))).toBe('UNAUTHENTICATED');
+});
+
+test('a sign-in cookie changed in the browser to send the code or the person elsewhere is refused at the callback', async () => {
+  const { app } = world;
+  /** /auth/login's redirect to the provider, with its cookie edited by `edit`. */
+  const started = async (query: string, edit: (pending: Record<string, any>) => void) => {
+    const response = await fetch(`${app.url}/auth/login?${query}`, { redirect: 'manual' });
+    expect(response.status).toBe(302);
+    const jar = new CookieJar();
+    jar.take(response);
+    const pending = JSON.parse(
+      Buffer.from(jar.cookies.get('planfence_login')!, 'base64url').toString('utf8'),
+    ) as Record<string, any>;
+    edit(pending);
+    jar.cookies.set('planfence_login', Buffer.from(JSON.stringify(pending)).toString('base64url'));
+    return { provider: response.headers.get('location')!, jar };
+  };
+  const elsewhere = (url: string) => url.startsWith('https://evil.example/');
+  // The command line's flow, its loopback redirect changed to another site's address.
+  const cli = await started(
+    `cli_redirect=${encodeURIComponent('http://127.0.0.1:9/callback')}&cli_state=${'s'.repeat(20)}&cli_challenge=${'c'.repeat(43)}`,
+    (pending) => (pending.c.redirect = 'https://evil.example/steal'),
+  );
+  const stolen = await signInOverHttp(cli.provider, 'u-rita', { jar: cli.jar, stopAt: elsewhere });
+  expect(stolen.location).toBeNull();
+  expect(stolen.status).toBe(400);
+  expect(stolen.body).toContain('This sign-in was not started here');
+  // The console's flow, its return path changed to another site.
+  const consoleFlow = await started(
+    'return=%2F',
+    (pending) => (pending.r = 'https://evil.example/phish'),
+  );
+  const phished = await signInOverHttp(consoleFlow.provider, 'u-rita', {
+    jar: consoleFlow.jar,
+    stopAt: elsewhere,
+  });
+  expect(phished.location).toBeNull();
+  expect(phished.status).toBe(400);
+  // Unchanged, the same flow signs the person in and returns to the service's own path.
+  const fine = await started('return=%2F', () => {});
+  const home = await signInOverHttp(fine.provider, 'u-rita', {
+    jar: fine.jar,
+    stopAt: (url) => url === `${app.url}/`,
+  });
+  expect(home.location).toBe(`${app.url}/`);
 });
 
 // proves: R41

@@ -46,6 +46,30 @@ function cookie(
 }
 
 /** A `planfence login` redirect: http on a loopback address only (RFC 8252 §7.3). */
+/** Where `planfence login` asked the code to be sent, when every part is as it must be. */
+function cliTarget(given: {
+  redirect?: unknown;
+  state?: unknown;
+  challenge?: unknown;
+}): Pending['c'] {
+  const redirect = loopbackRedirect(given.redirect);
+  const { state, challenge } = given;
+  if (
+    !redirect ||
+    typeof state !== 'string' ||
+    typeof challenge !== 'string' ||
+    !/^[A-Za-z0-9_-]{16,128}$/.test(state) ||
+    !/^[A-Za-z0-9_-]{43}$/.test(challenge)
+  )
+    return undefined;
+  return { redirect, state, challenge };
+}
+
+/** A path of this service to return to after the sign-in (never another origin). */
+function returnPath(value: unknown): string | null {
+  return typeof value === 'string' && /^\/(?!\/)[^\\\s]{0,500}$/.test(value) ? value : null;
+}
+
 function loopbackRedirect(value: unknown): string | null {
   if (typeof value !== 'string' || value.length > 200) return null;
   try {
@@ -116,14 +140,12 @@ export class SessionsController {
     }
     let cli: Pending['c'];
     if (query.cli_redirect !== undefined) {
-      const redirect = loopbackRedirect(query.cli_redirect);
-      const state = query.cli_state ?? '';
-      const challenge = query.cli_challenge ?? '';
-      if (
-        !redirect ||
-        !/^[A-Za-z0-9_-]{16,128}$/.test(state) ||
-        !/^[A-Za-z0-9_-]{43}$/.test(challenge)
-      ) {
+      cli = cliTarget({
+        redirect: query.cli_redirect,
+        state: query.cli_state,
+        challenge: query.cli_challenge,
+      });
+      if (!cli) {
         await this.answer(
           reply,
           400,
@@ -132,7 +154,6 @@ export class SessionsController {
         );
         return;
       }
-      cli = { redirect, state, challenge };
     }
     let configuration: oidc.Configuration;
     try {
@@ -147,10 +168,7 @@ export class SessionsController {
       );
       return;
     }
-    const returnTo =
-      typeof query.return === 'string' && /^\/(?!\/)[^\\\s]{0,500}$/.test(query.return)
-        ? query.return
-        : '/';
+    const returnTo = returnPath(query.return) ?? '/';
     const pending: Pending = {
       l: index,
       v: oidc.randomPKCECodeVerifier(),
@@ -322,14 +340,19 @@ export class SessionsController {
           const value = JSON.parse(
             Buffer.from(part.slice(at + 1).trim(), 'base64url').toString('utf8'),
           ) as Pending;
+          // The cookie is the browser's to change: where the callback sends it is checked
+          // again as /auth/login checked it (a loopback address, a path of this service).
           if (
             typeof value.v === 'string' &&
             typeof value.s === 'string' &&
             typeof value.n === 'string' &&
             typeof value.l === 'number' &&
-            typeof value.r === 'string'
+            returnPath(value.r) !== null &&
+            (value.c === undefined ||
+              (typeof value.c === 'object' && value.c !== null && cliTarget(value.c) !== undefined))
           )
             return value;
+          return null;
         } catch {
           return null;
         }
