@@ -36,9 +36,15 @@ export default class PlanfenceEnvironment extends TestEnvironment {
     // A mutant's run stops at its first failing test (Stryker counts the mutant killed by
     // it, and jest's own bail is not available to Stryker): the tests after it, in this file
     // and the next, are skipped, and a file with none left runs no hooks.
+    // A beforeAll that fails does not count here: jest gives its error to each test of its
+    // block as that test runs, and a test skipped here would hide it (a mutant reached only
+    // from beforeAll hooks, which Stryker runs with every test, would seem to survive).
     const mutant = this.inRealm ? process.env.__STRYKER_ACTIVE_MUTANT__ : undefined;
     if (!mutant) return;
-    if ((event.name === 'test_done' && event.test.errors.length) || event.name === 'hook_failure')
+    if (
+      (event.name === 'test_done' && event.test.errors.length) ||
+      (event.name === 'hook_failure' && event.hook.type !== 'beforeAll')
+    )
       killedMutants.add(mutant);
     else if (killedMutants.has(mutant)) {
       if (event.name === 'run_start') skipAll(state.rootDescribeBlock);
