@@ -385,27 +385,29 @@ onSqlite(
   },
 );
 
+/** A program that keeps the writer thread busy for `ms` milliseconds. */
+const BUSY: WriterProgram<{ ms: number }, number> = {
+  name: 'busy',
+  sql: {},
+  run: (_statement, _sql, input) => {
+    const until = Date.now() + input.ms;
+    while (Date.now() < until) {
+      // The thread is busy.
+    }
+    return input.ms;
+  },
+};
+
 onSqlite(
   'a group the thread has not answered when it is stopped is refused, not left waiting',
   async () => {
     const dir = scratchDir();
     const file = join(dir.path, 'stopped.db');
     new Database(file).close();
-    // A program that holds the thread longer than its stop's grace.
-    const busy: WriterProgram<{ ms: number }, number> = {
-      name: 'busy',
-      sql: {},
-      run: (_statement, _sql, input) => {
-        const until = Date.now() + input.ms;
-        while (Date.now() < until) {
-          // The thread is busy.
-        }
-        return input.ms;
-      },
-    };
     const writer = new SqliteWriter(file, ['journal_mode = WAL']);
     await writer.start();
-    const answer = writer.commit([{ program: busy, input: { ms: 10_000 } }]);
+    // The thread held longer than its stop's grace.
+    const answer = writer.commit([{ program: BUSY, input: { ms: 10_000 } }]);
     await writer.stop(200);
     await expect(answer).rejects.toThrow(
       'the writer thread was stopped before it answered this group',
@@ -430,18 +432,7 @@ onSqlite(
       // The lease lives for a second; the thread is then busy for a second and a half, with
       // the submit, sent while the lease lives, in line behind it.
       const generation = await world.acquire(agent, 'waits', 1);
-      const busy: WriterProgram<{ ms: number }, number> = {
-        name: 'busy-a-while',
-        sql: {},
-        run: (_statement, _sql, input) => {
-          const until = Date.now() + input.ms;
-          while (Date.now() < until) {
-            // The thread is busy.
-          }
-          return input.ms;
-        },
-      };
-      const held = db.writeOnThread(busy, { ms: 1_500 }, () => {});
+      const held = db.writeOnThread(BUSY, { ms: 1_500 }, () => {});
       const late = await world.submit(agent, 'waits', generation, 'replicas: 2');
       await held;
       expect(codeOf(late)).toBe('LEASE_NOT_HELD');
