@@ -531,7 +531,6 @@ export async function runHttp(
 }
 
 /** The services' commit counters (planfence_commits_total, planfence_committed_writes_total), summed. */
-/** The commit counters of the services' /metrics, summed. */
 export async function commitCounters(
   urls: string[],
 ): Promise<{ transactions: number; writes: number; queuedSeconds: number }> {

@@ -10,7 +10,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { distFile } from './fault/service.js';
+import { distFile, ended } from './fault/service.js';
 import { scratchDir } from './support/app.js';
 import { until } from './support/until.js';
 
@@ -31,7 +31,7 @@ const START_BOUND_MS = 180_000;
 const children = new Set<ChildProcess>();
 afterEach(async () => {
   for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) {
+    if (!ended(child)) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       await exited;
@@ -228,8 +228,7 @@ test(
 
 /** Resolves with the child's exit code, or its signal's name. */
 function exited(child: ChildProcess): Promise<number | string> {
-  if (child.exitCode !== null || child.signalCode !== null)
-    return Promise.resolve(child.exitCode ?? child.signalCode!);
+  if (ended(child)) return Promise.resolve(child.exitCode ?? child.signalCode!);
   return new Promise((resolve) =>
     child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
   );

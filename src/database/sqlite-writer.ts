@@ -99,8 +99,7 @@ export class SqliteWriter {
         this.logger.error(
           `the writer thread stopped (${error.message}); writes run on the request thread`,
         );
-        for (const { reject: fail } of this.pending.values()) fail(error);
-        this.pending.clear();
+        this.refusePending(error);
       };
       worker.on('error', ended);
       worker.on('exit', () => ended(new Error('the writer thread exited')));
@@ -142,8 +141,12 @@ export class SqliteWriter {
     if (!worker) return;
     this.worker = null;
     await stopWorker(worker, graceMs);
-    const unanswered = new Error('the writer thread was stopped before it answered this group');
-    for (const { reject } of this.pending.values()) reject(unanswered);
+    this.refusePending(new Error('the writer thread was stopped before it answered this group'));
+  }
+
+  /** The groups handed to the thread that it will never answer: whether they committed is unknown. */
+  private refusePending(error: Error): void {
+    for (const { reject } of this.pending.values()) reject(error);
     this.pending.clear();
   }
 }

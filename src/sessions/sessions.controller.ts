@@ -45,7 +45,6 @@ function cookie(
   return `${name}=${value}; Path=${options.path}; Max-Age=${options.maxAge}; HttpOnly; SameSite=Lax${options.secure ? '; Secure' : ''}`;
 }
 
-/** A `planfence login` redirect: http on a loopback address only (RFC 8252 §7.3). */
 /** Where `planfence login` asked the code to be sent, when every part is as it must be. */
 function cliTarget(given: {
   redirect?: unknown;
@@ -70,6 +69,7 @@ function returnPath(value: unknown): string | null {
   return typeof value === 'string' && /^\/(?!\/)[^\\\s]{0,500}$/.test(value) ? value : null;
 }
 
+/** A `planfence login` redirect: http on a loopback address only (RFC 8252 §7.3). */
 function loopbackRedirect(value: unknown): string | null {
   if (typeof value !== 'string' || value.length > 200) return null;
   try {

@@ -50,7 +50,7 @@ export async function freePort(): Promise<number> {
 }
 
 /** Whether the process has exited, with a code or killed by a signal (its exitCode is then null). */
-function ended(child: ChildProcess): boolean {
+export function ended(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null;
 }
 
